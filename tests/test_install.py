@@ -1,0 +1,51 @@
+"""Profiles and the model catalog load after a plain (non-editable) `pip install .`, from elsewhere."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.mark.slow
+def test_non_editable_install_loads_data(tmp_path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    for name in ("model", "hardware_profiles"):
+        shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(src)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    shutil.rmtree(src)  # nothing may be read from the source tree
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    code = (
+        "import model, model.profiles as p, model.catalog as c;"
+        f"assert str(model.__file__).startswith({str(target)!r}), model.__file__;"
+        "cat = p.load_catalog();"
+        "print(len(p.unique(cat.gpus)), len(p.unique(cat.links)), len(c.list_models()))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=elsewhere,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    gpus, links, models = (int(x) for x in out.stdout.split())
+    assert gpus >= 13 and links >= 15 and models >= 19
