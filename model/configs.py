@@ -1,0 +1,112 @@
+"""Serving configurations and service-level objectives shared by the planner and the simulator.
+
+These are plain inputs (frozen dataclasses, validated on construction); the modelling lives in
+``model.colocated``, ``model.disaggregated`` (analytical) and ``model.simulate`` (discrete-event).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from model.errors import InputError
+from model.profiles import GPU, Link
+
+ARCHITECTURES = ("colocated", "colocated-chunked", "disaggregated")
+
+
+def _whole(field: str, value: object, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InputError(field, value, f"a whole number >= {minimum}")
+
+
+@dataclass(frozen=True)
+class SLO:
+    """Latency targets: TTFT and TPOT at a percentile, and the attainment target.
+
+    Attainment is the fraction of requests meeting both targets (DistServe, sec. 2); a rate is
+    within goodput when attainment >= ``attainment`` and the ``percentile`` TTFT and TPOT are within
+    their targets.
+    """
+
+    ttft_s: float
+    tpot_s: float
+    percentile: float = 90.0
+    attainment: float = 0.9
+
+    def __post_init__(self) -> None:
+        for name in ("ttft_s", "tpot_s"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise InputError(f"slo.{name}", value, "a time > 0 s (e.g. 0.5 for 500 ms)")
+        if not (isinstance(self.percentile, int | float) and 0 < self.percentile < 100):
+            raise InputError("slo.percentile", self.percentile, "a percentile in (0, 100), e.g. 90")
+        if not (isinstance(self.attainment, int | float) and 0 < self.attainment <= 1):
+            raise InputError("slo.attainment", self.attainment, "a fraction in (0, 1], e.g. 0.9")
+
+
+@dataclass(frozen=True)
+class ColocatedConfig:
+    """R replicas, each a TP group that runs both phases; ``chunk_tokens`` None = no chunking.
+
+    ``chunk_tokens`` is the Sarathi-Serve token budget per iteration (decode tokens + prompt chunk).
+    """
+
+    gpu: GPU
+    tp: int
+    replicas: int
+    chunk_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        _whole("tp", self.tp)
+        _whole("replicas", self.replicas)
+        if self.chunk_tokens is not None:
+            _whole("chunk_tokens", self.chunk_tokens, 16)
+
+    @property
+    def architecture(self) -> str:
+        return "colocated" if self.chunk_tokens is None else "colocated-chunked"
+
+    @property
+    def n_gpus(self) -> int:
+        return self.tp * self.replicas
+
+    def label(self) -> str:
+        chunk = f", chunk {self.chunk_tokens}" if self.chunk_tokens else ""
+        return f"{self.replicas} x TP{self.tp} {self.gpu.name}{chunk}"
+
+
+@dataclass(frozen=True)
+class DisaggregatedConfig:
+    """A prefill pool (n_prefill x TP prefill_tp) and a decode pool joined by ``link``.
+
+    ``layerwise`` sends each layer's KV as soon as it is computed (Splitwise, sec. 4.3), exposing only
+    the part of the transfer that does not overlap prefill compute.
+    """
+
+    prefill_gpu: GPU
+    prefill_tp: int
+    n_prefill: int
+    decode_gpu: GPU
+    decode_tp: int
+    n_decode: int
+    link: Link
+    layerwise: bool = True
+
+    def __post_init__(self) -> None:
+        _whole("prefill_tp", self.prefill_tp)
+        _whole("n_prefill", self.n_prefill)
+        _whole("decode_tp", self.decode_tp)
+        _whole("n_decode", self.n_decode)
+
+    architecture = "disaggregated"
+
+    @property
+    def n_gpus(self) -> int:
+        return self.prefill_tp * self.n_prefill + self.decode_tp * self.n_decode
+
+    def label(self) -> str:
+        return (
+            f"{self.n_prefill} x TP{self.prefill_tp} {self.prefill_gpu.name} prefill + "
+            f"{self.n_decode} x TP{self.decode_tp} {self.decode_gpu.name} decode over {self.link.name}"
+        )

@@ -1,0 +1,140 @@
+"""Disaggregated serving, analytically: a prefill pool and a decode pool joined by a link.
+
+Prefill pool: n_p instances share one FCFS queue, M/G/n_p with service = prefill time
+(DistServe, Zhong et al. OSDI 2024, sec. 3.1 models a prefill instance as M/D/1; the M/G/c form
+covers several instances and varied prompts). Each request's prompt KV (prompt tokens x KV bytes per
+token, the whole replica's heads) then crosses the link on min(TP_p, TP_d) parallel lanes, each lane
+one GPU's link (a TP rank sends its own heads' KV, Splitwise sec. 4.3 / Mooncake's transfer engine):
+T = messages x latency + bytes / (lanes x bandwidth x efficiency).
+
+Layer-wise sending (Splitwise, Patel et al. ISCA 2024, sec. 4.3) pipelines the transfer of layer l
+with the compute of layers l+1..N. With per-layer compute c = S / N and per-layer transfer
+t = latency + T_bw / N, the last layer's KV lands at S + t when t <= c, or c + N t otherwise, so
+the exposed time is max(t, N t - S + c). Whole-request sending exposes latency + T_bw.
+
+Each prefill instance's lanes carry its transfers FCFS: an M/G/1 queue with the link occupancy per
+request as service (Pollaczek-Khinchine mean wait, model.queueing.mg1_wait); utilisation >= 1 is
+unstable. The decode pool is n_d continuous-batching instances: B = (lambda / n_d) E[O] t_dec(B),
+capped by KV capacity, with the slot admission queue of model.decode_batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from model.decode_batch import admission_wait, interp_rows, solve_batch
+from model.latency import LatencyModel
+from model.phase_tables import BATCH_GRID, InstanceTables
+from model.queueing import mg1_wait, mgc_wait
+from model.scenario import Scenario
+from model.style_common import StyleResult, busy_fraction, first_reason, moments, stack, wait_tail
+
+
+def transfer_components(
+    scn: Scenario,
+    prefill_s: np.ndarray,
+    lanes: np.ndarray,
+    bandwidth_eff_bytes_per_s: np.ndarray,
+    latency_s: np.ndarray,
+    layerwise: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(KV bytes [S], exposed transfer time [C, S], link occupancy [C, S]) per sampled request.
+
+    Infinite bandwidth (a same-GPU link) gives zero transfer time.
+    """
+    kv_bytes = scn.prompt_tokens * scn.kv_bytes_per_token
+    layers = float(scn.arch.num_layers)
+    bw = (np.asarray(lanes, dtype=float) * np.asarray(bandwidth_eff_bytes_per_s, dtype=float))[:, None]
+    lat = np.asarray(latency_s, dtype=float)[:, None]
+    with np.errstate(divide="ignore"):
+        t_bw = np.where(np.isinf(bw), 0.0, kv_bytes[None, :] / bw)
+    per_layer = lat + t_bw / layers
+    pipelined = np.maximum(per_layer, layers * per_layer - prefill_s + prefill_s / layers)
+    whole = lat + t_bw
+    lw = np.asarray(layerwise, dtype=bool)[:, None]
+    exposed = np.where(lw, pipelined, whole)
+    occupancy = np.where(lw, layers * lat + t_bw, whole)
+    same_gpu = np.isinf(bw)
+    return kv_bytes, np.where(same_gpu, 0.0, exposed), np.where(same_gpu, 0.0, occupancy)
+
+
+def evaluate_disaggregated(
+    scn: Scenario,
+    prefill_tables: Sequence[InstanceTables],
+    decode_tables: Sequence[InstanceTables],
+    prefill_index: np.ndarray,
+    decode_index: np.ndarray,
+    n_prefill: np.ndarray,
+    n_decode: np.ndarray,
+    lanes: np.ndarray,
+    bandwidth_eff_bytes_per_s: np.ndarray,
+    latency_s: np.ndarray,
+    layerwise: np.ndarray,
+    rate_rps: np.ndarray,
+) -> StyleResult:
+    """Analytical state of disaggregated candidates (arrays over candidates)."""
+    pi = np.asarray(prefill_index, dtype=int)
+    di = np.asarray(decode_index, dtype=int)
+    n_p = np.asarray(n_prefill, dtype=float)
+    n_d = np.asarray(n_decode, dtype=float)
+    rate = np.asarray(rate_rps, dtype=float)
+    n = len(pi)
+    out_tokens = scn.output_tokens
+    eo = float(out_tokens.mean())
+    scv_o = float(out_tokens.var() / eo**2)
+
+    service = stack(prefill_tables, "prefill_s")[pi]
+    es, _, scv = moments(service)
+    rho_p = rate * es / n_p
+    queue = mgc_wait(rate, np.maximum(es, 1e-12), scv, n_p)
+    kv_bytes, exposed, occupancy = transfer_components(
+        scn, service, lanes, bandwidth_eff_bytes_per_s, latency_s, layerwise
+    )
+    eocc, _, scv_occ = moments(occupancy)
+    rate_link = rate / n_p
+    link_rho = rate_link * eocc
+    link = mg1_wait(rate_link, np.maximum(eocc, 1e-300), scv_occ)
+    link_ok = (link_rho < 1) | (eocc == 0)
+    link_wait = np.where(eocc == 0, 0.0, np.where(link_ok, link.mean_wait_s, np.inf))
+
+    dec = stack(decode_tables, "decode_step_s")[di]
+    max_batch = stack(decode_tables, "max_batch")[di]
+    rate_d = rate / n_d
+    sol = solve_batch(rate_d * eo, BATCH_GRID, dec, max_batch)
+    t_dec = sol.per_token_s
+    tau_cap = interp_rows(max_batch, BATCH_GRID, dec)
+    adm_mean, adm_ok = admission_wait(rate_d, eo, scv_o, max_batch, tau_cap)
+
+    fits_p = np.array([t.fits for t in prefill_tables])[pi]
+    fits_d = np.array([t.fits for t in decode_tables])[di]
+    below_cap = sol.below_cap & adm_ok
+    stable = fits_p & fits_d & queue.stable & link_ok & below_cap & (rate > 0)
+    reasons = first_reason(
+        [
+            (fits_p, "prefill instance does not fit in memory"),
+            (fits_d, "decode instance does not fit in memory"),
+            (queue.stable, "prefill pool saturated (utilisation >= 1)"),
+            (link_ok, "KV link saturated (utilisation >= 1)"),
+            (below_cap, "decode demand exceeds the decode pool's KV-cache capacity"),
+        ],
+        n,
+    )
+    prob, cond = wait_tail(queue, stable)
+    extra = np.where(np.isfinite(link_wait), link_wait, 0.0) + np.where(np.isfinite(adm_mean), adm_mean, 0.0)
+    fixed = service + exposed + extra[:, None]
+    zeros = np.zeros(n)
+    latency = LatencyModel(
+        wait_prob=prob, wait_cond_mean_s=cond, fixed_s=fixed, tpot_base_s=t_dec,
+        stall_events=np.zeros_like(fixed), stall_m1_s=zeros, stall_m2_s2=zeros, output_tokens=out_tokens,
+        stable=stable,
+    )
+    return StyleResult(
+        latency=latency, stable=stable, queue_wait_mean_s=np.where(stable, queue.mean_wait_s, np.inf),
+        prefill_mean_s=es, transfer_mean_s=exposed.mean(axis=1), link_wait_mean_s=link_wait,
+        admission_wait_mean_s=adm_mean, batch=sol.batch, max_batch=max_batch, tpot_mean_s=latency.mean_tpot_s(),
+        prefill_busy=np.minimum(rho_p, 1.0), decode_busy=busy_fraction(sol.batch),
+        link_utilisation=np.minimum(link_rho, 1.0), kv_bytes_per_request=np.full(n, float(kv_bytes.mean())),
+        unstable_reason=reasons,
+    )

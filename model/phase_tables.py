@@ -1,0 +1,99 @@
+"""Per-instance cost tables for one scenario, computed once from the roofline layer.
+
+The planner evaluates thousands of candidates at many request rates; the phase costs they need
+depend only on (GPU kind, TP, chunk size), so they are tabulated here: unchunked prefill time per
+sampled request, decode step time on a grid of batch sizes, chunked-prefill time on a grid of
+(decode batch x prompt length), and the memory fit. Every number comes from model.roofline and
+model.memory (no second performance model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from model.memory import MemoryFit, memory_fit
+from model.profiles import GPU
+from model.roofline import Deployment, chunked_prefill_time_s, decode_step_cost, prefill_cost
+from model.scenario import Scenario
+
+# Decode batch grid shared by every table: 0, then 1 .. 16384 geometrically (a batch below one
+# sequence still runs a batch-1 step).
+BATCH_GRID = np.concatenate([[0.0], np.geomspace(1.0, 16384.0, 111)])
+# Prompt-length grid points for chunked-prefill tables (interpolated per sampled request).
+CHUNK_LENGTH_POINTS = 40
+# Smallest prompt chunk per iteration, as a fraction of the token budget, that the chunked model
+# tabulates; a decode batch leaving less room than this is treated as saturating the budget.
+MIN_CHUNK_FRACTION = 1.0 / 16.0
+# Workspace a decode-only instance reserves: one step of up to this many sequences' tokens.
+DECODE_ONLY_BATCHED_TOKENS = 2048
+
+
+@dataclass(frozen=True, eq=False)
+class InstanceTables:
+    """Tabulated costs of one instance kind (GPU, TP, optional chunk budget) under a scenario."""
+
+    dep: Deployment
+    fit: MemoryFit
+    fits: bool
+    reason: str
+    kv_capacity_tokens: float
+    max_batch: float  # sequences at the scenario's decode context that fit in the KV cache
+    prefill_s: np.ndarray  # [S] unchunked prefill time per sampled request
+    decode_step_s: np.ndarray  # [G] decode step time on BATCH_GRID at the decode context
+    chunk_tokens: int | None = None
+    chunk_batch_grid: np.ndarray | None = None  # [Gc] decode batches tabulated for chunking
+    chunked_prefill_s: np.ndarray | None = None  # [Gc, S] chunked prefill time per request at batch
+
+
+def _deployment(scn: Scenario, gpu: GPU, tp: int) -> Deployment:
+    return Deployment(scn.arch, gpu, tp=tp, weight_dtype=scn.weight_dtype, kv_dtype=scn.kv_dtype_resolved)
+
+
+def _decode_table(dep: Deployment, context_tokens: float) -> np.ndarray:
+    b = np.maximum(BATCH_GRID, 1.0)
+    return np.asarray(decode_step_cost(dep, b, context_tokens).time_s, dtype=float)
+
+
+def _chunked_table(
+    dep: Deployment, scn: Scenario, chunk: int, batch_grid: np.ndarray
+) -> np.ndarray:
+    """Chunked prefill time [Gc, S]: tabulated on a geometric prompt-length grid, interpolated."""
+    prompt = scn.prompt_tokens - scn.cached_tokens
+    lengths = np.unique(np.geomspace(max(prompt.min(), 1.0), max(prompt.max(), 2.0), CHUNK_LENGTH_POINTS).round())
+    room = np.maximum(chunk - batch_grid, chunk * MIN_CHUNK_FRACTION)[:, None]
+    table = chunked_prefill_time_s(
+        dep, lengths[None, :], room, decode_batch=batch_grid[:, None],
+        decode_context_tokens=scn.decode_context_tokens,
+    )
+    return np.stack([np.interp(prompt, lengths, row) for row in table])
+
+
+@lru_cache(maxsize=256)
+def instance_tables(scn: Scenario, gpu: GPU, tp: int, chunk_tokens: int | None, role: str) -> InstanceTables:
+    """Tables for an instance of ``gpu`` x TP ``tp`` in ``role`` "colocated", "prefill" or "decode"."""
+    dep = _deployment(scn, gpu, tp)
+    prompt, cached = scn.prompt_tokens, scn.cached_tokens
+    if role == "decode":
+        batched = DECODE_ONLY_BATCHED_TOKENS
+    elif chunk_tokens is not None:
+        batched = chunk_tokens
+    else:
+        batched = float(np.max(prompt - cached))
+    fit = memory_fit(dep, max_batched_tokens=batched, gpu_memory_utilization=scn.gpu_memory_utilization)
+    capacity = float(fit.kv_capacity_tokens)
+    fits, reason = bool(fit.fits), fit.reason
+    longest = float(np.max(prompt + scn.output_tokens)) if role != "prefill" else float(np.max(prompt))
+    if fits and capacity < longest:
+        fits = False
+        reason = f"KV cache holds {capacity:,.0f} tokens, less than the longest request ({longest:,.0f})"
+    max_batch = float(fit.max_batch(max(scn.decode_context_tokens, 1.0))) if fits else 0.0
+    pre = np.asarray(prefill_cost(dep, prompt - cached, cached_tokens=cached).time_s, dtype=float)
+    dec = _decode_table(dep, scn.decode_context_tokens) if role != "prefill" else np.zeros_like(BATCH_GRID)
+    if chunk_tokens is None or role != "colocated":
+        return InstanceTables(dep, fit, fits, reason, capacity, max_batch, pre, dec)
+    grid = BATCH_GRID[BATCH_GRID < chunk_tokens * (1.0 - MIN_CHUNK_FRACTION)]
+    table = _chunked_table(dep, scn, chunk_tokens, grid)
+    return InstanceTables(dep, fit, fits, reason, capacity, max_batch, pre, dec, chunk_tokens, grid, table)
