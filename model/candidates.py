@@ -68,7 +68,9 @@ class ColocatedSet:
 
     def subset(self, mask: np.ndarray) -> ColocatedSet:
         keep = np.nonzero(mask)[0]
-        return ColocatedSet(self.scenario, [self.configs[i] for i in keep], self.tables, self.table_index[keep])
+        return ColocatedSet(
+            self.scenario, [self.configs[i] for i in keep], self.tables, self.table_index[keep]
+        )
 
     @property
     def n_gpus(self) -> np.ndarray:
@@ -117,15 +119,29 @@ class DisaggregatedSet:
         rate = np.broadcast_to(np.asarray(rate_rps, dtype=float), n_p.shape)
         lanes, bw, lat, lw = self._links()
         return evaluate_disaggregated(
-            self.scenario, self.prefill_tables, self.decode_tables, self.prefill_index, self.decode_index,
-            n_p, n_d, lanes, bw, lat, lw, rate,
+            self.scenario,
+            self.prefill_tables,
+            self.decode_tables,
+            self.prefill_index,
+            self.decode_index,
+            n_p,
+            n_d,
+            lanes,
+            bw,
+            lat,
+            lw,
+            rate,
         )
 
     def subset(self, mask: np.ndarray) -> DisaggregatedSet:
         keep = np.nonzero(mask)[0]
         return DisaggregatedSet(
-            self.scenario, [self.configs[i] for i in keep], self.prefill_tables, self.decode_tables,
-            self.prefill_index[keep], self.decode_index[keep],
+            self.scenario,
+            [self.configs[i] for i in keep],
+            self.prefill_tables,
+            self.decode_tables,
+            self.prefill_index[keep],
+            self.decode_index[keep],
         )
 
     @property

@@ -93,7 +93,7 @@ def evaluate_colocated(
         # The token budget holds the decode tokens too: the batch cannot outgrow the tabulated room.
         budget_cap = np.array([t.chunk_batch_grid[-1] for t in tables])[table_index]
         max_batch = np.minimum(max_batch, np.floor(budget_cap))
-        tau, u_grid, mix_grid = _chunked_per_token(scn, tables, table_index, rate_r)
+        tau, _u_grid, mix_grid = _chunked_per_token(scn, tables, table_index, rate_r)
     else:
         service = stack(tables, "prefill_s")[table_index]
         es, es2, scv = moments(service)
@@ -102,7 +102,9 @@ def evaluate_colocated(
             tau = np.where((rho_p < 1)[:, None], dec / (1.0 - rho_p)[:, None], np.inf)
     # The batch cannot grow past the last batch at which prefill still keeps up (finite tau).
     finite = np.isfinite(tau)
-    last_finite = np.where(finite.any(axis=1), BATCH_GRID[len(BATCH_GRID) - 1 - np.argmax(finite[:, ::-1], axis=1)], 0.0)
+    last_finite = np.where(
+        finite.any(axis=1), BATCH_GRID[len(BATCH_GRID) - 1 - np.argmax(finite[:, ::-1], axis=1)], 0.0
+    )
     max_batch = np.minimum(max_batch, np.floor(last_finite))
     sol = solve_batch(rate_r * eo, BATCH_GRID, tau, max_batch)
     b = sol.batch
@@ -143,16 +145,32 @@ def evaluate_colocated(
     prob, cond = wait_tail(queue, stable)
     fixed = service + (residual + np.where(np.isfinite(adm_mean), adm_mean, 0.0))[:, None]
     latency = LatencyModel(
-        wait_prob=prob, wait_cond_mean_s=cond, fixed_s=fixed, tpot_base_s=t_dec, stall_events=events,
-        stall_m1_s=s1, stall_m2_s2=s2, output_tokens=out_tokens, stable=stable,
+        wait_prob=prob,
+        wait_cond_mean_s=cond,
+        fixed_s=fixed,
+        tpot_base_s=t_dec,
+        stall_events=events,
+        stall_m1_s=s1,
+        stall_m2_s2=s2,
+        output_tokens=out_tokens,
+        stable=stable,
     )
     zeros = np.zeros(n)
     decode_busy = np.minimum(busy + (1.0 - np.minimum(busy, 1.0)) * busy_fraction(b), 1.0)
     return StyleResult(
-        latency=latency, stable=stable, queue_wait_mean_s=np.where(stable, queue.mean_wait_s, np.inf),
-        prefill_mean_s=es + residual, transfer_mean_s=zeros, link_wait_mean_s=zeros,
-        admission_wait_mean_s=adm_mean, batch=b, max_batch=max_batch, tpot_mean_s=latency.mean_tpot_s(),
-        prefill_busy=np.minimum(busy, 1.0), decode_busy=decode_busy, link_utilisation=zeros,
+        latency=latency,
+        stable=stable,
+        queue_wait_mean_s=np.where(stable, queue.mean_wait_s, np.inf),
+        prefill_mean_s=es + residual,
+        transfer_mean_s=zeros,
+        link_wait_mean_s=zeros,
+        admission_wait_mean_s=adm_mean,
+        batch=b,
+        max_batch=max_batch,
+        tpot_mean_s=latency.mean_tpot_s(),
+        prefill_busy=np.minimum(busy, 1.0),
+        decode_busy=decode_busy,
+        link_utilisation=zeros,
         kv_bytes_per_request=np.full(n, float(np.mean(scn.prompt_tokens)) * scn.kv_bytes_per_token),
         unstable_reason=reasons,
     )

@@ -126,15 +126,30 @@ def evaluate_disaggregated(
     fixed = service + exposed + extra[:, None]
     zeros = np.zeros(n)
     latency = LatencyModel(
-        wait_prob=prob, wait_cond_mean_s=cond, fixed_s=fixed, tpot_base_s=t_dec,
-        stall_events=np.zeros_like(fixed), stall_m1_s=zeros, stall_m2_s2=zeros, output_tokens=out_tokens,
+        wait_prob=prob,
+        wait_cond_mean_s=cond,
+        fixed_s=fixed,
+        tpot_base_s=t_dec,
+        stall_events=np.zeros_like(fixed),
+        stall_m1_s=zeros,
+        stall_m2_s2=zeros,
+        output_tokens=out_tokens,
         stable=stable,
     )
     return StyleResult(
-        latency=latency, stable=stable, queue_wait_mean_s=np.where(stable, queue.mean_wait_s, np.inf),
-        prefill_mean_s=es, transfer_mean_s=exposed.mean(axis=1), link_wait_mean_s=link_wait,
-        admission_wait_mean_s=adm_mean, batch=sol.batch, max_batch=max_batch, tpot_mean_s=latency.mean_tpot_s(),
-        prefill_busy=np.minimum(rho_p, 1.0), decode_busy=busy_fraction(sol.batch),
-        link_utilisation=np.minimum(link_rho, 1.0), kv_bytes_per_request=np.full(n, float(kv_bytes.mean())),
+        latency=latency,
+        stable=stable,
+        queue_wait_mean_s=np.where(stable, queue.mean_wait_s, np.inf),
+        prefill_mean_s=es,
+        transfer_mean_s=exposed.mean(axis=1),
+        link_wait_mean_s=link_wait,
+        admission_wait_mean_s=adm_mean,
+        batch=sol.batch,
+        max_batch=max_batch,
+        tpot_mean_s=latency.mean_tpot_s(),
+        prefill_busy=np.minimum(rho_p, 1.0),
+        decode_busy=busy_fraction(sol.batch),
+        link_utilisation=np.minimum(link_rho, 1.0),
+        kv_bytes_per_request=np.full(n, float(kv_bytes.mean())),
         unstable_reason=reasons,
     )

@@ -57,15 +57,18 @@ def _decode_table(dep: Deployment, context_tokens: float) -> np.ndarray:
     return np.asarray(decode_step_cost(dep, b, context_tokens).time_s, dtype=float)
 
 
-def _chunked_table(
-    dep: Deployment, scn: Scenario, chunk: int, batch_grid: np.ndarray
-) -> np.ndarray:
+def _chunked_table(dep: Deployment, scn: Scenario, chunk: int, batch_grid: np.ndarray) -> np.ndarray:
     """Chunked prefill time [Gc, S]: tabulated on a geometric prompt-length grid, interpolated."""
     prompt = scn.prompt_tokens - scn.cached_tokens
-    lengths = np.unique(np.geomspace(max(prompt.min(), 1.0), max(prompt.max(), 2.0), CHUNK_LENGTH_POINTS).round())
+    lengths = np.unique(
+        np.geomspace(max(prompt.min(), 1.0), max(prompt.max(), 2.0), CHUNK_LENGTH_POINTS).round()
+    )
     room = np.maximum(chunk - batch_grid, chunk * MIN_CHUNK_FRACTION)[:, None]
     table = chunked_prefill_time_s(
-        dep, lengths[None, :], room, decode_batch=batch_grid[:, None],
+        dep,
+        lengths[None, :],
+        room,
+        decode_batch=batch_grid[:, None],
         decode_context_tokens=scn.decode_context_tokens,
     )
     return np.stack([np.interp(prompt, lengths, row) for row in table])
@@ -94,6 +97,6 @@ def instance_tables(scn: Scenario, gpu: GPU, tp: int, chunk_tokens: int | None, 
     dec = _decode_table(dep, scn.decode_context_tokens) if role != "prefill" else np.zeros_like(BATCH_GRID)
     if chunk_tokens is None or role != "colocated":
         return InstanceTables(dep, fit, fits, reason, capacity, max_batch, pre, dec)
-    grid = BATCH_GRID[BATCH_GRID < chunk_tokens * (1.0 - MIN_CHUNK_FRACTION)]
+    grid = BATCH_GRID[chunk_tokens * (1.0 - MIN_CHUNK_FRACTION) > BATCH_GRID]
     table = _chunked_table(dep, scn, chunk_tokens, grid)
     return InstanceTables(dep, fit, fits, reason, capacity, max_batch, pre, dec, chunk_tokens, grid, table)

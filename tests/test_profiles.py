@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import shutil
 
 import pytest
@@ -143,13 +144,19 @@ def test_user_profile_directory_adds_a_gpu(tmp_path) -> None:
         ),
         ("[memory]", '[memory]\ncolour = "green"', "memory.colour: unknown key"),
         ('tdp = { value = "700 W"', 'tdp = { value = "700 s"', "power.tdp: expected a power"),
-        ('step_overhead = { value = "4 ms"', 'step_overhead = { value = "0 ms"', "efficiency.step_overhead"),
+        (
+            'step_overhead = { value = "',
+            'step_overhead = { value = "0 ms", x = "',
+            "efficiency.step_overhead: must be > 0",
+        ),
     ],
 )
 def test_malformed_gpu_files_name_file_and_field(tmp_path, old, new, message) -> None:
     text = _h100_text()
     assert old in text, old
-    d = _user_gpu(tmp_path, text.replace(old, new, 1))
+    text = text.replace(old, new, 1)
+    text = re.sub(r'x = "[^"]*", ', "", text)  # drop the displaced old value
+    d = _user_gpu(tmp_path, text)
     with pytest.raises(ProfileError, match=message) as err:
         load_catalog(d)
     assert str(err.value).startswith("my-gpu.toml: ")

@@ -1,0 +1,339 @@
+"""Request traces: one loader per public format, each returning a :class:`Trace`.
+
+A trace is a list of requests with an arrival time, a prompt length and an output length. Times
+are rebased so the first arrival is at 0 s and requests are sorted by arrival (stable, so ties keep
+file order). A malformed row raises :class:`TraceFormatError` naming the file, the line number
+(1-based, the header is line 1) and the column; an empty trace is an error too.
+
+Formats
+-------
+* Azure LLM inference trace 2023 (Patel et al., Splitwise, ISCA 2024): CSV
+  ``TIMESTAMP,ContextTokens,GeneratedTokens`` with ``YYYY-MM-DD HH:MM:SS.fffffff`` timestamps.
+* Mooncake (Qin et al., "Mooncake: a KVCache-centric disaggregated architecture for LLM serving",
+  FAST 2025; trace in the kvcache-ai/Mooncake repository): JSON lines with ``timestamp`` (ms since
+  the first request), ``input_length``, ``output_length`` and ``hash_ids`` (one id per KV block;
+  equal ids mean a shared prefix block).
+* BurstGPT (Wang et al., "BurstGPT: a real-world workload dataset to optimize LLM serving
+  systems", 2024): CSV with ``Timestamp`` (s), ``Request tokens``, ``Response tokens``; rows with
+  0 response tokens are failed requests, dropped and counted in ``dropped_rows``.
+* Any CSV with a column mapping (:func:`load_csv`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+
+from model.errors import InputError, PdplanError
+
+__all__ = [
+    "Trace",
+    "TraceFormatError",
+    "load_azure_csv",
+    "load_burstgpt_csv",
+    "load_csv",
+    "load_mooncake_jsonl",
+    "load_trace",
+]
+
+TIME_UNITS_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+
+
+class TraceFormatError(PdplanError):
+    """A trace file is malformed: names the file, the 1-based line and the column."""
+
+    def __init__(self, path: str | Path, line: int | None, column: str | None, problem: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.column = column
+        where = self.path + (f":{line}" if line is not None else "")
+        col = f" column {column!r}:" if column is not None else ""
+        super().__init__(f"{where}:{col} {problem}")
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """Requests of a trace, sorted by arrival, first arrival at 0 s.
+
+    ``dropped_rows`` counts rows the loader skipped on purpose (e.g. BurstGPT failures).
+    ``prefix_reuse_fraction`` is, when the format says which KV blocks repeat (Mooncake
+    ``hash_ids``), the fraction of prompt blocks seen earlier in the trace: the prefix-cache hit
+    rate an unbounded cache would reach; None otherwise.
+    """
+
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    source: str
+    dropped_rows: int = 0
+    prefix_reuse_fraction: float | None = None
+
+    def __len__(self) -> int:
+        return int(self.arrival_s.size)
+
+    @property
+    def duration_s(self) -> float:
+        """Time from first to last arrival."""
+        return float(self.arrival_s[-1])
+
+    @property
+    def mean_rate_rps(self) -> float:
+        """(n - 1) / duration: arrivals per second between the first and the last (inf if duration 0)."""
+        d = self.duration_s
+        return (len(self) - 1) / d if d > 0 else math.inf
+
+    @property
+    def interarrival_scv(self) -> float:
+        """Squared coefficient of variation of the gaps between consecutive arrivals (nan if < 3 rows)."""
+        gaps = np.diff(self.arrival_s)
+        if gaps.size < 2 or gaps.mean() == 0:
+            return math.nan
+        return float(gaps.var() / gaps.mean() ** 2)
+
+
+def _make_trace(
+    path: Path,
+    times_s: list[float],
+    prompts: list[int],
+    outputs: list[int],
+    dropped: int,
+    reuse: float | None = None,
+) -> Trace:
+    if not times_s:
+        raise TraceFormatError(path, None, None, f"no requests in the trace ({dropped} rows dropped)")
+    t = np.asarray(times_s, dtype=float)
+    order = np.argsort(t, kind="stable")
+    t = t[order] - t[order[0]]
+    return Trace(
+        arrival_s=t,
+        prompt_tokens=np.asarray(prompts, dtype=np.int64)[order],
+        output_tokens=np.asarray(outputs, dtype=np.int64)[order],
+        source=path.name,
+        dropped_rows=dropped,
+        prefix_reuse_fraction=reuse,
+    )
+
+
+def _int_field(path: Path, line: int, column: str, text: object, minimum: int) -> int:
+    if isinstance(text, bool):
+        raise TraceFormatError(path, line, column, f"expected an integer >= {minimum}, got {text!r}")
+    try:
+        if isinstance(text, int):
+            v = text
+        elif isinstance(text, float) and text.is_integer():
+            v = int(text)
+        else:
+            s = str(text).strip()
+            v = int(float(s)) if re.fullmatch(r"[+-]?\d+(\.0*)?", s) else int(s)
+    except (TypeError, ValueError):
+        raise TraceFormatError(
+            path, line, column, f"expected an integer >= {minimum}, got {text!r}"
+        ) from None
+    if v < minimum:
+        raise TraceFormatError(path, line, column, f"expected an integer >= {minimum}, got {v}")
+    return v
+
+
+def _float_field(path: Path, line: int, column: str, text: object) -> float:
+    try:
+        v = float(text) if not isinstance(text, bool) else math.nan
+    except (TypeError, ValueError):
+        v = math.nan
+    if not math.isfinite(v) or v < 0:
+        raise TraceFormatError(path, line, column, f"expected a finite time >= 0, got {text!r}")
+    return v
+
+
+_DT = re.compile(r"^\s*(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?\s*$")
+
+
+def _datetime_ns(path: Path, line: int, column: str, text: str) -> int:
+    """Integer ns since 0001-01-01 of ``YYYY-MM-DD HH:MM:SS[.fffffffff]`` (no time zone; exact)."""
+    m = _DT.match(text)
+    if m is None:
+        raise TraceFormatError(
+            path, line, column, f"expected a timestamp like '2023-11-16 18:17:03.9799600', got {text!r}"
+        )
+    y, mo, d, h, mi, s = (int(g) for g in m.groups()[:6])
+    frac = m.group(7) or "0"
+    try:
+        day = date(y, mo, d).toordinal()
+    except ValueError as exc:
+        raise TraceFormatError(path, line, column, f"invalid date in {text!r}: {exc}") from None
+    if h > 23 or mi > 59 or s > 60:
+        raise TraceFormatError(path, line, column, f"invalid time of day in {text!r}")
+    return (day * 86400 + h * 3600 + mi * 60 + s) * 10**9 + int(frac) * 10 ** (9 - len(frac))
+
+
+def _open_csv(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
+    """(line number, row dict) for each data row; header checked by the caller via fieldnames."""
+    with path.open(newline="", encoding="utf-8-sig") as fh:
+        reader = csv.DictReader(fh)
+        if reader.fieldnames is None:
+            raise TraceFormatError(path, 1, None, "empty file: expected a header line")
+        yield 1, {name: name for name in reader.fieldnames}
+        for row in reader:
+            if None in row or any(v is None for v in row.values()):
+                raise TraceFormatError(
+                    path,
+                    reader.line_num,
+                    None,
+                    f"expected {len(reader.fieldnames)} fields, got a different count",
+                )
+            yield reader.line_num, row
+
+
+def _require_columns(path: Path, header: Iterable[str], needed: Iterable[str]) -> None:
+    have = list(header)
+    missing = [c for c in needed if c not in have]
+    if missing:
+        raise TraceFormatError(path, 1, missing[0], f"missing column; header has {have}")
+
+
+def _as_path(path: str | Path) -> Path:
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("path", str(path), "an existing trace file")
+    return p
+
+
+def load_csv(
+    path: str | Path,
+    columns: dict[str, str] | None = None,
+    time_unit: str = "s",
+    *,
+    drop_zero_output: bool = False,
+) -> Trace:
+    """Load any CSV given ``columns={"time": ..., "prompt": ..., "output": ...}`` (header names).
+
+    ``time_unit`` is one of s, ms, us, ns (numbers) or "datetime" (``YYYY-MM-DD HH:MM:SS.f``).
+    Prompt lengths must be >= 1; output lengths >= 1, or rows with 0 output are dropped and
+    counted when ``drop_zero_output`` is set.
+    """
+    p = _as_path(path)
+    cols = dict(columns or {"time": "time", "prompt": "prompt", "output": "output"})
+    if set(cols) != {"time", "prompt", "output"}:
+        raise InputError("columns", columns, "a mapping with exactly the keys 'time', 'prompt', 'output'")
+    if time_unit != "datetime" and time_unit not in TIME_UNITS_S:
+        raise InputError("time_unit", time_unit, "one of " + ", ".join([*TIME_UNITS_S, "datetime"]))
+    scale = TIME_UNITS_S.get(time_unit, 1.0)
+    times: list[float] = []
+    times_ns: list[int] = []
+    prompts: list[int] = []
+    outputs: list[int] = []
+    dropped = 0
+    rows = _open_csv(p)
+    _, header = next(rows)
+    _require_columns(p, header, cols.values())
+    tc, pc, oc = cols["time"], cols["prompt"], cols["output"]
+    for line, row in rows:
+        out = _int_field(p, line, oc, row[oc], 0)
+        if out == 0:
+            if drop_zero_output:
+                dropped += 1
+                continue
+            raise TraceFormatError(p, line, oc, "expected an integer >= 1, got 0")
+        if time_unit == "datetime":
+            times_ns.append(_datetime_ns(p, line, tc, row[tc]))
+        else:
+            times.append(_float_field(p, line, tc, row[tc]) * scale)
+        prompts.append(_int_field(p, line, pc, row[pc], 1))
+        outputs.append(out)
+    if times_ns:  # subtract the first instant in exact integers, then convert: keeps 100 ns digits
+        t0 = min(times_ns)
+        times = [(t - t0) * 1e-9 for t in times_ns]
+    return _make_trace(p, times, prompts, outputs, dropped)
+
+
+def load_azure_csv(path: str | Path) -> Trace:
+    """Azure LLM inference trace 2023 CSV (``TIMESTAMP,ContextTokens,GeneratedTokens``)."""
+    cols = {"time": "TIMESTAMP", "prompt": "ContextTokens", "output": "GeneratedTokens"}
+    return load_csv(path, cols, time_unit="datetime")
+
+
+def load_burstgpt_csv(path: str | Path) -> Trace:
+    """BurstGPT CSV (``Timestamp`` s, ``Request tokens``, ``Response tokens``); failures dropped, counted."""
+    cols = {"time": "Timestamp", "prompt": "Request tokens", "output": "Response tokens"}
+    return load_csv(path, cols, time_unit="s", drop_zero_output=True)
+
+
+def load_mooncake_jsonl(path: str | Path, block_tokens: int = 512) -> Trace:
+    """Mooncake JSONL trace; also estimates prefix reuse from ``hash_ids`` (if present).
+
+    ``prefix_reuse_fraction`` = (prompt blocks whose hash id appeared in an earlier request) /
+    (all prompt blocks), the hit rate of an unbounded prefix cache at ``block_tokens`` per block
+    (Mooncake's traces use 512-token blocks, Qin et al. FAST 2025, sec. 4).
+    """
+    p = _as_path(path)
+    times: list[float] = []
+    prompts: list[int] = []
+    outputs: list[int] = []
+    seen: set[int] = set()
+    blocks_total = 0
+    blocks_reused = 0
+    has_hashes = False
+    with p.open(encoding="utf-8") as fh:
+        for line_no, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                rec = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise TraceFormatError(p, line_no, None, f"not valid JSON: {exc.msg}") from None
+            if not isinstance(rec, dict):
+                raise TraceFormatError(p, line_no, None, "expected a JSON object per line")
+            for key in ("timestamp", "input_length", "output_length"):
+                if key not in rec:
+                    raise TraceFormatError(p, line_no, key, "missing field")
+            times.append(_float_field(p, line_no, "timestamp", rec["timestamp"]) * 1e-3)
+            prompts.append(_int_field(p, line_no, "input_length", rec["input_length"], 1))
+            outputs.append(_int_field(p, line_no, "output_length", rec["output_length"], 1))
+            ids = rec.get("hash_ids")
+            if ids is not None:
+                if not isinstance(ids, list):
+                    raise TraceFormatError(
+                        p, line_no, "hash_ids", f"expected a list of integers, got {ids!r}"
+                    )
+                has_hashes = True
+                blocks_total += len(ids)
+                blocks_reused += sum(1 for h in ids if h in seen)
+                seen.update(ids)
+    reuse = blocks_reused / blocks_total if has_hashes and blocks_total else None
+    return _make_trace(p, times, prompts, outputs, 0, reuse)
+
+
+def load_trace(path: str | Path, format: str = "auto") -> Trace:
+    """Load a trace, choosing the loader from ``format`` or, with "auto", from the file's first line.
+
+    Formats: "azure", "mooncake", "burstgpt", "auto". A CSV with other headers needs :func:`load_csv`.
+    """
+    loaders = {"azure": load_azure_csv, "mooncake": load_mooncake_jsonl, "burstgpt": load_burstgpt_csv}
+    if format != "auto":
+        if format not in loaders:
+            raise InputError("format", format, "one of " + ", ".join([*loaders, "auto"]))
+        return loaders[format](path)
+    p = _as_path(path)
+    with p.open(encoding="utf-8-sig") as fh:
+        first = fh.readline().strip()
+    if first.startswith("{"):
+        return load_mooncake_jsonl(p)
+    header = [h.strip() for h in first.split(",")]
+    if {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} <= set(header):
+        return load_azure_csv(p)
+    if {"Timestamp", "Request tokens", "Response tokens"} <= set(header):
+        return load_burstgpt_csv(p)
+    raise TraceFormatError(
+        p,
+        1,
+        None,
+        "unrecognised trace format (expected Azure, BurstGPT CSV headers or Mooncake JSON lines); "
+        "use load_csv(path, columns={...}) for other CSVs",
+    )
