@@ -49,16 +49,17 @@ def _chunked_per_token(
     scn: Scenario, tables: Sequence[InstanceTables], table_index: np.ndarray, rate_per_replica: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """tau(B) on BATCH_GRID [C, G], plus the prefill-busy fraction u(B) and mean mixed step [C, G]."""
-    n_grid = len(BATCH_GRID)
     prompt = scn.prompt_tokens - scn.cached_tokens
-    es = np.full((len(tables), n_grid), np.inf)
-    mix = np.full((len(tables), n_grid), np.inf)
+    es = np.full((len(tables), len(BATCH_GRID)), np.inf)
+    mix = np.full((len(tables), len(BATCH_GRID)), np.inf)
     for k, t in enumerate(tables):
-        g = len(t.chunk_batch_grid)
-        es[k, :g] = t.chunked_prefill_s.mean(axis=1)
-        room = np.maximum(t.chunk_tokens - t.chunk_batch_grid, 1.0)
+        grid = t.chunk_batch_grid
+        inside = BATCH_GRID <= grid[-1]
+        mean_s = t.chunked_prefill_s.mean(axis=1)
+        room = np.maximum(t.chunk_tokens - grid, 1.0)
         chunks = np.ceil(prompt[None, :] / room[:, None]).mean(axis=1)
-        mix[k, :g] = es[k, :g] / chunks
+        es[k, inside] = np.interp(BATCH_GRID[inside], grid, mean_s)
+        mix[k, inside] = np.interp(BATCH_GRID[inside], grid, mean_s / chunks)
     es, mix = es[table_index], mix[table_index]
     dec = stack(tables, "decode_step_s")[table_index]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

@@ -16,7 +16,7 @@ from model.configs import SLO
 from model.style_common import StyleResult
 
 _DOUBLINGS = 40
-_BISECTIONS = 22
+_BISECTIONS = 16
 
 
 def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
@@ -35,7 +35,7 @@ def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
 def goodput_rps(cands: CandidateSet, slo: SLO, *, start_rps: float = 0.25) -> np.ndarray:
     """Highest good rate per candidate (0 when even a tiny rate misses the SLOs).
 
-    Bracket by doubling from ``start_rps`` (per GPU), then bisect; relative precision about 2**-22
+    Bracket by doubling from ``start_rps`` (per GPU), then bisect; relative precision about 2**-16
     of the bracket. Attainment falls as the rate rises (queues and batches grow), so the good set
     is an interval from 0.
     """

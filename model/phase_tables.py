@@ -23,7 +23,9 @@ from model.scenario import Scenario
 # sequence still runs a batch-1 step).
 BATCH_GRID = np.concatenate([[0.0], np.geomspace(1.0, 16384.0, 111)])
 # Prompt-length grid points for chunked-prefill tables (interpolated per sampled request).
-CHUNK_LENGTH_POINTS = 40
+CHUNK_LENGTH_POINTS = 24
+# Decode-batch points per chunked-prefill table (geometric up to the budget; interpolated between).
+CHUNK_BATCH_POINTS = 20
 # Smallest prompt chunk per iteration, as a fraction of the token budget, that the chunked model
 # tabulates; a decode batch leaving less room than this is treated as saturating the budget.
 MIN_CHUNK_FRACTION = 1.0 / 16.0

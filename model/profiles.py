@@ -100,7 +100,7 @@ class GPU:
         """Dense peak FLOP/s for ``dtype``; a clear error if the GPU has no such tensor-core path."""
         table = dict(self.peak_flops_per_s)
         if dtype not in table:
-            raise InputError("dtype", dtype, f"one the {self.name} supports: {', '.join(self.dtypes)}")
+            raise InputError("dtype", dtype, f"one that the {self.name} supports: {', '.join(self.dtypes)}")
         return table[dtype]
 
     def source(self, field_name: str) -> str:

@@ -40,12 +40,15 @@ class Scenario:
     samples: int = DEFAULT_SAMPLES
     seed: int = 0
     gpu_memory_utilization: float = 0.9
+    prompt_scale: float = 1.0  # multiplies every sampled prompt length (what-if studies, flip thresholds)
 
     def __post_init__(self) -> None:
         bytes_per_element(self.weight_dtype, "dtype")
         bytes_per_element(self.kv_dtype_resolved, "kv_dtype")
         if not (isinstance(self.samples, int) and 16 <= self.samples <= 100_000):
             raise InputError("samples", self.samples, "a whole number in [16, 100000]")
+        if not (isinstance(self.prompt_scale, int | float) and 0 < self.prompt_scale <= 1000):
+            raise InputError("prompt_scale", self.prompt_scale, "a factor in (0, 1000]")
         if not (0.1 <= self.gpu_memory_utilization <= 1.0):
             raise InputError("gpu_memory_utilization", self.gpu_memory_utilization, "a fraction in [0.1, 1]")
 
@@ -73,6 +76,7 @@ class Scenario:
     def requests(self) -> tuple[np.ndarray, np.ndarray]:
         """(prompt_tokens, output_tokens) of the seeded sample; output >= 2 so TPOT is defined."""
         prompt, output = self.workload.sample_requests(self.samples, np.random.default_rng(self.seed))
+        prompt = np.round(prompt * self.prompt_scale)
         return np.maximum(prompt, 1).astype(float), np.maximum(output, 2).astype(float)
 
     @property

@@ -1,0 +1,55 @@
+"""Timing of the cost model: one estimate in-process, and 100k estimates vectorised.
+
+Run: ``.venv/bin/python benchmarks/bench_roofline.py``. Figures are recorded in docs/model.md.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from model.catalog import get_model
+from model.estimate import estimate
+from model.memory import memory_fit
+from model.profiles import get_gpu
+from model.roofline import Deployment, decode_step_cost, mean_tpot_s, prefill_cost
+
+N = 100_000
+
+
+def best_of(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main() -> None:
+    estimate("llama-3.1-70b", "h100-sxm", tp=4, isl=2048, osl=256, batch=8)  # warm the catalog caches
+    one = best_of(lambda: estimate("llama-3.1-70b", "h100-sxm", tp=4, isl=2048, osl=256, batch=8), 50)
+    print(f"one estimate (in-process, warm catalog): {one * 1e3:.3f} ms")
+
+    rng = np.random.default_rng(0)
+    batch = rng.integers(1, 257, N).astype(float)
+    isl = rng.integers(1, 32769, N).astype(float)
+    osl = rng.integers(2, 4097, N).astype(float)
+    dep = Deployment(get_model("llama-3.1-70b"), get_gpu("h100-sxm"), tp=4)
+
+    def vectorised() -> None:
+        prefill_cost(dep, isl, batch=batch)
+        decode_step_cost(dep, batch, isl + osl / 2)
+        mean_tpot_s(dep, batch, isl, osl)
+        memory_fit(dep).max_batch(isl + osl)
+
+    t = best_of(vectorised, 5)
+    print(
+        f"{N:,} estimates vectorised (prefill + decode step + TPOT + max batch): {t * 1e3:.1f} ms "
+        f"({t / N * 1e9:.0f} ns per estimate)"
+    )
+
+
+if __name__ == "__main__":
+    main()

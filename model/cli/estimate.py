@@ -1,0 +1,83 @@
+"""``pdplan estimate``: prefill, decode, TPOT and memory fit of one model on one GPU group."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from model.cli.common import add_profile_dir, print_json
+from model.estimate import Estimate, estimate
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("estimate", help="roofline estimate of prefill, decode, TPOT and memory fit")
+    p.add_argument("--model", required=True, help="model name or a Hugging Face config.json path")
+    p.add_argument("--gpu", required=True, help="GPU name or a .toml profile path")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
+    p.add_argument("--pp", type=int, default=1, help="pipeline-parallel degree (default 1)")
+    p.add_argument("--dtype", default="bf16", help="weight format: bf16, fp16, fp8, int8, int4, fp4 ...")
+    p.add_argument("--kv-dtype", default=None, help="KV-cache format (default: the weight format, or bf16)")
+    p.add_argument("--isl", type=int, required=True, help="prompt (input) tokens per request")
+    p.add_argument("--osl", type=int, required=True, help="output tokens per request")
+    p.add_argument("--batch", type=int, default=1, help="requests batched together (default 1)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_profile_dir(p)
+    p.set_defaults(handler=run)
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1e3:.2f} ms"
+
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:.2f} GB"
+
+
+def _print(e: Estimate) -> None:
+    kv = e.kv_dtype
+    print(f"{e.model} on {e.tp * e.pp} x {e.gpu} (TP {e.tp}, PP {e.pp}), weights {e.dtype}, KV {kv}")
+    print(f"  request: {e.isl} prompt + {e.osl} output tokens, batch {e.batch}")
+    p, d = e.prefill, e.decode
+    print(
+        f"  prefill      {_ms(e.prefill_s):>12}  ({e.prefill_bound}-bound: "
+        f"compute {_ms(float(p.compute_s))}, "
+        f"memory {_ms(float(p.memory_s))}, comm {_ms(float(p.comm_s))}, overhead {_ms(float(p.overhead_s))})"
+    )
+    print(
+        f"  decode step  {_ms(e.decode_step_s):>12}  ({e.decode_bound}-bound at context "
+        f"{e.decode_context_tokens:g}: compute {_ms(float(d.compute_s))}, memory {_ms(float(d.memory_s))}, "
+        f"comm {_ms(float(d.comm_s))}, overhead {_ms(float(d.overhead_s))})"
+    )
+    print(f"  TPOT         {_ms(e.tpot_s):>12}  (mean over the growing context)")
+    print(f"  generation   {e.generation_s:>10.3f} s  ({e.output_tokens_per_s:.1f} output tokens/s)")
+    print(f"  weights/GPU  {_gb(e.weight_bytes_per_gpu):>12}")
+    print(
+        f"  KV/token     {e.kv_bytes_per_token / 1e3:>9.1f} kB  "
+        f"({e.kv_bytes_per_token_per_gpu / 1e3:.1f} kB per GPU; "
+        f"{_gb(e.kv_bytes_per_request)} per request)"
+    )
+    print(
+        f"  KV capacity  {e.kv_capacity_tokens:>12,.0f} tokens -> max batch {e.max_batch} at "
+        f"{e.isl + e.osl} tokens"
+    )
+    print(f"  memory       {'fits' if e.fits else 'DOES NOT FIT'}: {e.reason}")
+
+
+def run(args: argparse.Namespace) -> int:
+    e = estimate(
+        args.model,
+        args.gpu,
+        tp=args.tp,
+        pp=args.pp,
+        dtype=args.dtype,
+        kv_dtype=args.kv_dtype,
+        isl=args.isl,
+        osl=args.osl,
+        batch=args.batch,
+        profile_dirs=args.profile_dir or None,
+    )
+    if args.json:
+        print_json(e.to_dict())
+    else:
+        _print(e)
+    return 0

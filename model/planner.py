@@ -1,0 +1,524 @@
+"""The planner: enumerate configurations of each serving style, find their goodput, pick the best,
+and hand them to the verdict (model.verdict).
+
+Two modes (DESIGN.md): a GPU budget (maximise goodput with at most ``gpus`` GPUs) or a target
+rate (find the fewest GPUs, or the lowest cost, that keep the SLOs at ``target_rate_rps``).
+Candidates that cannot run are counted by reason, never raised (an infeasible candidate is a
+value with a reason).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from model.arch import LLMArch
+from model.candidates import CandidateSet, ColocatedSet, DisaggregatedSet
+from model.catalog import get_model
+from model.configs import SLO, ColocatedConfig, DisaggregatedConfig
+from model.enumerate import (
+    DEFAULT_CHUNK_OPTIONS,
+    DEFAULT_TP_OPTIONS,
+    colocated_for_budget,
+    disaggregated_for_budget,
+    disaggregated_grid,
+    valid_tps,
+)
+from model.errors import InputError
+from model.goodput import goodput_rps, slo_ok
+from model.profiles import GPU, Link, Node, load_catalog
+from model.scenario import DEFAULT_SAMPLES, Scenario
+from model.serving import Evaluation, summarise
+from model.workload import Workload, get_workload
+
+STYLES = ("colocated", "colocated-chunked", "disaggregated")
+Config = ColocatedConfig | DisaggregatedConfig
+
+
+@dataclass(frozen=True)
+class FailureImpact:
+    """What losing one instance costs: goodput with one instance fewer in each pool, and the work
+    in flight on the lost instance (requests and the tokens that must be recomputed)."""
+
+    goodput_after_loss_rps: dict[str, float]
+    requests_in_flight: dict[str, float]
+    tokens_recomputed: dict[str, float]
+
+
+@dataclass(frozen=True)
+class BestConfig:
+    """The best configuration of one style, with its goodput and its metrics at that rate."""
+
+    architecture: str
+    label: str
+    config: Config
+    n_gpus: int
+    goodput_rps: float
+    goodput_rps_per_gpu: float
+    cost_usd_per_hour: float
+    at_goodput: Evaluation
+    binding_constraint: str
+    failure: FailureImpact | None = None
+
+
+@dataclass(frozen=True)
+class FlipThreshold:
+    """A value of one input at which the verdict would change."""
+
+    parameter: str
+    value: float
+    unit: str
+    current: float
+    text: str
+    method: str = "numeric"
+
+
+@dataclass(frozen=True, eq=False)
+class PlanInputs:
+    """Resolved inputs of one plan (profiles, scenario, search space)."""
+
+    scenario: Scenario
+    gpu: GPU
+    decode_gpu: GPU
+    link: Link
+    node: Node | None
+    intra_link: Link | None
+    gpus: int | None
+    target_rate_rps: float | None
+    tp_options: tuple[int, ...]
+    chunk_options: tuple[int, ...]
+    layerwise: bool
+    objective: str
+    margin: float
+    max_gpus: int
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """The planner's answer: verdict, reasons with numbers, best of each style, flip thresholds."""
+
+    verdict: str
+    reasons: tuple[str, ...]
+    best: dict[str, BestConfig]
+    flip_thresholds: tuple[FlipThreshold, ...]
+    infeasible: dict[str, int]
+    candidates_evaluated: int
+    inputs: PlanInputs = field(repr=False)
+
+    @property
+    def mode(self) -> str:
+        return "budget" if self.inputs.gpus is not None else "target-rate"
+
+
+# ---------------------------------------------------------------------------------------------
+# input resolution
+
+
+def _resolve_slo(slo, ttft_slo_s, tpot_slo_s, percentile, attainment) -> SLO:
+    if slo is not None:
+        return slo
+    if ttft_slo_s is None or tpot_slo_s is None:
+        raise InputError("slo", None, "an SLO(...) or both ttft_slo_s and tpot_slo_s")
+    return SLO(ttft_slo_s, tpot_slo_s, percentile, attainment)
+
+
+def resolve_inputs(
+    model: str | LLMArch,
+    gpu: str | GPU,
+    *,
+    workload: str | Workload,
+    slo: SLO | None = None,
+    ttft_slo_s: float | None = None,
+    tpot_slo_s: float | None = None,
+    percentile: float = 90.0,
+    attainment: float = 0.9,
+    link: str | Link = "ib-ndr-400",
+    decode_gpu: str | GPU | None = None,
+    node: str | Node | None = None,
+    gpus: int | None = None,
+    target_rate_rps: float | None = None,
+    dtype: str = "bf16",
+    kv_dtype: str | None = None,
+    tp_options: Sequence[int] = DEFAULT_TP_OPTIONS,
+    chunk_options: Sequence[int] = DEFAULT_CHUNK_OPTIONS,
+    layerwise: bool = True,
+    objective: str = "gpus",
+    margin: float = 0.10,
+    max_gpus: int = 256,
+    profile_dirs: str | Path | Sequence[str | Path] | None = None,
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = 0,
+) -> PlanInputs:
+    """Look up names, validate ranges, and build the scenario; errors name the field."""
+    if (gpus is None) == (target_rate_rps is None):
+        raise InputError(
+            "gpus / target_rate", (gpus, target_rate_rps), "exactly one of a GPU budget or a target rate"
+        )
+    if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1):
+        raise InputError("gpus", gpus, "a whole number of GPUs >= 1")
+    if target_rate_rps is not None and not (
+        isinstance(target_rate_rps, int | float) and math.isfinite(target_rate_rps) and target_rate_rps > 0
+    ):
+        raise InputError("target_rate", target_rate_rps, "a request rate > 0 req/s")
+    if objective not in ("gpus", "cost"):
+        raise InputError("objective", objective, "'gpus' or 'cost'")
+    if not (isinstance(margin, int | float) and 0 <= margin < 1):
+        raise InputError("margin", margin, "a fraction in [0, 1), e.g. 0.1")
+    if not (isinstance(max_gpus, int) and max_gpus >= 1):
+        raise InputError("max_gpus", max_gpus, "a whole number >= 1")
+    for c in chunk_options:
+        if not (isinstance(c, int) and 16 <= c <= 65536):
+            raise InputError("chunk_options", c, "token budgets between 16 and 65536")
+    for t in tp_options:
+        if not (isinstance(t, int) and 1 <= t <= 64):
+            raise InputError("tp_options", t, "TP degrees between 1 and 64")
+    catalog = load_catalog(profile_dirs)
+    g = catalog.gpu(gpu)
+    dg = catalog.gpu(decode_gpu) if decode_gpu is not None else g
+    li = catalog.link(link)
+    nd = catalog.node(node) if node is not None else None
+    intra = catalog.link(nd.intra_node_link) if nd is not None else None
+    arch = get_model(model)
+    wl = workload if isinstance(workload, Workload) else get_workload(workload)
+    scn = Scenario(
+        arch,
+        wl,
+        _resolve_slo(slo, ttft_slo_s, tpot_slo_s, percentile, attainment),
+        dtype,
+        kv_dtype,
+        samples,
+        seed,
+    )
+    return PlanInputs(
+        scn,
+        g,
+        dg,
+        li,
+        nd,
+        intra,
+        gpus,
+        target_rate_rps,
+        tuple(tp_options),
+        tuple(chunk_options),
+        layerwise,
+        objective,
+        float(margin),
+        max_gpus,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# candidates
+
+
+def _gpu_kinds(inp: PlanInputs) -> list[GPU]:
+    return [inp.gpu] if inp.decode_gpu == inp.gpu else [inp.gpu, inp.decode_gpu]
+
+
+def budget_sets(inp: PlanInputs, gpus: int) -> dict[str, CandidateSet]:
+    """Candidate sets of each style for a budget of ``gpus`` GPUs (every split, TP and chunk)."""
+    scn = inp.scenario
+    arch = scn.arch
+    tps = valid_tps(arch, inp.tp_options, gpus)
+    colo: list[ColocatedConfig] = []
+    chunked: list[ColocatedConfig] = []
+    for g in _gpu_kinds(inp):
+        colo += colocated_for_budget(g, tps, gpus, None)
+        for c in inp.chunk_options:
+            chunked += colocated_for_budget(g, tps, gpus, c)
+    dis = (
+        disaggregated_for_budget(
+            inp.gpu, inp.decode_gpu, tps, tps, gpus, inp.link, inp.node, inp.intra_link, inp.layerwise
+        )
+        if gpus >= 2
+        else []
+    )
+    out: dict[str, CandidateSet] = {}
+    if colo:
+        out["colocated"] = ColocatedSet.build(scn, colo)
+    if chunked:
+        out["colocated-chunked"] = ColocatedSet.build(scn, chunked)
+    if dis:
+        out["disaggregated"] = DisaggregatedSet.build(scn, dis)
+    return out
+
+
+def _split_feasible(cands: CandidateSet, infeasible: Counter) -> CandidateSet:
+    fits = cands.fits()
+    for i in np.nonzero(~fits)[0]:
+        infeasible[cands.infeasible_reason(int(i))] += 1
+    return cands.subset(fits)
+
+
+def _rank(goodput: np.ndarray, gpus: np.ndarray, cost: np.ndarray) -> int:
+    """Index of the highest goodput; ties go to fewer GPUs, then lower cost."""
+    return int(np.lexsort((cost, gpus, -np.round(goodput, 9)))[0])
+
+
+def _binding_constraint(cands: CandidateSet, i: int, rate: float, slo: SLO) -> str:
+    """What stops the rate rising: the first SLO part that fails just above the goodput."""
+    sub = cands.subset(np.arange(len(cands.configs)) == i)
+    res = sub.evaluate(np.array([rate * 1.02 + 1e-9]))
+    if not res.stable[0]:
+        return f"stability: {res.unstable_reason[0]}"
+    q = slo.percentile / 100.0
+    lat = res.latency
+    ttft_ok = lat.ttft_cdf(np.array([[slo.ttft_s]])).mean() >= q
+    tpot_ok = lat.tpot_cdf(np.array([[slo.tpot_s]])).mean() >= q
+    if not ttft_ok and not tpot_ok:
+        return "TTFT and TPOT targets"
+    if not ttft_ok:
+        return f"TTFT target (p{slo.percentile:g} <= {slo.ttft_s * 1e3:g} ms)"
+    if not tpot_ok:
+        return f"TPOT target (p{slo.percentile:g} <= {slo.tpot_s * 1e3:g} ms)"
+    return f"SLO attainment target ({slo.attainment:.0%} of requests meeting both)"
+
+
+def _with_pool_sizes(
+    config: Config, *, n_prefill: int | None = None, n_decode: int | None = None, replicas: int | None = None
+) -> Config | None:
+    if isinstance(config, DisaggregatedConfig):
+        n_p = config.n_prefill if n_prefill is None else n_prefill
+        n_d = config.n_decode if n_decode is None else n_decode
+        return replace(config, n_prefill=n_p, n_decode=n_d) if n_p >= 1 and n_d >= 1 else None
+    r = config.replicas if replicas is None else replicas
+    return replace(config, replicas=r) if r >= 1 else None
+
+
+def config_goodput(scn: Scenario, config: Config | None) -> float:
+    """Goodput of one configuration (0 for None)."""
+    if config is None:
+        return 0.0
+    cands = (
+        ColocatedSet.build(scn, [config])
+        if isinstance(config, ColocatedConfig)
+        else DisaggregatedSet.build(scn, [config])
+    )
+    return float(goodput_rps(cands, scn.slo)[0])
+
+
+def failure_impact(scn: Scenario, config: Config, ev: Evaluation) -> FailureImpact:
+    """Goodput with one instance lost in each pool, and the work in flight on the lost instance.
+
+    In flight on a decode (or colocated) instance: its batch B; their prompts plus the tokens
+    generated so far (on average half the output) must be recomputed elsewhere. On a prefill
+    instance: the prompt in service (utilisation rho) is recomputed.
+    """
+    p, o = scn.prompt_tokens, scn.output_tokens
+    per_seq = float(np.mean(p) + np.mean(o) / 2.0)
+    if isinstance(config, DisaggregatedConfig):
+        after = {
+            "prefill": config_goodput(scn, _with_pool_sizes(config, n_prefill=config.n_prefill - 1)),
+            "decode": config_goodput(scn, _with_pool_sizes(config, n_decode=config.n_decode - 1)),
+        }
+        inflight = {"prefill": ev.prefill_utilisation, "decode": ev.decode_batch}
+        tokens = {"prefill": ev.prefill_utilisation * float(np.mean(p)), "decode": ev.decode_batch * per_seq}
+    else:
+        after = {"replica": config_goodput(scn, _with_pool_sizes(config, replicas=config.replicas - 1))}
+        inflight = {"replica": ev.decode_batch + ev.prefill_utilisation}
+        tokens = {"replica": ev.decode_batch * per_seq + ev.prefill_utilisation * float(np.mean(p))}
+    return FailureImpact(after, inflight, tokens)
+
+
+def best_of(
+    cands: CandidateSet, goodput: np.ndarray, scn: Scenario, *, with_failure: bool = True
+) -> BestConfig | None:
+    """The best candidate of a set by goodput, evaluated at its goodput."""
+    if len(cands.configs) == 0 or not np.any(goodput > 0):
+        return None
+    i = _rank(goodput, np.asarray(cands.n_gpus), np.asarray(cands.price_usd_per_hour))
+    rate = float(goodput[i])
+    sub = cands.subset(np.arange(len(cands.configs)) == i)
+    ev = summarise(sub, sub.evaluate(np.array([rate])), 0, scn, rate)
+    config = cands.configs[i]
+    return BestConfig(
+        architecture=config.architecture,
+        label=config.label(),
+        config=config,
+        n_gpus=int(config.n_gpus),
+        goodput_rps=rate,
+        goodput_rps_per_gpu=rate / config.n_gpus,
+        cost_usd_per_hour=float(np.asarray(cands.price_usd_per_hour)[i]),
+        at_goodput=ev,
+        binding_constraint=_binding_constraint(cands, i, rate, scn.slo),
+        failure=failure_impact(scn, config, ev) if with_failure else None,
+    )
+
+
+def _sweep_budget(inp: PlanInputs, gpus: int, infeasible: Counter) -> tuple[dict[str, BestConfig], int, dict]:
+    sets = budget_sets(inp, gpus)
+    best: dict[str, BestConfig] = {}
+    goodputs: dict[str, tuple[CandidateSet, np.ndarray]] = {}
+    n = 0
+    for style, cands in sets.items():
+        n += len(cands.configs)
+        feasible = _split_feasible(cands, infeasible)
+        g = goodput_rps(feasible, inp.scenario.slo)
+        goodputs[style] = (feasible, g)
+        b = best_of(feasible, g, inp.scenario)
+        if b is not None:
+            best[style] = b
+    return best, n, goodputs
+
+
+def _objective(cands: CandidateSet, objective: str) -> np.ndarray:
+    return np.asarray(cands.n_gpus if objective == "gpus" else cands.price_usd_per_hour, dtype=float)
+
+
+def _cheapest_ok(cands: CandidateSet, ok: np.ndarray, inp: PlanInputs) -> BestConfig | None:
+    """Among candidates meeting the SLOs at the target rate, the one with the lowest objective."""
+    if not ok.any():
+        return None
+    obj = np.where(ok, _objective(cands, inp.objective), np.inf)
+    i = int(np.argmin(obj))
+    one = cands.subset(np.arange(len(cands.configs)) == i)
+    g = goodput_rps(one, inp.scenario.slo)
+    return best_of(one, g, inp.scenario)
+
+
+def _colocated_min(inp: PlanInputs, chunk: int | None, infeasible: Counter) -> tuple[BestConfig | None, int]:
+    arch = inp.scenario.arch
+    configs = [
+        ColocatedConfig(g, tp, r, chunk)
+        for g in _gpu_kinds(inp)
+        for tp in valid_tps(arch, inp.tp_options, inp.max_gpus)
+        for r in range(1, inp.max_gpus // tp + 1)
+    ]
+    cands = _split_feasible(ColocatedSet.build(inp.scenario, configs), infeasible)
+    if not cands.configs:
+        return None, len(configs)
+    ok = slo_ok(cands.evaluate(np.full(len(cands.configs), inp.target_rate_rps)), inp.scenario.slo)
+    return _cheapest_ok(cands, ok, inp), len(configs)
+
+
+def _disaggregated_min(inp: PlanInputs, infeasible: Counter) -> tuple[BestConfig | None, int]:
+    """For each (TP_p, TP_d, n_p), the fewest decode instances that keep the SLOs (bisection on n_d,
+    which is monotone: more decode instances never raise TPOT or admission wait)."""
+    arch = inp.scenario.arch
+    tps = valid_tps(arch, inp.tp_options, inp.max_gpus)
+    base = [
+        (tp_p, tp_d, n_p)
+        for tp_p in tps
+        for tp_d in tps
+        for n_p in range(1, (inp.max_gpus - tp_d) // tp_p + 1)
+    ]
+    if not base:
+        return None, 0
+    tp_p = np.array([b[0] for b in base])
+    tp_d = np.array([b[1] for b in base])
+    n_p = np.array([b[2] for b in base])
+    hi = (inp.max_gpus - n_p * tp_p) // tp_d
+    lo = np.zeros_like(hi)
+
+    def configs(n_d: np.ndarray) -> list[DisaggregatedConfig]:
+        out = []
+        for a, b, c, d in zip(tp_p, tp_d, n_p, n_d, strict=True):
+            used = int(c * a + d * b)
+            link = (
+                inp.intra_link
+                if (inp.node is not None and used <= inp.node.gpus_per_node and inp.gpu == inp.decode_gpu)
+                else inp.link
+            )
+            out.append(
+                DisaggregatedConfig(
+                    inp.gpu, int(a), int(c), inp.decode_gpu, int(b), int(max(d, 1)), link, inp.layerwise
+                )
+            )
+        return out
+
+    def ok_at(n_d: np.ndarray) -> np.ndarray:
+        cands = DisaggregatedSet.build(inp.scenario, configs(n_d))
+        res = cands.evaluate(np.full(len(n_d), inp.target_rate_rps))
+        return slo_ok(res, inp.scenario.slo) & cands.fits()
+
+    feasible = ok_at(hi)
+    while np.any(hi - lo > 1):
+        mid = (lo + hi) // 2
+        good = ok_at(np.maximum(mid, 1))
+        step = hi - lo > 1
+        hi = np.where(step & good, mid, hi)
+        lo = np.where(step & ~good, mid, lo)
+    cands = DisaggregatedSet.build(inp.scenario, configs(np.maximum(hi, 1)))
+    for i in np.nonzero(~cands.fits())[0][:1]:
+        infeasible[cands.infeasible_reason(int(i))] += int((~cands.fits()).sum())
+    return _cheapest_ok(cands, feasible & cands.fits(), inp), len(base)
+
+
+def _sweep_target(inp: PlanInputs, infeasible: Counter) -> tuple[dict[str, BestConfig], int]:
+    best: dict[str, BestConfig] = {}
+    n = 0
+    b, k = _colocated_min(inp, None, infeasible)
+    n += k
+    if b:
+        best["colocated"] = b
+    chunked = []
+    for c in inp.chunk_options:
+        b, k = _colocated_min(inp, c, infeasible)
+        n += k
+        if b:
+            chunked.append(b)
+    if chunked:
+        key = (lambda x: x.n_gpus) if inp.objective == "gpus" else (lambda x: x.cost_usd_per_hour)
+        best["colocated-chunked"] = min(chunked, key=lambda x: (key(x), -x.goodput_rps))
+    b, k = _disaggregated_min(inp, infeasible)
+    n += k
+    if b:
+        best["disaggregated"] = b
+    return best, n
+
+
+def plan(model: str | LLMArch, gpu: str | GPU, *, thresholds: bool = True, **kwargs) -> Plan:
+    """Plan serving for ``model`` on ``gpu``: the verdict, its reasons and the best of each style.
+
+    Keyword arguments are those of :func:`resolve_inputs` (workload, SLOs, link, decode_gpu, node,
+    gpus or target_rate_rps, dtype, TP and chunk options, objective, margin, profile_dirs, ...).
+    ``thresholds`` False skips the flip-threshold searches (faster).
+    """
+    from model.verdict import decide, flip_thresholds
+
+    inp = resolve_inputs(model, gpu, **kwargs)
+    infeasible: Counter = Counter()
+    if inp.gpus is not None:
+        best, n, goodputs = _sweep_budget(inp, inp.gpus, infeasible)
+    else:
+        best, n = _sweep_target(inp, infeasible)
+        goodputs = {}
+    verdict, reasons = decide(inp, best, infeasible)
+    flips = flip_thresholds(inp, best, goodputs, verdict) if thresholds and best else ()
+    return Plan(verdict, tuple(reasons), best, tuple(flips), dict(infeasible), n, inp)
+
+
+def pool_map(
+    inp: PlanInputs, prefill_tp: int, decode_tp: int, gpus: int | None = None
+) -> dict[str, np.ndarray]:
+    """Goodput of every (n_prefill, n_decode) with n_p x TP_p + n_d x TP_d <= gpus: the pool-size map.
+
+    Returns arrays n_prefill, n_decode, n_gpus, goodput_rps, goodput_rps_per_gpu and fits.
+    """
+    budget = gpus or inp.gpus or inp.max_gpus
+    configs = disaggregated_grid(
+        inp.gpu, inp.decode_gpu, prefill_tp, decode_tp, budget, inp.link, inp.layerwise
+    )
+    if not configs:
+        empty = np.zeros(0)
+        return {
+            k: empty
+            for k in ("n_prefill", "n_decode", "n_gpus", "goodput_rps", "goodput_rps_per_gpu", "fits")
+        }
+    cands = DisaggregatedSet.build(inp.scenario, configs)
+    fits = cands.fits()
+    g = np.where(fits, goodput_rps(cands, inp.scenario.slo), 0.0)
+    n_gpus = np.asarray(cands.n_gpus)
+    return {
+        "n_prefill": np.array([c.n_prefill for c in configs]),
+        "n_decode": np.array([c.n_decode for c in configs]),
+        "n_gpus": n_gpus,
+        "goodput_rps": g,
+        "goodput_rps_per_gpu": g / n_gpus,
+        "fits": fits,
+    }

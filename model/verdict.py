@@ -1,0 +1,281 @@
+"""The verdict: colocated, colocated-chunked or disaggregated, by the rule in DESIGN.md, with the
+reasons (numbers) and the thresholds of link bandwidth, prompt length and rate that would flip it.
+
+Rule (DESIGN.md, "When to recommend disaggregation"): recommend it only when (a) interference
+between the phases is estimated and material (decode slowed by at least INTERFERENCE_MATERIAL in
+the best colocated configuration at its goodput), (b) the best colocated configuration does not
+already match it: disaggregated goodput must beat colocated by the margin at the same GPU budget
+(or, for a target rate, need at least the margin fewer GPUs or less cost), and (c) the transfer
+path keeps both targets (the disaggregated goodput is measured with the transfer in TTFT).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+import numpy as np
+
+from model.candidates import CandidateSet, ColocatedSet, DisaggregatedSet
+from model.configs import DisaggregatedConfig
+from model.goodput import goodput_rps
+from model.planner import BestConfig, FlipThreshold, PlanInputs
+
+# Decode slowdown caused by prefill (TPOT / pure decode step - 1) above which interference counts
+# as material. DistServe (OSDI 2024, fig. 2) shows a single prefill in a decode batch slowing that
+# step several-fold; 10% is the smallest effect the planner treats as worth a split.
+INTERFERENCE_MATERIAL = 0.10
+# Disaggregated candidates kept when searching flip thresholds (the best by current goodput).
+THRESHOLD_TOP_K = 12
+_BISECTIONS = 12
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1e3:.3g} ms" if np.isfinite(x) else "unbounded"
+
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:.3g} GB"
+
+
+def interference(b: BestConfig) -> float:
+    """Decode slowdown from prefill in a colocated configuration at its goodput (0 if disaggregated)."""
+    ev = b.at_goodput
+    if b.architecture == "disaggregated" or not ev.decode_step_s > 0:
+        return 0.0
+    return max(ev.tpot_mean_s / ev.decode_step_s - 1.0, 0.0)
+
+
+def _colocated_best(inp: PlanInputs, best: dict[str, BestConfig]) -> BestConfig | None:
+    cands = [best[s] for s in ("colocated-chunked", "colocated") if s in best]
+    if not cands:
+        return None
+    if inp.gpus is not None:
+        return max(cands, key=lambda b: b.goodput_rps)  # chunked listed first wins ties
+    key = (lambda b: b.n_gpus) if inp.objective == "gpus" else (lambda b: b.cost_usd_per_hour)
+    return min(cands, key=key)
+
+
+def _gain(inp: PlanInputs, dis: BestConfig, col: BestConfig) -> float:
+    """Disaggregation's advantage: goodput ratio - 1 (budget) or resource ratio - 1 (target rate)."""
+    if inp.gpus is not None:
+        return dis.goodput_rps / col.goodput_rps - 1.0
+    if inp.objective == "gpus":
+        return col.n_gpus / dis.n_gpus - 1.0
+    return col.cost_usd_per_hour / dis.cost_usd_per_hour - 1.0
+
+
+def _style_line(b: BestConfig) -> str:
+    ev = b.at_goodput
+    return (
+        f"Best {b.architecture}: {b.label} ({b.n_gpus} GPUs, ${b.cost_usd_per_hour:.2f}/h): goodput "
+        f"{b.goodput_rps:.3g} req/s ({b.goodput_rps_per_gpu:.3g} per GPU) with p90 TTFT {_ms(ev.ttft_s.p90)} "
+        f"and p90 TPOT {_ms(ev.tpot_s.p90)}; limited by the {b.binding_constraint}."
+    )
+
+
+def decide(inp: PlanInputs, best: dict[str, BestConfig], infeasible: Counter) -> tuple[str, list[str]]:
+    """Apply the DESIGN.md rule; return the verdict and its reasons (sentences with numbers)."""
+    reasons: list[str] = []
+    where = f"{inp.gpus} GPUs" if inp.gpus is not None else f"{inp.target_rate_rps:g} req/s"
+    col = _colocated_best(inp, best)
+    dis = best.get("disaggregated")
+    if col is None and dis is None:
+        reasons.append(f"No configuration meets the SLOs ({where}).")
+        if infeasible:
+            top = ", ".join(f"{r} ({n})" for r, n in infeasible.most_common(3))
+            reasons.append(f"{sum(infeasible.values())} candidates cannot run: {top}.")
+        else:
+            reasons.append(
+                "Every candidate that fits misses the TTFT or TPOT target even at a very low rate."
+            )
+        return "none", reasons
+    if col is None:
+        verdict = "disaggregated"
+        reasons.append(
+            f"Only disaggregated serving meets the SLOs ({where}): no colocated configuration does."
+        )
+    elif dis is None:
+        verdict = col.architecture
+        reasons.append(
+            f"{col.architecture} is recommended: no disaggregated configuration meets the SLOs ({where})."
+        )
+    else:
+        gain = _gain(inp, dis, col)
+        intf = interference(col)
+        material = intf >= INTERFERENCE_MATERIAL
+        measure = (
+            "goodput" if inp.gpus is not None else ("GPUs needed" if inp.objective == "gpus" else "cost")
+        )
+        if gain >= inp.margin and material:
+            verdict = "disaggregated"
+            reasons.append(
+                f"disaggregated is recommended: it beats the best colocated configuration on {measure} by "
+                f"{gain:.0%} (margin {inp.margin:.0%}), and prefill interference in colocated serving is material "
+                f"(decode slowed {intf:.0%}, threshold {INTERFERENCE_MATERIAL:.0%})."
+            )
+        else:
+            verdict = col.architecture
+            why = (
+                f"disaggregation changes {measure} by only {gain:+.0%} (needs +{inp.margin:.0%})"
+                if gain < inp.margin
+                else f"interference is not material (decode slowed {intf:.0%} < {INTERFERENCE_MATERIAL:.0%})"
+            )
+            reasons.append(f"{col.architecture} is recommended: {why}.")
+        reasons.append(
+            f"Interference in {col.label} at {col.goodput_rps:.3g} req/s: TPOT {_ms(col.at_goodput.tpot_mean_s)} "
+            f"against {_ms(col.at_goodput.decode_step_s)} for decode alone ({intf:+.0%})."
+        )
+    for style in ("colocated", "colocated-chunked", "disaggregated"):
+        if style in best:
+            reasons.append(_style_line(best[style]))
+    if dis is not None:
+        ev = dis.at_goodput
+        link = dis.config.link if isinstance(dis.config, DisaggregatedConfig) else None
+        copies_col = col.at_goodput.weight_copies if col is not None else 0
+        reasons.append(
+            f"Disaggregation costs: weights held {ev.weight_copies} times ({_gb(ev.weight_bytes_total)}) against "
+            f"{copies_col} copies colocated; each request moves {ev.kv_bytes_per_request / 1e6:.3g} MB of KV over "
+            f"{link.name if link else 'the link'}, exposing {_ms(ev.transfer_s)} of TTFT "
+            f"(link utilisation {ev.link_utilisation:.0%})."
+        )
+    if infeasible:
+        top = "; ".join(f"{r} ({n})" for r, n in infeasible.most_common(2))
+        reasons.append(f"{sum(infeasible.values())} candidates could not run: {top}.")
+    return verdict, reasons
+
+
+# ---------------------------------------------------------------------------------------------
+# flip thresholds
+
+
+def _scaled_links(configs: list, factor: float) -> list:
+    out = []
+    for c in configs:
+        if c.link.kind == "same-gpu":
+            out.append(c)
+        else:
+            out.append(
+                replace(c, link=replace(c.link, bandwidth_bytes_per_s=c.link.bandwidth_bytes_per_s * factor))
+            )
+    return out
+
+
+def _log_bisect(fn, lo: float, hi: float, steps: int = _BISECTIONS) -> float | None:
+    """x in [lo, hi] (log scale) where the boolean fn flips, or None when it does not."""
+    f_lo, f_hi = fn(lo), fn(hi)
+    if f_lo == f_hi:
+        return None
+    a, b = np.log(lo), np.log(hi)
+    for _ in range(steps):
+        mid = 0.5 * (a + b)
+        if fn(float(np.exp(mid))) == f_lo:
+            a = mid
+        else:
+            b = mid
+    return float(np.exp(0.5 * (a + b)))
+
+
+def _top_disaggregated(goodputs: dict, k: int) -> list:
+    if "disaggregated" not in goodputs:
+        return []
+    cands, g = goodputs["disaggregated"]
+    order = np.argsort(-g)[:k]
+    return [cands.configs[i] for i in order if g[i] > 0] or [cands.configs[i] for i in order]
+
+
+def _dis_goodput(scn, configs: list) -> float:
+    if not configs:
+        return 0.0
+    return float(np.max(goodput_rps(DisaggregatedSet.build(scn, configs), scn.slo)))
+
+
+def _col_goodput(scn, col: BestConfig | None) -> float:
+    if col is None:
+        return 0.0
+    return float(goodput_rps(ColocatedSet.build(scn, [col.config]), scn.slo)[0])
+
+
+def flip_thresholds(
+    inp: PlanInputs,
+    best: dict[str, BestConfig],
+    goodputs: dict[str, tuple[CandidateSet, np.ndarray]],
+    verdict: str,
+) -> list[FlipThreshold]:
+    """Link bandwidth, prompt-length scale and rate at which the verdict would change (numeric search
+    over the best candidates; interference is held at its current estimate)."""
+    out: list[FlipThreshold] = []
+    col = _colocated_best(inp, best)
+    dis = best.get("disaggregated")
+    scn = inp.scenario
+    need = 1.0 + inp.margin
+    material = col is None or interference(col) >= INTERFERENCE_MATERIAL
+    top = (
+        _top_disaggregated(goodputs, THRESHOLD_TOP_K)
+        if inp.gpus is not None
+        else ([dis.config] if dis else [])
+    )
+    networked = [c for c in top if c.link.kind != "same-gpu"]
+    if networked and material:
+        line_rate = networked[0].link.bandwidth_bytes_per_s
+        if inp.gpus is not None:
+            g_col = col.goodput_rps if col else 0.0
+
+            def wins(f: float) -> bool:
+                return _dis_goodput(scn, _scaled_links(networked, f)) >= need * g_col
+        else:
+            target = float(inp.target_rate_rps)
+
+            def wins(f: float) -> bool:
+                return _dis_goodput(scn, _scaled_links(networked, f)) >= target
+
+        factor = _log_bisect(wins, 1e-4, 1e4)
+        if factor is not None:
+            value = line_rate * factor * 8 / 1e9
+            side = "above" if wins(1e4) else "below"
+            out.append(
+                FlipThreshold(
+                    "link_bandwidth",
+                    value,
+                    "Gbit/s",
+                    line_rate * 8 / 1e9,
+                    f"disaggregation {'wins' if inp.gpus is not None else 'holds the target rate'} {side} "
+                    f"{value:.3g} Gbit/s of link line rate (now {line_rate * 8 / 1e9:.3g} Gbit/s)",
+                )
+            )
+    if inp.gpus is not None and col is not None and top:
+        col_cfg_set = col
+
+        def dis_wins(f: float) -> bool:
+            s2 = replace(scn, prompt_scale=scn.prompt_scale * f)
+            g_c = _col_goodput(s2, col_cfg_set)
+            g_d = _dis_goodput(s2, top[:4])
+            return g_d >= need * g_c and g_d > 0
+
+        factor = _log_bisect(dis_wins, 1.0 / 8.0, 8.0, steps=8)
+        if factor is not None:
+            mean_prompt = scn.mean_prompt_tokens
+            side = "longer" if dis_wins(8.0) else "shorter"
+            out.append(
+                FlipThreshold(
+                    "prompt_tokens",
+                    mean_prompt * factor,
+                    "tokens (mean prompt)",
+                    mean_prompt,
+                    f"the verdict flips for prompts {side} than about {mean_prompt * factor:,.0f} tokens on average "
+                    f"(now {mean_prompt:,.0f}; lengths scaled together)",
+                )
+            )
+    if inp.gpus is not None and col is not None and dis is not None:
+        lo_style, hi_style = sorted([col, dis], key=lambda b: b.goodput_rps)
+        out.append(
+            FlipThreshold(
+                "rate",
+                lo_style.goodput_rps,
+                "req/s",
+                lo_style.goodput_rps,
+                f"both styles meet the SLOs up to {lo_style.goodput_rps:.3g} req/s on {inp.gpus} GPUs; above it only "
+                f"{hi_style.architecture} does (up to {hi_style.goodput_rps:.3g} req/s)",
+            )
+        )
+    return out
