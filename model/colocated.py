@@ -54,7 +54,7 @@ def _chunked_per_token(
     mix = np.full((len(tables), len(BATCH_GRID)), np.inf)
     for k, t in enumerate(tables):
         grid = t.chunk_batch_grid
-        inside = BATCH_GRID <= grid[-1]
+        inside = grid[-1] >= BATCH_GRID
         mean_s = t.chunked_prefill_s.mean(axis=1)
         room = np.maximum(t.chunk_tokens - grid, 1.0)
         chunks = np.ceil(prompt[None, :] / room[:, None]).mean(axis=1)

@@ -8,8 +8,9 @@ Each candidate configuration c is described by
 - a TPOT made of a base step time b_c plus stalls: during its O_i - 1 token gaps a request meets a
   Poisson number of stall events (mean n_ci) of random length (moments s1_c, s2_c): prefills that
   pre-empt decodes in colocated serving, or mixed prefill iterations with chunking. Given at least
-  one event the stall total is approximated by a normal with the compound-Poisson moments (Ross,
-  "Introduction to Probability Models", sec. 5.3.3: E = n s1, Var = n s2), conditioned on N >= 1.
+  one event the stall total is approximated by a gamma distribution with the compound-Poisson
+  moments (Ross, "Introduction to Probability Models", sec. 5.3.3: E = n s1, Var = n s2),
+  conditioned on N >= 1; the gamma keeps the total positive, as stalls are.
 
 Attainment is the sample mean of P(TTFT_ci <= T) P(TPOT_ci <= P) (TTFT and TPOT treated as
 independent); a percentile is found by bisection on the sample-mean CDF.
@@ -20,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import ndtr
+from scipy.special import gammainc
 
 _BISECT_STEPS = 48
 
@@ -53,7 +54,7 @@ class LatencyModel:
         return np.where(self.stable[:, None], cdf, 0.0)
 
     def tpot_cdf(self, x_s: np.ndarray) -> np.ndarray:
-        """P(TPOT_ci <= x): no-stall atom plus a normal for the stalled case (module docstring)."""
+        """P(TPOT_ci <= x): no-stall atom plus a gamma for the stalled case (module docstring)."""
         gaps = np.maximum(self.output_tokens - 1.0, 1.0)[None, :]
         n = self.stall_events
         p0 = np.exp(-n)
@@ -65,9 +66,18 @@ class LatencyModel:
             cond_m2 = (n * self.stall_m2_s2[:, None] + (n * self.stall_m1_s[:, None]) ** 2) / np.maximum(
                 1.0 - p0, 1e-300
             )
-            cond_sd = np.sqrt(np.maximum(cond_m2 - cond_mean**2, 0.0))
-            z = (x - base - cond_mean / gaps) / np.maximum(cond_sd / gaps, 1e-12)
-        stalled = np.where(cond_sd > 0, ndtr(z), (x >= base + cond_mean / gaps).astype(float))
+            cond_var = np.maximum(cond_m2 - cond_mean**2, 0.0)
+            # Gamma with the conditional mean and variance: shape k = m^2 / v, scale = v / m.
+            shape = np.where(cond_var > 0, cond_mean**2 / cond_var, np.inf)
+            scale = np.where(cond_mean > 0, cond_var / cond_mean, 0.0)
+            extra = np.maximum((x - base) * gaps, 0.0)  # stall time the request can absorb
+            z = np.where(scale > 0, extra / scale, np.inf)
+            stalled = np.where(
+                np.isfinite(shape) & (scale > 0),
+                gammainc(np.where(np.isfinite(shape), shape, 1.0), z),
+                (extra >= cond_mean).astype(float),
+            )
+        stalled = np.where(x >= base, stalled, 0.0)
         cdf = p0 * atom + (1.0 - p0) * np.where(n > 0, stalled, atom)
         return np.where(self.stable[:, None], cdf, 0.0)
 

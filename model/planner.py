@@ -488,7 +488,7 @@ def plan(model: str | LLMArch, gpu: str | GPU, *, thresholds: bool = True, **kwa
     else:
         best, n = _sweep_target(inp, infeasible)
         goodputs = {}
-    verdict, reasons = decide(inp, best, infeasible)
+    verdict, reasons = decide(inp, best, infeasible, goodputs)
     flips = flip_thresholds(inp, best, goodputs, verdict) if thresholds and best else ()
     return Plan(verdict, tuple(reasons), best, tuple(flips), dict(infeasible), n, inp)
 

@@ -20,6 +20,7 @@ from model.candidates import CandidateSet, ColocatedSet, DisaggregatedSet
 from model.configs import DisaggregatedConfig
 from model.goodput import goodput_rps
 from model.planner import BestConfig, FlipThreshold, PlanInputs
+from model.serving import summarise
 
 # Decode slowdown caused by prefill (TPOT / pure decode step - 1) above which interference counts
 # as material. DistServe (OSDI 2024, fig. 2) shows a single prefill in a decode batch slowing that
@@ -31,7 +32,11 @@ _BISECTIONS = 12
 
 
 def _ms(x: float) -> str:
-    return f"{x * 1e3:.3g} ms" if np.isfinite(x) else "unbounded"
+    if not np.isfinite(x):
+        return "unbounded"
+    if x >= 0.9995:
+        return f"{x:.3g} s"
+    return f"{x * 1e3:.0f} ms" if x >= 0.1 else f"{x * 1e3:.3g} ms"
 
 
 def _gb(x: float) -> str:
@@ -74,7 +79,35 @@ def _style_line(b: BestConfig) -> str:
     )
 
 
-def decide(inp: PlanInputs, best: dict[str, BestConfig], infeasible: Counter) -> tuple[str, list[str]]:
+def _why_no_disaggregation(inp: PlanInputs, goodputs: dict) -> str:
+    """Explain, with numbers, why no disaggregated configuration meets the SLOs: the transfer and
+    the duplicated weights of the feasible split that comes closest (at a very low rate)."""
+    if "disaggregated" not in goodputs or not goodputs["disaggregated"][0].configs:
+        return "no disaggregated split fits the budget and memory"
+    cands = goodputs["disaggregated"][0]
+    res = cands.evaluate(np.full(len(cands.configs), 1e-3))
+    slo = inp.scenario.slo
+    i = int(np.argmax(res.latency.attainment(slo.ttft_s, slo.tpot_s)))
+    ev = summarise(
+        cands.subset(np.arange(len(cands.configs)) == i),
+        cands.subset(np.arange(len(cands.configs)) == i).evaluate(np.array([1e-3])),
+        0,
+        inp.scenario,
+        1e-3,
+    )
+    cfg = cands.configs[i]
+    kv_mb = ev.kv_bytes_per_request / 1e6
+    return (
+        f"even the closest split ({cfg.label()}) reaches p90 TTFT {_ms(ev.ttft_s.p90)} against the "
+        f"{_ms(slo.ttft_s)} target at a near-zero rate: each request's KV ({kv_mb:.3g} MB on average) "
+        f"crosses {cfg.link.name} in {_ms(ev.transfer_s)} on average, and the weights are held "
+        f"{ev.weight_copies} times ({_gb(ev.weight_bytes_total)})"
+    )
+
+
+def decide(
+    inp: PlanInputs, best: dict[str, BestConfig], infeasible: Counter, goodputs: dict | None = None
+) -> tuple[str, list[str]]:
     """Apply the DESIGN.md rule; return the verdict and its reasons (sentences with numbers)."""
     reasons: list[str] = []
     where = f"{inp.gpus} GPUs" if inp.gpus is not None else f"{inp.target_rate_rps:g} req/s"
@@ -97,8 +130,10 @@ def decide(inp: PlanInputs, best: dict[str, BestConfig], infeasible: Counter) ->
         )
     elif dis is None:
         verdict = col.architecture
+        why = _why_no_disaggregation(inp, goodputs or {})
         reasons.append(
-            f"{col.architecture} is recommended: no disaggregated configuration meets the SLOs ({where})."
+            f"{col.architecture} is recommended: no disaggregated configuration meets the SLOs ({where}); "
+            f"{why}."
         )
     else:
         gain = _gain(inp, dis, col)
@@ -111,7 +146,8 @@ def decide(inp: PlanInputs, best: dict[str, BestConfig], infeasible: Counter) ->
             verdict = "disaggregated"
             reasons.append(
                 f"disaggregated is recommended: it beats the best colocated configuration on {measure} by "
-                f"{gain:.0%} (margin {inp.margin:.0%}), and prefill interference in colocated serving is material "
+                f"{gain:.0%} (margin {inp.margin:.0%}), and prefill interference in colocated serving is "
+                f"material "
                 f"(decode slowed {intf:.0%}, threshold {INTERFERENCE_MATERIAL:.0%})."
             )
         else:
@@ -123,7 +159,8 @@ def decide(inp: PlanInputs, best: dict[str, BestConfig], infeasible: Counter) ->
             )
             reasons.append(f"{col.architecture} is recommended: {why}.")
         reasons.append(
-            f"Interference in {col.label} at {col.goodput_rps:.3g} req/s: TPOT {_ms(col.at_goodput.tpot_mean_s)} "
+            f"Interference in {col.label} at {col.goodput_rps:.3g} req/s: "
+            f"TPOT {_ms(col.at_goodput.tpot_mean_s)} "
             f"against {_ms(col.at_goodput.decode_step_s)} for decode alone ({intf:+.0%})."
         )
     for style in ("colocated", "colocated-chunked", "disaggregated"):
@@ -134,8 +171,9 @@ def decide(inp: PlanInputs, best: dict[str, BestConfig], infeasible: Counter) ->
         link = dis.config.link if isinstance(dis.config, DisaggregatedConfig) else None
         copies_col = col.at_goodput.weight_copies if col is not None else 0
         reasons.append(
-            f"Disaggregation costs: weights held {ev.weight_copies} times ({_gb(ev.weight_bytes_total)}) against "
-            f"{copies_col} copies colocated; each request moves {ev.kv_bytes_per_request / 1e6:.3g} MB of KV over "
+            f"Disaggregation costs: weights held {ev.weight_copies} times ({_gb(ev.weight_bytes_total)}) "
+            f"against {copies_col} copies colocated; each request moves "
+            f"{ev.kv_bytes_per_request / 1e6:.3g} MB of KV over "
             f"{link.name if link else 'the link'}, exposing {_ms(ev.transfer_s)} of TTFT "
             f"(link utilisation {ev.link_utilisation:.0%})."
         )
@@ -244,26 +282,27 @@ def flip_thresholds(
                 )
             )
     if inp.gpus is not None and col is not None and top:
-        col_cfg_set = col
 
         def dis_wins(f: float) -> bool:
             s2 = replace(scn, prompt_scale=scn.prompt_scale * f)
-            g_c = _col_goodput(s2, col_cfg_set)
+            g_c = _col_goodput(s2, col)
             g_d = _dis_goodput(s2, top[:4])
             return g_d >= need * g_c and g_d > 0
 
-        factor = _log_bisect(dis_wins, 1.0 / 8.0, 8.0, steps=8)
+        longest = float(np.max(scn.prompt_tokens + scn.output_tokens))
+        ceiling = scn.arch.max_context_tokens / longest if scn.arch.max_context_tokens else 8.0
+        factor = _log_bisect(dis_wins, 1.0 / 8.0, float(np.clip(ceiling, 1.0, 8.0)), steps=8)
         if factor is not None:
             mean_prompt = scn.mean_prompt_tokens
-            side = "longer" if dis_wins(8.0) else "shorter"
+            side = "shorter" if dis_wins(1.0 / 8.0) else "longer"
             out.append(
                 FlipThreshold(
                     "prompt_tokens",
                     mean_prompt * factor,
                     "tokens (mean prompt)",
                     mean_prompt,
-                    f"the verdict flips for prompts {side} than about {mean_prompt * factor:,.0f} tokens on average "
-                    f"(now {mean_prompt:,.0f}; lengths scaled together)",
+                    f"disaggregation wins for mean prompts {side} than about {mean_prompt * factor:,.0f} "
+                    f"tokens (now {mean_prompt:,.0f}; all lengths scaled together)",
                 )
             )
     if inp.gpus is not None and col is not None and dis is not None:
@@ -274,7 +313,8 @@ def flip_thresholds(
                 lo_style.goodput_rps,
                 "req/s",
                 lo_style.goodput_rps,
-                f"both styles meet the SLOs up to {lo_style.goodput_rps:.3g} req/s on {inp.gpus} GPUs; above it only "
+                f"both styles meet the SLOs up to {lo_style.goodput_rps:.3g} req/s on {inp.gpus} GPUs; "
+                f"above it only "
                 f"{hi_style.architecture} does (up to {hi_style.goodput_rps:.3g} req/s)",
             )
         )

@@ -1,0 +1,134 @@
+"""``pdplan plan``: the verdict and the best configuration of each serving style."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from model.cli.common import add_profile_dir, print_json
+from model.errors import InputError
+from model.planner import plan
+from model.report import plan_dict
+from model.traces import load_trace
+from model.units import Kind, parse_quantity
+from model.workload import Workload
+
+
+def _int_list(text: str, field: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise InputError(field, text, "comma-separated whole numbers, e.g. 1,2,4,8") from None
+    if not values:
+        raise InputError(field, text, "at least one value")
+    return values
+
+
+def _float(text: str, field: str, allowed: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(field, text, allowed) from None
+
+
+def add_scenario_args(p: argparse.ArgumentParser) -> None:
+    """Options shared by commands that take a model, GPUs, a workload and SLOs."""
+    p.add_argument("--model", required=True, help="catalog name or a Hugging Face config.json path")
+    p.add_argument("--gpu", required=True, help="GPU profile name or .toml path (prefill pool / colocated)")
+    p.add_argument("--decode-gpu", help="GPU kind of the decode pool (default: --gpu)")
+    p.add_argument("--link", default="ib-ndr-400", help="link between pools (default ib-ndr-400)")
+    p.add_argument("--node", help="node profile: pools that fit in one node use its intra-node link")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--workload", help="workload preset: chat, code, summarization, rag, short, mixed")
+    src.add_argument("--trace", help="request trace file (Azure CSV, Mooncake JSONL, BurstGPT CSV)")
+    p.add_argument("--ttft-slo", required=True, help="TTFT target, e.g. 500ms (a bare number is seconds)")
+    p.add_argument("--tpot-slo", required=True, help="TPOT target, e.g. 50ms")
+    p.add_argument("--percentile", default="90", help="percentile the targets apply to (default 90)")
+    p.add_argument(
+        "--attainment", default="0.9", help="fraction of requests that must meet both (default 0.9)"
+    )
+    p.add_argument("--dtype", default="bf16", help="weight dtype: bf16, fp16, fp8, int8, fp4, int4")
+    p.add_argument("--kv-dtype", help="KV-cache dtype (default: the weight dtype, or bf16)")
+    add_profile_dir(p)
+
+
+def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    workload = Workload.from_trace(load_trace(args.trace)) if args.trace else args.workload
+    return {
+        "workload": workload,
+        "ttft_slo_s": parse_quantity(args.ttft_slo, Kind.TIME, "ttft_slo", bare_unit="second"),
+        "tpot_slo_s": parse_quantity(args.tpot_slo, Kind.TIME, "tpot_slo", bare_unit="second"),
+        "percentile": _float(args.percentile, "percentile", "a number in (0, 100)"),
+        "attainment": _float(args.attainment, "attainment", "a fraction in (0, 1]"),
+        "link": args.link,
+        "decode_gpu": args.decode_gpu,
+        "node": args.node,
+        "dtype": args.dtype,
+        "kv_dtype": args.kv_dtype,
+        "profile_dirs": args.profile_dir or None,
+    }
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "plan", help="recommend colocated, colocated-chunked or disaggregated serving, and why"
+    )
+    add_scenario_args(p)
+    size = p.add_mutually_exclusive_group(required=True)
+    size.add_argument("--gpus", type=str, help="GPU budget: maximise goodput with at most this many GPUs")
+    size.add_argument(
+        "--target-rate", type=str, help="request rate (req/s) to serve with the fewest GPUs/cost"
+    )
+    p.add_argument("--tp", default="1,2,4,8", help="TP degrees to consider (default 1,2,4,8)")
+    p.add_argument("--chunks", default="256,512,1024,2048,4096", help="chunked-prefill token budgets")
+    p.add_argument("--objective", default="gpus", choices=["gpus", "cost"], help="target-rate mode objective")
+    p.add_argument(
+        "--margin", default="0.1", help="gain disaggregation must show to be recommended (0.1 = 10%%)"
+    )
+    p.add_argument("--max-gpus", default="256", help="largest pool search in target-rate mode")
+    p.add_argument(
+        "--whole-request-transfer", action="store_true", help="send KV after prefill, not layer-wise"
+    )
+    p.add_argument("--no-thresholds", action="store_true", help="skip the flip-threshold searches (faster)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=run)
+
+
+def _whole(text: str | None, field: str) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise InputError(field, text, "a whole number") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    result = plan(
+        args.model,
+        args.gpu,
+        gpus=_whole(args.gpus, "gpus"),
+        target_rate_rps=None
+        if args.target_rate is None
+        else _float(args.target_rate, "target_rate", "req/s > 0"),
+        tp_options=_int_list(args.tp, "tp"),
+        chunk_options=_int_list(args.chunks, "chunks"),
+        objective=args.objective,
+        margin=_float(args.margin, "margin", "a fraction in [0, 1)"),
+        max_gpus=_whole(args.max_gpus, "max_gpus") or 256,
+        layerwise=not args.whole_request_transfer,
+        thresholds=not args.no_thresholds,
+        **scenario_kwargs(args),
+    )
+    if args.json:
+        print_json(plan_dict(result))
+        return 0
+    print(f"verdict: {result.verdict}")
+    print()
+    for r in result.reasons:
+        print(f"- {r}")
+    if result.flip_thresholds:
+        print("\nflip thresholds:")
+        for f in result.flip_thresholds:
+            print(f"- {f.text}")
+    return 0

@@ -1,0 +1,162 @@
+"""The analytical serving model on hand-traceable cases: latency distributions, the batch fixed point,
+KV transfer, colocated stalls, energy and cost."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from model.batching import decode_pool
+from model.configs import SLO, ColocatedConfig, DisaggregatedConfig
+from model.decode_batch import solve_batch
+from model.latency import LatencyModel
+from model.phase_tables import BATCH_GRID, chunked_prefill_sum_s
+from model.profiles import get_gpu, get_link
+from model.queueing import mgc_wait
+from model.roofline import Deployment, chunked_prefill_time_s, decode_step_cost, prefill_cost
+from model.scenario import Scenario
+from model.serving import evaluate
+from model.workload import Fixed, Workload
+
+FIXED = Workload("fixed-1000-100", Fixed(1000), Fixed(100), source="test")
+H100 = get_gpu("h100-sxm")
+
+
+def _lat(**kw) -> LatencyModel:
+    base = dict(
+        wait_prob=np.array([0.5]),
+        wait_cond_mean_s=np.array([1.0]),
+        fixed_s=np.array([[0.2, 0.2]]),
+        tpot_base_s=np.array([0.01]),
+        stall_events=np.zeros((1, 2)),
+        stall_m1_s=np.zeros(1),
+        stall_m2_s2=np.zeros(1),
+        output_tokens=np.array([10.0, 10.0]),
+        stable=np.array([True]),
+    )
+    base.update(kw)
+    return LatencyModel(**base)
+
+
+def test_ttft_cdf_by_hand() -> None:
+    # P(TTFT <= 1.2) = 1 - P(W > 1.0) = 1 - 0.5 exp(-1.0 / 1.0) = 0.81606
+    lat = _lat()
+    assert lat.ttft_cdf(np.array([[1.2]]))[0, 0] == pytest.approx(1 - 0.5 * math.exp(-1.0))
+    assert lat.ttft_cdf(np.array([[0.1]]))[0, 0] == 0.0  # below the fixed part
+    # median: P(W > t) = 0.5 exp(-t) <= 0.5 for all t >= 0 -> the 50th percentile is the fixed 0.2 s
+    assert lat.ttft_percentile_s(0.5)[0] == pytest.approx(0.2, abs=1e-6)
+    # p90: 0.5 exp(-t) = 0.1 -> t = ln 5 = 1.6094 -> TTFT = 1.8094
+    assert lat.ttft_percentile_s(0.9)[0] == pytest.approx(0.2 + math.log(5.0), rel=1e-5)
+
+
+def test_tpot_with_stalls_by_hand() -> None:
+    # One stall event expected per request (n = 1), stall length exactly 0.09 s over 9 gaps:
+    # P(no stall) = e^-1 = 0.3679 -> TPOT = 0.01; otherwise TPOT >= 0.01 + 0.09/9 = 0.02.
+    lat = _lat(stall_events=np.ones((1, 2)), stall_m1_s=np.array([0.09]), stall_m2_s2=np.array([0.0081]))
+    assert lat.tpot_cdf(np.array([[0.0100001]]))[0, 0] == pytest.approx(math.exp(-1.0), rel=1e-6)
+    # mean TPOT = 0.01 + 1 x 0.09 / 9 = 0.02
+    assert lat.mean_tpot_s()[0] == pytest.approx(0.02)
+    # attainment = P(TTFT <= 10) P(TPOT <= 0.01) = (1 - 0.5 e^-9.8) e^-1
+    assert lat.attainment(10.0, 0.0100001)[0] == pytest.approx(
+        (1 - 0.5 * math.exp(-9.8)) * math.exp(-1.0), rel=1e-6
+    )
+
+
+def test_unstable_is_flagged_not_nan() -> None:
+    lat = _lat(stable=np.array([False]), wait_prob=np.array([1.0]), wait_cond_mean_s=np.array([np.inf]))
+    assert lat.attainment(1.0, 1.0)[0] == 0.0
+    assert np.isinf(lat.ttft_percentile_s(0.9)[0]) and np.isinf(lat.mean_tpot_s()[0])
+
+
+def test_batch_fixed_point_matches_closed_form_and_batching_module() -> None:
+    # Affine step time t(B) = t0 + t1 B: B* = lam E[O] t0 / (1 - lam E[O] t1) (Little's law).
+    t0, t1, lam, eo = 0.01, 1e-4, 2.0, 200.0
+    expected = lam * eo * t0 / (1 - lam * eo * t1)  # = 4.1667
+    tau = (t0 + t1 * np.maximum(BATCH_GRID, 1.0))[None, :]
+    # below one sequence the step is a batch-1 step; the root here is above 1, where tau is affine
+    sol = solve_batch(np.array([lam * eo]), BATCH_GRID, tau, np.array([1e4]))
+    assert sol.batch[0] == pytest.approx(expected, rel=2e-3)
+    ref = decode_pool(lam, eo, lambda b: t0 + t1 * np.maximum(b, 1.0), 10_000)
+    assert sol.batch[0] == pytest.approx(float(ref.batch_size), rel=2e-3)
+    # Over the cap: no root below it.
+    capped = solve_batch(np.array([lam * eo]), BATCH_GRID, tau, np.array([3.0]))
+    assert not capped.below_cap[0] and capped.batch[0] == 3.0
+
+
+def test_kv_transfer_whole_request_by_hand() -> None:
+    scn = Scenario.build("llama-3.1-8b", FIXED, SLO(10.0, 1.0), samples=16)
+    link = get_link("eth-10g")
+    cfg = DisaggregatedConfig(H100, 1, 1, H100, 1, 1, link, layerwise=False)
+    ev = evaluate(cfg, scn, 0.01)
+    kv = 1000 * 131_072  # prompt tokens x KV bytes/token of Llama-3.1-8B (2 x 32 x 8 x 128 x 2)
+    expected = link.latency_s + kv / (link.bandwidth_bytes_per_s * link.efficiency)
+    assert ev.kv_bytes_per_request == pytest.approx(kv)
+    assert ev.transfer_s == pytest.approx(expected, rel=1e-9)
+    # Layer-wise: per-layer transfer t = lat + T_bw / 32; exposed = max(t, 32 t - S + S / 32).
+    lw = evaluate(DisaggregatedConfig(H100, 1, 1, H100, 1, 1, link, layerwise=True), scn, 0.01)
+    s = float(prefill_cost(Deployment(scn.arch, H100), 1000).time_s)
+    t = link.latency_s + kv / (link.bandwidth_bytes_per_s * link.efficiency) / 32
+    assert lw.transfer_s == pytest.approx(max(t, 32 * t - s + s / 32), rel=1e-9)
+    assert lw.transfer_s < ev.transfer_s  # overlap only helps
+
+
+def test_prefill_pool_is_m_d_c_for_fixed_prompts() -> None:
+    scn = Scenario.build("llama-3.1-8b", FIXED, SLO(10.0, 1.0), samples=16)
+    cfg = DisaggregatedConfig(H100, 1, 2, H100, 1, 2, get_link("nvlink4"))
+    s = float(prefill_cost(Deployment(scn.arch, H100), 1000).time_s)
+    rate = 1.2 / s  # utilisation 0.6 over two servers
+    ev = evaluate(cfg, scn, rate)
+    oracle = mgc_wait(rate, s, 0.0, 2)  # deterministic service: SCV 0
+    assert ev.queue_wait_s == pytest.approx(float(oracle.mean_wait_s), rel=1e-9)
+    assert ev.prefill_utilisation == pytest.approx(0.6)
+
+
+def test_colocated_stall_inflation_by_hand() -> None:
+    # Without chunking, TPOT = t_dec(B) / (1 - rho_p), rho_p = (lambda / R) E[S_prefill].
+    scn = Scenario.build("llama-3.1-8b", FIXED, SLO(10.0, 1.0), samples=16)
+    dep = Deployment(scn.arch, H100)
+    s = float(prefill_cost(dep, 1000).time_s)
+    rate = 0.3 / s
+    ev = evaluate(ColocatedConfig(H100, 1, 1), scn, rate)
+    t_dec = float(decode_step_cost(dep, max(ev.decode_batch, 1.0), scn.decode_context_tokens).time_s)
+    assert ev.prefill_utilisation == pytest.approx(0.3)
+    assert ev.tpot_mean_s == pytest.approx(t_dec / (1 - 0.3), rel=2e-2)
+    assert ev.decode_step_s == pytest.approx(t_dec, rel=2e-2)
+    # Little's law on the batch: B = lambda E[O] TPOT (outputs are all 100 tokens).
+    assert ev.decode_batch == pytest.approx(rate * 100 * ev.tpot_mean_s, rel=2e-2)
+
+
+def test_energy_and_cost_by_hand() -> None:
+    scn = Scenario.build("llama-3.1-8b", FIXED, SLO(10.0, 1.0), samples=16)
+    ev = evaluate(ColocatedConfig(H100, 1, 2), scn, 2.0)
+    busy = ev.power[0].busy_fraction
+    power = 2 * (H100.idle_w + (H100.tdp_w - H100.idle_w) * busy)
+    tokens_per_s = 2.0 * 100
+    assert ev.output_tokens_per_s == pytest.approx(tokens_per_s)
+    assert ev.energy_j_per_output_token == pytest.approx(power / tokens_per_s)
+    assert ev.cost_usd_per_million_output_tokens == pytest.approx(
+        2 * H100.price_usd_per_hour / 3600 / tokens_per_s * 1e6
+    )
+    assert ev.weight_copies == 2
+
+
+def test_closed_form_chunk_sum_equals_chunk_by_chunk() -> None:
+    for name, tp in (("llama-3.1-70b", 4), ("mixtral-8x7b", 2)):
+        scn = Scenario.build(name, FIXED, SLO(1.0, 1.0), samples=16)
+        dep = Deployment(scn.arch, H100, tp=tp)
+        prompts = np.array([1.0, 255.0, 256.0, 257.0, 5000.0, 20000.0])[None, :]
+        chunk = np.array([256.0, 2048.0])[:, None]
+        batch = np.array([0.0, 17.0])[:, None]
+        a = chunked_prefill_time_s(dep, prompts, chunk, decode_batch=batch, decode_context_tokens=1500.0)
+        b = chunked_prefill_sum_s(dep, prompts, chunk, batch, 1500.0)
+        np.testing.assert_allclose(b, a, rtol=1e-9)
+
+
+def test_evaluate_rejects_bad_rate() -> None:
+    from model.errors import InputError
+
+    scn = Scenario.build("llama-3.1-8b", FIXED, SLO(10.0, 1.0), samples=16)
+    with pytest.raises(InputError, match="rate"):
+        evaluate(ColocatedConfig(H100, 1, 1), scn, -1.0)
