@@ -61,6 +61,8 @@ class LatencyModel:
         base = self.tpot_base_s[:, None]
         x = np.asarray(x_s)
         atom = np.where(x >= base, 1.0, 0.0)
+        if not np.any(n > 0):  # no stalls (disaggregated): TPOT is the base step time
+            return np.where(self.stable[:, None], np.broadcast_to(atom, n.shape), 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
             cond_mean = n * self.stall_m1_s[:, None] / np.maximum(1.0 - p0, 1e-300)
             cond_m2 = (n * self.stall_m2_s2[:, None] + (n * self.stall_m1_s[:, None]) ** 2) / np.maximum(

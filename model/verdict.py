@@ -43,6 +43,10 @@ def _gb(x: float) -> str:
     return f"{x / 1e9:.3g} GB"
 
 
+def _size(x: float) -> str:
+    return _gb(x) if x >= 1e9 else f"{x / 1e6:.3g} MB"
+
+
 def interference(b: BestConfig) -> float:
     """Decode slowdown from prefill in a colocated configuration at its goodput (0 if disaggregated)."""
     ev = b.at_goodput
@@ -96,10 +100,10 @@ def _why_no_disaggregation(inp: PlanInputs, goodputs: dict) -> str:
         1e-3,
     )
     cfg = cands.configs[i]
-    kv_mb = ev.kv_bytes_per_request / 1e6
     return (
         f"even the closest split ({cfg.label()}) reaches p90 TTFT {_ms(ev.ttft_s.p90)} against the "
-        f"{_ms(slo.ttft_s)} target at a near-zero rate: each request's KV ({kv_mb:.3g} MB on average) "
+        f"{_ms(slo.ttft_s)} target at a near-zero rate: each request's KV "
+        f"({_size(ev.kv_bytes_per_request)} on average) "
         f"crosses {cfg.link.name} in {_ms(ev.transfer_s)} on average, and the weights are held "
         f"{ev.weight_copies} times ({_gb(ev.weight_bytes_total)})"
     )
@@ -173,7 +177,7 @@ def decide(
         reasons.append(
             f"Disaggregation costs: weights held {ev.weight_copies} times ({_gb(ev.weight_bytes_total)}) "
             f"against {copies_col} copies colocated; each request moves "
-            f"{ev.kv_bytes_per_request / 1e6:.3g} MB of KV over "
+            f"{_size(ev.kv_bytes_per_request)} of KV over "
             f"{link.name if link else 'the link'}, exposing {_ms(ev.transfer_s)} of TTFT "
             f"(link utilisation {ev.link_utilisation:.0%})."
         )
