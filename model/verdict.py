@@ -238,6 +238,49 @@ def _col_goodput(scn, col: BestConfig | None) -> float:
     return float(goodput_rps(ColocatedSet.build(scn, [col.config]), scn.slo)[0])
 
 
+def transfer_break_even(inp: PlanInputs, dis: BestConfig) -> FlipThreshold | None:
+    """Closed form (model/symbolic.py): the link line rate at which a p90-length prompt's exposed KV
+    transfer just fits the TTFT slack left by queueing and prefill in the best disaggregated
+    configuration at its goodput."""
+    from model.symbolic import break_even_bandwidth
+
+    cfg = dis.config
+    if not isinstance(cfg, DisaggregatedConfig) or cfg.link.kind == "same-gpu":
+        return None
+    scn = inp.scenario
+    cands = DisaggregatedSet.build(scn, [cfg])
+    prompts = scn.prompt_tokens
+    i = int(np.argsort(prompts)[int(0.9 * (len(prompts) - 1))])
+    prefill_s = float(cands.prefill_tables[0].prefill_s[i])
+    ev = dis.at_goodput
+    slack = scn.slo.ttft_s - ev.queue_wait_s - prefill_s - ev.admission_wait_s - ev.link_wait_s
+    if not slack > 0:
+        return None
+    kv = float(prompts[i]) * scn.kv_bytes_per_token
+    lanes = min(cfg.prefill_tp, cfg.decode_tp)
+    th = break_even_bandwidth(
+        kv,
+        slack,
+        cfg.link.latency_s,
+        lanes,
+        cfg.link.efficiency,
+        layers=scn.arch.num_layers if cfg.layerwise else None,
+        prefill_s=prefill_s if cfg.layerwise else None,
+    )
+    if not th.attainable:
+        return None
+    gbit = th.value * 8 / 1e9
+    return FlipThreshold(
+        "transfer_break_even",
+        gbit,
+        "Gbit/s per lane",
+        cfg.link.bandwidth_bytes_per_s * 8 / 1e9,
+        f"a p90 prompt's KV ({_size(kv)}, {lanes} lane(s)) fits the {_ms(slack)} of TTFT left after queueing "
+        f"and prefill above {gbit:.3g} Gbit/s per lane ({th.binding}; closed form)",
+        method="closed-form",
+    )
+
+
 def flip_thresholds(
     inp: PlanInputs,
     best: dict[str, BestConfig],
@@ -309,6 +352,10 @@ def flip_thresholds(
                     f"tokens (now {mean_prompt:,.0f}; all lengths scaled together)",
                 )
             )
+    if dis is not None:
+        closed = transfer_break_even(inp, dis)
+        if closed is not None:
+            out.append(closed)
     if inp.gpus is not None and col is not None and dis is not None:
         lo_style, hi_style = sorted([col, dis], key=lambda b: b.goodput_rps)
         out.append(

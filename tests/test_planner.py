@@ -265,3 +265,57 @@ def test_cli_plan_bad_input_exit_2(capsys, argv, message) -> None:
     code = main(args)
     err = capsys.readouterr().err
     assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_heterogeneous_pools_h100_prefill_a100_decode() -> None:
+    p = model.plan(
+        "llama-3.1-70b",
+        "h100-sxm",
+        decode_gpu="a100-80gb-sxm",
+        workload="chat",
+        ttft_slo_s=1.0,
+        tpot_slo_s=0.05,
+        gpus=16,
+        link="roce-100",
+        thresholds=False,
+        samples=128,
+    )
+    dis = p.best["disaggregated"]
+    assert dis.config.prefill_gpu.name == "h100-sxm" and dis.config.decode_gpu.name == "a100-80gb-sxm"
+    pools = {m.pool: m.gpu for m in dis.at_goodput.memory}
+    assert pools == {"prefill": "h100-sxm", "decode": "a100-80gb-sxm"}
+    # cost mixes both price lists: n_p x TP_p x price(H100) + n_d x TP_d x price(A100)
+    c = dis.config
+    expected = c.n_prefill * c.prefill_tp * c.prefill_gpu.price_usd_per_hour
+    expected += c.n_decode * c.decode_tp * c.decode_gpu.price_usd_per_hour
+    assert dis.cost_usd_per_hour == pytest.approx(expected)
+
+
+def test_closed_form_transfer_break_even_agrees_with_numeric_transfer() -> None:
+    from dataclasses import replace
+
+    from model.disaggregated import transfer_components
+    from model.verdict import transfer_break_even
+
+    p = _h100_rag("ib-ndr-400", thresholds=False)
+    dis = p.best["disaggregated"]
+    th = transfer_break_even(p.inputs, dis)
+    assert th is not None and th.method == "closed-form"
+    cfg = dis.config
+    scn = p.inputs.scenario
+    # At the break-even line rate, the numeric exposed transfer of the p90 prompt equals the slack.
+    link = replace(cfg.link, bandwidth_bytes_per_s=th.value * 1e9 / 8)
+    i = int(np.argsort(scn.prompt_tokens)[int(0.9 * (len(scn.prompt_tokens) - 1))])
+    cands = DisaggregatedSet.build(scn, [replace(cfg, link=link)])
+    prefill = cands.prefill_tables[0].prefill_s
+    _, exposed, _ = transfer_components(
+        scn,
+        prefill[None, :],
+        np.array([min(cfg.prefill_tp, cfg.decode_tp)]),
+        np.array([link.effective_bandwidth_bytes_per_s]),
+        np.array([link.latency_s]),
+        np.array([cfg.layerwise]),
+    )
+    ev = dis.at_goodput
+    slack = scn.slo.ttft_s - ev.queue_wait_s - prefill[i] - ev.admission_wait_s - ev.link_wait_s
+    assert exposed[0, i] == pytest.approx(slack, rel=1e-6)
