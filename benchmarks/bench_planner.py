@@ -18,8 +18,16 @@ WORKLOADS = ("chat", "code", "summarization")
 def one(workload: str, thresholds: bool) -> tuple[float, model.Plan]:
     instance_tables.cache_clear()  # time the cold path: tables are rebuilt for every plan
     t = time.perf_counter()
-    p = model.plan("llama-3.1-70b", "h100-sxm", workload=workload, ttft_slo_s=1.0, tpot_slo_s=0.05, gpus=64,
-                   link="ib-ndr-400", thresholds=thresholds)
+    p = model.plan(
+        "llama-3.1-70b",
+        "h100-sxm",
+        workload=workload,
+        ttft_slo_s=1.0,
+        tpot_slo_s=0.05,
+        gpus=64,
+        link="ib-ndr-400",
+        thresholds=thresholds,
+    )
     return time.perf_counter() - t, p
 
 
@@ -30,8 +38,10 @@ def main() -> None:
         for wl in WORKLOADS:
             best = min(one(wl, thresholds)[0] for _ in range(3))
             _, p = one(wl, thresholds)
-            print(f"{wl:14s} thresholds={thresholds!s:5s} {best * 1e3:7.0f} ms  candidates={p.candidates_evaluated}"
-                  f"  verdict={p.verdict}")
+            print(
+                f"{wl:14s} thresholds={thresholds!s:5s} {best * 1e3:7.0f} ms  candidates={p.candidates_evaluated}"
+                f"  verdict={p.verdict}"
+            )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from model.catalog import get_model
 from model.estimate import estimate
 from model.memory import memory_fit
 from model.profiles import get_gpu
-from model.roofline import Deployment, decode_step_cost, mean_tpot_s, prefill_cost
+from model.roofline import Deployment, chunked_prefill_time_s, decode_step_cost, mean_tpot_s, prefill_cost
 
 N = 100_000
 
@@ -49,6 +49,12 @@ def main() -> None:
         f"{N:,} estimates vectorised (prefill + decode step + TPOT + max batch): {t * 1e3:.1f} ms "
         f"({t / N * 1e9:.0f} ns per estimate)"
     )
+
+    # The planner's chunked-prefill grid: prompt lengths x chunk sizes, decodes riding along.
+    n = np.arange(128, 32768, 64.0)[:, None]
+    c = np.array([256, 512, 1024, 2048, 4096, 8192.0])[None, :]
+    t = best_of(lambda: chunked_prefill_time_s(dep, n, c, decode_batch=16, decode_context_tokens=2000), 7)
+    print(f"chunked_prefill_time_s on a {n.size} x {c.size} grid: {t * 1e3:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,10 @@ Per-step time (Williams, Waterman & Patterson 2009, "Roofline", CACM 52(4)):
     compute_s = FLOPs per GPU / (peak FLOP/s of the compute dtype x MFU)
     memory_s  = bytes per GPU / (HBM bandwidth x MBU)
 
+The linear layers' MFU depends on the tokens T a step carries, MFU(T) = MFU x T / (T + T_half)
+(``gemm_mfu_at``; GEMM_EXPOSED_WEIGHT_FRACTION): prefill, chunked and decode steps all get it from
+``_step``, which is what makes small prefill chunks cost more than their FLOPs.
+
 Conventions (docs/model.md has the full derivations):
 - "Per GPU" means one tensor-parallel rank: FLOPs and bytes are divided by TP (Megatron-LM,
   Shoeybi et al. 2019, splits every matmul and the attention heads across the ranks).
@@ -66,6 +70,24 @@ ALLREDUCES_PER_LAYER = 2
 # in FP8 prefill of Llama-2-7B (docs/source/performance.md low-latency table: 2048 tokens in 36 ms),
 # i.e. ~0.4 of the FP8 peak against ~0.6 MFU in 16-bit: ratio ~0.7.
 LOW_PRECISION_MFU_RATIO = {"fp8": 0.7, "int8": 0.7, "fp4": 0.7}
+# Fraction kappa of a GEMM's weight stream that is not hidden behind its tensor-core math. It sets
+# how the linear layers' efficiency falls when a step carries few tokens (``gemm_mfu_at``):
+# MFU(T) = MFU x T / (T + T_half), T_half = kappa x T_ridge, where T_ridge is the token count at
+# which a GEMM's FLOP time equals its weight-read time (``Deployment.gemm_ridge_tokens``).
+# kappa = 0 is the ideal roofline (full MFU as soon as a GEMM is compute-bound); kappa = 1 is no
+# overlap of weight loads and math at all. Physical basis: with M = T rows each weight tile loaded
+# from HBM feeds only 2 M FLOPs per element, so near the ridge point the loads are only partly
+# hidden by the software pipeline, and small-M GEMMs use smaller tiles and suffer tile and wave
+# quantisation (NVIDIA, "Matrix Multiplication Background User's Guide", DU-09799-001, 2023,
+# ch. 2 "Math and memory bounds", sec. 2.3 and ch. 3 "Dimension quantization effects").
+# Value from published cuBLAS measurements: FP16 GEMM, M = 64, N = K = 16384 on an A100 runs at
+# 95-100 TFLOP/s (ml-explore/mlx PR #3315, 2026, cuBLAS baseline column); the model gives
+# 312 x 0.6 x 64 / (64 + kappa x 115) = 99 TFLOP/s at kappa = 0.5 (kappa = 1: 67, too slow). On an
+# H100 the same shapes at M = 32 / 64 are memory-bound (87 / 178 TFLOP/s, mlx PR #3160), which
+# needs kappa < 0.7. With 0.5 a GEMM at M = T_ridge runs at 2/3 of its large-M efficiency; a
+# 512-token step on an A100 (bf16, T_half = 57) at 90%, a 4096-token one at 99%. Independent check:
+# Sarathi-Serve's prefill overhead at small chunks (docs/validation.md).
+GEMM_EXPOSED_WEIGHT_FRACTION = 0.5
 # Eager (non-CUDA-graph) kernel launches per transformer layer in a step that carries prompt tokens:
 # 2 norms, QKV GEMM, rotary, KV-cache write, attention, O GEMM, gate/up GEMM, activation, down GEMM,
 # 2 residual adds. Engines capture decode steps in CUDA graphs (vLLM, TensorRT-LLM) but launch
@@ -164,6 +186,29 @@ class Deployment:
     def gemm_mfu(self) -> float:
         """MFU of the linear layers: the MFU, times LOW_PRECISION_MFU_RATIO for 8-/4-bit GEMMs."""
         return self.mfu * LOW_PRECISION_MFU_RATIO.get(compute_dtype(self.weight_dtype), 1.0)
+
+    @property
+    def gemm_ridge_tokens(self) -> float:
+        """T_ridge: tokens per step at which a linear layer's FLOP time equals its weight-read time.
+
+        2 T / (peak x MFU_gemm) = bytes per weight / (HBM bandwidth x MBU) per weight element, so
+        T_ridge = peak x MFU_gemm x bytes per weight / (2 x bandwidth x MBU) (the roofline ridge
+        point, Williams et al. 2009, in tokens; A100 bf16: 312e12 x 0.6 x 2 / (2 x 2.04e12 x 0.8)
+        = 115; int4 weights, 0.5 B each on the bf16 peak, quarter it).
+        """
+        wb = bytes_per_element(self.weight_dtype, "dtype")
+        return (
+            self.peak_flops_per_s
+            * self.gemm_mfu
+            * wb
+            / (2.0 * self.gpu.memory_bandwidth_bytes_per_s * self.mbu)
+        )
+
+    @property
+    def gemm_half_efficiency_tokens(self) -> float:
+        """T_half = GEMM_EXPOSED_WEIGHT_FRACTION x T_ridge: step tokens at which the linear layers
+        reach half their large-batch MFU (see :func:`gemm_mfu_at`)."""
+        return GEMM_EXPOSED_WEIGHT_FRACTION * self.gemm_ridge_tokens
 
     @property
     def attention_peak_flops_per_s(self) -> float:
@@ -347,11 +392,19 @@ def _step(
     )
     total_bytes = w_bytes + kv_read + kv_write + act
 
-    # Linear layers run at the weight format's tensor-core peak; attention (FlashAttention) in 16-bit.
-    compute_s = (linear_flops / tp) / (dep.peak_flops_per_s * dep.gemm_mfu) + (attn_flops / tp) / (
-        dep.attention_peak_flops_per_s * dep.mfu
+    # Linear layers run at the weight format's tensor-core peak with the token-dependent efficiency
+    # MFU(M) = MFU x M / (M + T_half) per GEMM of M rows (``gemm_mfu_at``). Summed over the GEMMs a
+    # step streams, the (M + T_half) / M stretch adds T_half x 2 x weights / (peak x MFU) =
+    # GEMM_EXPOSED_WEIGHT_FRACTION x weight bytes / (bandwidth x MBU) to the ideal FLOP time, with the
+    # same weight bytes as the memory term (MoE: the touched experts, i.e. M = T k / E_touched rows
+    # per expert; LM head: M = logits rows). Attention (FlashAttention) runs in 16-bit at the MFU.
+    stream_bw = dep.gpu.memory_bandwidth_bytes_per_s * dep.mbu
+    compute_s = (
+        (linear_flops / tp) / (dep.peak_flops_per_s * dep.gemm_mfu)
+        + GEMM_EXPOSED_WEIGHT_FRACTION * w_bytes / stream_bw
+        + (attn_flops / tp) / (dep.attention_peak_flops_per_s * dep.mfu)
     )
-    memory_s = total_bytes / (dep.gpu.memory_bandwidth_bytes_per_s * dep.mbu)
+    memory_s = total_bytes / stream_bw
 
     # Communication: TP all-reduces of the hidden state, PP hops between stages.
     message = tokens * arch.hidden_size * ACTIVATION_BYTES
@@ -384,6 +437,19 @@ def _step(
         tokens=tokens,
         pp_bubble_fraction=np.zeros_like(tokens, dtype=float),
     )
+
+
+def gemm_mfu_at(dep: Deployment, tokens: ArrayLike) -> np.ndarray:
+    """Achieved MFU of a dense linear layer (GEMM) with ``tokens`` rows: MFU_gemm x T / (T + T_half).
+
+    T_half = GEMM_EXPOSED_WEIGHT_FRACTION x T_ridge (``Deployment.gemm_half_efficiency_tokens``).
+    Small-M GEMMs lose efficiency to weight loads not hidden behind the math, tile and wave
+    quantisation (NVIDIA Matrix Multiplication Background User's Guide, 2023, ch. 2-3); Sarathi-Serve
+    (Agrawal et al., OSDI 2024) measures the resulting prefill slowdown at small chunks. ``_step``
+    applies exactly this per GEMM (in its equivalent additive form); this function exposes the curve.
+    """
+    t = _check("tokens", tokens, 0)
+    return dep.gemm_mfu * t / (t + dep.gemm_half_efficiency_tokens)
 
 
 def _check(name: str, value: ArrayLike, minimum: float) -> np.ndarray:
