@@ -39,8 +39,8 @@ def main() -> None:
             best = min(one(wl, thresholds)[0] for _ in range(3))
             _, p = one(wl, thresholds)
             print(
-                f"{wl:14s} thresholds={thresholds!s:5s} {best * 1e3:7.0f} ms  candidates={p.candidates_evaluated}"
-                f"  verdict={p.verdict}"
+                f"{wl:14s} thresholds={thresholds!s:5s} {best * 1e3:7.0f} ms"
+                f"  candidates={p.candidates_evaluated}  verdict={p.verdict}"
             )
 
 
