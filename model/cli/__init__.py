@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from model.errors import PdplanError
 
 # Subcommand modules, in the order they appear in `pdplan --help`.
-COMMAND_MODULES = ("list_show", "estimate", "plan", "calibrate")
+COMMAND_MODULES = ("list_show", "estimate", "plan", "simulate", "calibrate")
 
 
 def build_parser() -> argparse.ArgumentParser:
