@@ -97,7 +97,7 @@ def evaluate_colocated(
         tau, _u_grid, mix_grid = _chunked_per_token(scn, tables, table_index, rate_r)
     else:
         service = stack(tables, "prefill_s")[table_index]
-        es, es2, scv = moments(service)
+        es, _es2, scv = moments(service)
         rho_p = rate_r * es
         with np.errstate(divide="ignore"):
             tau = np.where((rho_p < 1)[:, None], dec / (1.0 - rho_p)[:, None], np.inf)
@@ -115,22 +115,26 @@ def evaluate_colocated(
 
     if chunked:
         service = _chunked_service(tables, table_index, b)
-        es, es2, scv = moments(service)
+        es, _es2, scv = moments(service)
         busy = rate_r * es
         t_mix = interp_rows(b, BATCH_GRID, np.where(np.isfinite(mix_grid), mix_grid, 0.0))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            phi = np.where(busy < 1, (busy / t_mix) / (busy / t_mix + (1 - busy) / t_dec), 1.0)
-        events = phi[:, None] * (out_tokens[None, :] - 1.0)
-        s1 = np.maximum(t_mix - t_dec, 0.0)
-        s2 = s1**2
+        per_token = interp_rows(b, BATCH_GRID, np.where(np.isfinite(tau), tau, 0.0))
+        # One prompt's stall on a running request: its mixed iterations' extra time over plain
+        # decode steps, S_c - chunks x t_dec.
+        chunk_room = np.maximum(np.array([t.chunk_tokens for t in tables])[table_index] - b, 1.0)
+        chunks = np.ceil((scn.prompt_tokens - scn.cached_tokens)[None, :] / chunk_room[:, None])
+        stalls = np.maximum(service - chunks * t_dec[:, None], 0.0)
         residual = np.zeros(n)
+        max_itl = np.maximum(t_mix, t_dec)
     else:
         busy = rho_p
         per_token = np.where(busy < 1, t_dec / np.maximum(1.0 - busy, 1e-12), np.inf)
-        events = (rate_r * per_token)[:, None] * (out_tokens[None, :] - 1.0)
-        s1, s2 = es, es2
+        stalls = service
         # A prompt waits for the decode step in progress to end: mean residual t_dec / 2.
         residual = t_dec / 2.0
+        max_itl = t_dec + np.quantile(service, 0.99, axis=1)
+    # Prompts arriving while a request decodes: Poisson, rate lambda / R over its (O - 1) x tau.
+    events = np.where(np.isfinite(per_token), rate_r * per_token, 0.0)[:, None] * (out_tokens[None, :] - 1.0)
     queue = mgc_wait(rate, np.maximum(es, 1e-12), scv, replicas)
     below_cap = sol.below_cap & adm_ok
     stable = fits & (busy < 1) & queue.stable & below_cap & (rate > 0) & (max_batch >= 1)
@@ -151,8 +155,7 @@ def evaluate_colocated(
         fixed_s=fixed,
         tpot_base_s=t_dec,
         stall_events=events,
-        stall_m1_s=s1,
-        stall_m2_s2=s2,
+        stall_sizes_s=np.sort(stalls, axis=1),
         output_tokens=out_tokens,
         stable=stable,
     )
@@ -174,4 +177,5 @@ def evaluate_colocated(
         link_utilisation=zeros,
         kv_bytes_per_request=np.full(n, float(np.mean(scn.prompt_tokens)) * scn.kv_bytes_per_token),
         unstable_reason=reasons,
+        max_itl_s=np.where(stable, max_itl, np.inf),
     )

@@ -124,15 +124,14 @@ def evaluate_disaggregated(
     prob, cond = wait_tail(queue, stable)
     extra = np.where(np.isfinite(link_wait), link_wait, 0.0) + np.where(np.isfinite(adm_mean), adm_mean, 0.0)
     fixed = service + exposed + extra[:, None]
-    zeros = np.zeros(n)
+    np.zeros(n)
     latency = LatencyModel(
         wait_prob=prob,
         wait_cond_mean_s=cond,
         fixed_s=fixed,
         tpot_base_s=t_dec,
         stall_events=np.zeros_like(fixed),
-        stall_m1_s=zeros,
-        stall_m2_s2=zeros,
+        stall_sizes_s=np.zeros((n, 1)),
         output_tokens=out_tokens,
         stable=stable,
     )
@@ -152,4 +151,5 @@ def evaluate_disaggregated(
         link_utilisation=np.minimum(link_rho, 1.0),
         kv_bytes_per_request=np.full(n, float(kv_bytes.mean())),
         unstable_reason=reasons,
+        max_itl_s=np.where(stable, t_dec, np.inf),
     )

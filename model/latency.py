@@ -5,12 +5,15 @@ Each candidate configuration c is described by
   exponential-tail form of model.queueing, exact for M/M/c), and a fixed latency d_ci per sampled
   request i (prefill compute, exposed KV transfer, link and admission waits), so
   TTFT_ci = W_c + d_ci;
-- a TPOT made of a base step time b_c plus stalls: during its O_i - 1 token gaps a request meets a
-  Poisson number of stall events (mean n_ci) of random length (moments s1_c, s2_c): prefills that
-  pre-empt decodes in colocated serving, or mixed prefill iterations with chunking. Given at least
-  one event the stall total is approximated by a gamma distribution with the compound-Poisson
-  moments (Ross, "Introduction to Probability Models", sec. 5.3.3: E = n s1, Var = n s2),
-  conditioned on N >= 1; the gamma keeps the total positive, as stalls are.
+- a TPOT made of a base step time b_c plus stalls: during its decode a request meets a Poisson
+  number N (mean n_ci) of stall events, each the extra time one other prompt's prefill adds to the
+  decode steps (the whole prefill when it pre-empts decodes; the slowdown of its mixed iterations
+  with chunking). The stall total spread over the O_i - 1 token gaps gives TPOT_ci. One stall
+  (N = 1) takes the stall-size distribution itself (the sampled per-prompt values, exact); two or
+  more are approximated by a gamma with the compound-Poisson moments conditioned on N >= 2
+  (Ross, "Introduction to Probability Models", sec. 5.3.3: E[sum] = E[N] s1,
+  Var[sum] = E[N] Var[S] + Var[N] s1^2). Short outputs hit by one long prefill make the TPOT tail,
+  which is why the single-stall term is kept exact.
 
 Attainment is the sample mean of P(TTFT_ci <= T) P(TPOT_ci <= P) (TTFT and TPOT treated as
 independent); a percentile is found by bisection on the sample-mean CDF.
@@ -19,11 +22,28 @@ independent); a percentile is found by bisection on the sample-mean CDF.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy.special import gammainc
 
 _BISECT_STEPS = 48
+
+
+def empirical_cdf_rows(sorted_rows: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Row-wise empirical CDF: fraction of ``sorted_rows[c]`` <= y[c, :], for every row c at once.
+
+    Rows are offset so one global ``searchsorted`` serves all of them.
+    """
+    c, k = sorted_rows.shape
+    y = np.broadcast_to(np.asarray(y, dtype=float), (c, np.shape(y)[-1] if np.ndim(y) > 1 else 1))
+    finite_max = max(float(np.max(sorted_rows, initial=0.0)), float(np.max(np.where(np.isfinite(y), y, 0.0))))
+    span = finite_max + 1.0
+    offsets = np.arange(c, dtype=float)[:, None] * span * 2.0
+    flat = (sorted_rows + offsets).ravel()
+    q = np.clip(np.where(np.isfinite(y), y, span), -span * 0.5, span) + offsets
+    idx = np.searchsorted(flat, q.ravel(), side="right").reshape(q.shape)
+    return np.clip(idx - np.arange(c)[:, None] * k, 0, k) / k
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,10 +55,33 @@ class LatencyModel:
     fixed_s: np.ndarray  # [C, S] deterministic TTFT part per request
     tpot_base_s: np.ndarray  # [C]
     stall_events: np.ndarray  # [C, S] expected stall events during the request's decode
-    stall_m1_s: np.ndarray  # [C] mean stall length
-    stall_m2_s2: np.ndarray  # [C] second moment of stall length
+    stall_sizes_s: np.ndarray  # [C, K] sorted sizes of one stall (its distribution); zeros if none
     output_tokens: np.ndarray  # [S]
     stable: np.ndarray  # [C] bool
+
+    @cached_property
+    def stall_m1_s(self) -> np.ndarray:
+        """Mean stall size per candidate."""
+        return self.stall_sizes_s.mean(axis=1)
+
+    @cached_property
+    def stall_m2_s2(self) -> np.ndarray:
+        """Second moment of the stall size per candidate."""
+        return (self.stall_sizes_s**2).mean(axis=1)
+
+    def row(self, i: int) -> LatencyModel:
+        """The model of candidate ``i`` alone (leading axis of length 1)."""
+        sl = slice(i, i + 1)
+        return LatencyModel(
+            self.wait_prob[sl],
+            self.wait_cond_mean_s[sl],
+            self.fixed_s[sl],
+            self.tpot_base_s[sl],
+            self.stall_events[sl],
+            self.stall_sizes_s[sl],
+            self.output_tokens,
+            self.stable[sl],
+        )
 
     def ttft_cdf(self, t_s: np.ndarray) -> np.ndarray:
         """P(TTFT_ci <= t) for t broadcast against [C, S]."""
@@ -54,34 +97,38 @@ class LatencyModel:
         return np.where(self.stable[:, None], cdf, 0.0)
 
     def tpot_cdf(self, x_s: np.ndarray) -> np.ndarray:
-        """P(TPOT_ci <= x): no-stall atom plus a gamma for the stalled case (module docstring)."""
+        """P(TPOT_ci <= x): no stall, exactly one (empirical sizes), or two or more (gamma)."""
         gaps = np.maximum(self.output_tokens - 1.0, 1.0)[None, :]
         n = self.stall_events
-        p0 = np.exp(-n)
         base = self.tpot_base_s[:, None]
-        x = np.asarray(x_s)
+        x = np.asarray(x_s, dtype=float)
         atom = np.where(x >= base, 1.0, 0.0)
         if not np.any(n > 0):  # no stalls (disaggregated): TPOT is the base step time
             return np.where(self.stable[:, None], np.broadcast_to(atom, n.shape), 0.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            cond_mean = n * self.stall_m1_s[:, None] / np.maximum(1.0 - p0, 1e-300)
-            cond_m2 = (n * self.stall_m2_s2[:, None] + (n * self.stall_m1_s[:, None]) ** 2) / np.maximum(
-                1.0 - p0, 1e-300
-            )
-            cond_var = np.maximum(cond_m2 - cond_mean**2, 0.0)
-            # Gamma with the conditional mean and variance: shape k = m^2 / v, scale = v / m.
-            shape = np.where(cond_var > 0, cond_mean**2 / cond_var, np.inf)
-            scale = np.where(cond_mean > 0, cond_var / cond_mean, 0.0)
-            extra = np.maximum((x - base) * gaps, 0.0)  # stall time the request can absorb
-            z = np.where(scale > 0, extra / scale, np.inf)
-            stalled = np.where(
+        y = np.broadcast_to((x - base) * gaps, n.shape)  # stall time the request can absorb
+        p0 = np.exp(-n)
+        p1 = n * p0
+        p2 = np.where(n < 1e-4, n * n / 2.0, np.maximum(1.0 - p0 - p1, 0.0))
+        one = empirical_cdf_rows(self.stall_sizes_s, y)
+        s1, s2 = self.stall_m1_s[:, None], self.stall_m2_s2[:, None]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            # N given N >= 2: E[N;N>=2] = n - p1, E[N^2;N>=2] = n + n^2 - p1.
+            en = np.where(p2 > 0, (n - p1) / p2, 2.0)
+            en2 = np.where(p2 > 0, (n + n * n - p1) / p2, 4.0)
+            en = np.where(n < 1e-4, 2.0, en)
+            en2 = np.where(n < 1e-4, 4.0, en2)
+            mean = en * s1
+            var = en * np.maximum(s2 - s1 * s1, 0.0) + np.maximum(en2 - en * en, 0.0) * s1 * s1
+            shape = np.where(var > 0, mean * mean / var, np.inf)
+            scale = np.where(mean > 0, var / mean, 0.0)
+            z = np.where(scale > 0, np.maximum(y, 0.0) / scale, np.inf)
+            two = np.where(
                 np.isfinite(shape) & (scale > 0),
                 gammainc(np.where(np.isfinite(shape), shape, 1.0), z),
-                (extra >= cond_mean).astype(float),
+                (y >= mean).astype(float),
             )
-        stalled = np.where(x >= base, stalled, 0.0)
-        cdf = p0 * atom + (1.0 - p0) * np.where(n > 0, stalled, atom)
-        return np.where(self.stable[:, None], cdf, 0.0)
+        cdf = p0 * atom + p1 * np.where(y >= 0, one, 0.0) + p2 * np.where(y >= 0, two, 0.0)
+        return np.where(self.stable[:, None], np.minimum(cdf, 1.0), 0.0)
 
     def mean_tpot_s(self) -> np.ndarray:
         """Sample-mean TPOT per candidate: base + E[stall total] / (O - 1)."""
@@ -107,8 +154,10 @@ class LatencyModel:
     def tpot_percentile_s(self, q: float) -> np.ndarray:
         """q-quantile of TPOT over requests, per candidate; inf where unstable."""
         gaps = np.maximum(self.output_tokens - 1.0, 1.0)[None, :]
-        worst = self.stall_events * self.stall_m1_s[:, None] + 6.0 * np.sqrt(
-            np.maximum(self.stall_events, 1.0) * self.stall_m2_s2[:, None]
+        worst = (
+            self.stall_sizes_s.max(axis=1)[:, None]
+            + self.stall_events * self.stall_m1_s[:, None]
+            + 6.0 * np.sqrt(np.maximum(self.stall_events, 1.0) * self.stall_m2_s2[:, None])
         )
         hi = self.tpot_base_s + np.max(worst / gaps, axis=1)
         return _bisect(lambda x: self.tpot_cdf(x[:, None]).mean(axis=1), self.tpot_base_s, hi, q, self.stable)

@@ -149,7 +149,7 @@ def summarise(cands, res: StyleResult, i: int, scenario: Scenario, rate_rps: flo
     lat = res.latency
     stable = bool(res.stable[i])
     slo = scenario.slo
-    sub = _row(lat, i)
+    sub = lat.row(i)
     ttft = Percentiles(*(float(sub.ttft_percentile_s(q)[0]) for q in (0.5, 0.9, 0.99)))
     tpot = Percentiles(*(float(sub.tpot_percentile_s(q)[0]) for q in (0.5, 0.9, 0.99)))
     attainment = float(sub.attainment(slo.ttft_s, slo.tpot_s)[0])
@@ -177,7 +177,6 @@ def summarise(cands, res: StyleResult, i: int, scenario: Scenario, rate_rps: flo
             ),
             _pool_power("decode", config.decode_gpu, config.n_decode * config.decode_tp, res.decode_busy[i]),
         )
-        max_itl = t_base
         weights_one = pt.fit.weight_bytes_per_gpu * pt.dep.n_gpus
     else:
         t = cands.tables[cands.table_index[i]]
@@ -185,12 +184,6 @@ def summarise(cands, res: StyleResult, i: int, scenario: Scenario, rate_rps: flo
         copies = config.replicas
         power = (_pool_power("replicas", config.gpu, config.n_gpus, res.decode_busy[i]),)
         weights_one = t.fit.weight_bytes_per_gpu * t.dep.n_gpus
-        # Longest gap between tokens: a decode step plus the longest stall (a whole p99 prefill
-        # without chunking; one mixed iteration with it).
-        if config.chunk_tokens is None:
-            max_itl = t_base + float(np.quantile(t.prefill_s, 0.99))
-        else:
-            max_itl = t_base + float(lat.stall_m1_s[i])
     total_power = sum(p.power_w for p in power)
     price = float(np.asarray(cands.price_usd_per_hour)[i])
     energy = total_power / out_tps if out_tps > 0 else float("inf")
@@ -214,7 +207,7 @@ def summarise(cands, res: StyleResult, i: int, scenario: Scenario, rate_rps: flo
         transfer_s=float(res.transfer_mean_s[i]),
         link_wait_s=float(res.link_wait_mean_s[i]),
         admission_wait_s=float(res.admission_wait_mean_s[i]),
-        max_itl_s=max_itl if stable else float("inf"),
+        max_itl_s=float(res.max_itl_s[i]),
         slo_attainment=attainment,
         meets_slo=meets,
         prompt_tokens_per_s=prompt_tps,
@@ -231,21 +224,4 @@ def summarise(cands, res: StyleResult, i: int, scenario: Scenario, rate_rps: flo
         power=power,
         energy_j_per_output_token=energy,
         cost_usd_per_million_output_tokens=cost,
-    )
-
-
-def _row(lat, i: int):
-    """The LatencyModel of candidate ``i`` alone (leading axis of length 1)."""
-    from model.latency import LatencyModel
-
-    return LatencyModel(
-        wait_prob=lat.wait_prob[i : i + 1],
-        wait_cond_mean_s=lat.wait_cond_mean_s[i : i + 1],
-        fixed_s=lat.fixed_s[i : i + 1],
-        tpot_base_s=lat.tpot_base_s[i : i + 1],
-        stall_events=lat.stall_events[i : i + 1],
-        stall_m1_s=lat.stall_m1_s[i : i + 1],
-        stall_m2_s2=lat.stall_m2_s2[i : i + 1],
-        output_tokens=lat.output_tokens,
-        stable=lat.stable[i : i + 1],
     )

@@ -34,6 +34,7 @@ class StyleResult:
     link_utilisation: np.ndarray
     kv_bytes_per_request: np.ndarray
     unstable_reason: np.ndarray  # str per candidate, "" when stable
+    max_itl_s: np.ndarray  # longest gap between two tokens of a request (a step plus the worst stall)
 
     @property
     def ttft_mean_s(self) -> np.ndarray:
