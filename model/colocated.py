@@ -2,8 +2,9 @@
 
 Without chunking (vLLM's default prefill-first scheduler): a new prompt's prefill pre-empts the
 running decodes for its whole duration (DistServe, Zhong et al. OSDI 2024, sec. 2.2). Prefills
-queue in an M/G/R queue over the replicas (service = prefill time; a least-loaded router is
-close to one shared queue); decodes run in the time prefill leaves, so the per-token time is
+queue in a G/G/R queue over the replicas (service = prefill time; arrival burstiness from the
+scenario's inter-arrival SCV, Poisson by default; a least-loaded router is close to one shared
+queue); decodes run in the time prefill leaves, so the per-token time is
 tau(B) = t_dec(B) / (1 - rho_p) with rho_p = (lambda / R) E[S_prefill].
 
 With chunked prefill (Sarathi-Serve, Agrawal et al. OSDI 2024): every iteration carries the
@@ -135,7 +136,7 @@ def evaluate_colocated(
         max_itl = t_dec + np.quantile(service, 0.99, axis=1)
     # Prompts arriving while a request decodes: Poisson, rate lambda / R over its (O - 1) x tau.
     events = np.where(np.isfinite(per_token), rate_r * per_token, 0.0)[:, None] * (out_tokens[None, :] - 1.0)
-    queue = mgc_wait(rate, np.maximum(es, 1e-12), scv, replicas)
+    queue = mgc_wait(rate, np.maximum(es, 1e-12), scv, replicas, scn.arrival_scv)
     below_cap = sol.below_cap & adm_ok
     stable = fits & (busy < 1) & queue.stable & below_cap & (rate > 0) & (max_batch >= 1)
     reasons = first_reason(

@@ -88,7 +88,7 @@ def evaluate_disaggregated(
     service = stack(prefill_tables, "prefill_s")[pi]
     es, _, scv = moments(service)
     rho_p = rate * es / n_p
-    queue = mgc_wait(rate, np.maximum(es, 1e-12), scv, n_p)
+    queue = mgc_wait(rate, np.maximum(es, 1e-12), scv, n_p, scn.arrival_scv)
     kv_bytes, exposed, occupancy = transfer_components(
         scn, service, lanes, bandwidth_eff_bytes_per_s, latency_s, layerwise
     )

@@ -153,8 +153,13 @@ def resolve_inputs(
     profile_dirs: str | Path | Sequence[str | Path] | None = None,
     samples: int = DEFAULT_SAMPLES,
     seed: int = 0,
+    arrival_scv: float = 1.0,
 ) -> PlanInputs:
-    """Look up names, validate ranges, and build the scenario; errors name the field."""
+    """Look up names, validate ranges, and build the scenario; errors name the field.
+
+    ``arrival_scv`` is the squared coefficient of variation of inter-arrival gaps (1 = Poisson); the
+    prefill queues use it through the G/G/c approximation (model.queueing.mgc_wait).
+    """
     if (gpus is None) == (target_rate_rps is None):
         raise InputError(
             "gpus / target_rate", (gpus, target_rate_rps), "exactly one of a GPU budget or a target rate"
@@ -193,6 +198,7 @@ def resolve_inputs(
         kv_dtype,
         samples,
         seed,
+        arrival_scv=arrival_scv,
     )
     return PlanInputs(
         scn,

@@ -41,12 +41,17 @@ class Scenario:
     seed: int = 0
     gpu_memory_utilization: float = 0.9
     prompt_scale: float = 1.0  # multiplies every sampled prompt length (what-if studies, flip thresholds)
+    arrival_scv: float = 1.0  # squared CV of inter-arrival gaps: 1 = Poisson, > 1 bursty (e.g. from a trace)
 
     def __post_init__(self) -> None:
         bytes_per_element(self.weight_dtype, "dtype")
         bytes_per_element(self.kv_dtype_resolved, "kv_dtype")
         if not (isinstance(self.samples, int) and 16 <= self.samples <= 100_000):
             raise InputError("samples", self.samples, "a whole number in [16, 100000]")
+        if not (isinstance(self.arrival_scv, int | float) and 0 < self.arrival_scv <= 1e4):
+            raise InputError(
+                "arrival_scv", self.arrival_scv, "a squared coefficient of variation in (0, 10000]"
+            )
         if not (isinstance(self.prompt_scale, int | float) and 0 < self.prompt_scale <= 1000):
             raise InputError("prompt_scale", self.prompt_scale, "a factor in (0, 1000]")
         if not (0.1 <= self.gpu_memory_utilization <= 1.0):

@@ -319,3 +319,55 @@ def test_closed_form_transfer_break_even_agrees_with_numeric_transfer() -> None:
     ev = dis.at_goodput
     slack = scn.slo.ttft_s - ev.queue_wait_s - prefill[i] - ev.admission_wait_s - ev.link_wait_s
     assert exposed[0, i] == pytest.approx(slack, rel=1e-6)
+
+
+def test_bursty_arrivals_never_raise_goodput() -> None:
+    # G/G/c: waits grow with the arrival SCV (Kingman factor), so burstier traffic has less goodput.
+    calm, bursty = (
+        model.plan(
+            "llama-3.1-8b",
+            "h100-sxm",
+            workload="chat",
+            ttft_slo_s=0.3,
+            tpot_slo_s=0.05,
+            gpus=4,
+            thresholds=False,
+            samples=128,
+            arrival_scv=scv,
+        )
+        for scv in (1.0, 9.0)
+    )
+    for style, b in calm.best.items():
+        assert bursty.best[style].goodput_rps <= b.goodput_rps * (1 + 1e-3), style
+    assert any(bursty.best[s].goodput_rps < 0.95 * b.goodput_rps for s, b in calm.best.items())
+
+
+def test_cli_plan_trace_uses_its_burstiness(capsys, tmp_path) -> None:
+    # A bursty Azure-format trace: arrivals in tight clumps 10 s apart (inter-arrival SCV >> 1).
+    rows = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
+    for k in range(60):
+        t = 10.0 * (k // 10) + 0.001 * (k % 10)
+        rows.append(f"2023-11-16 18:00:{t:010.7f},{800 + 10 * k},{100 + k}")
+    path = tmp_path / "trace.csv"
+    path.write_text("\n".join(rows) + "\n")
+    code = main(
+        [
+            "plan",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--gpus",
+            "2",
+            "--trace",
+            str(path),
+            "--ttft-slo",
+            "1s",
+            "--tpot-slo",
+            "100ms",
+            "--no-thresholds",
+            "--json",
+        ]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["verdict"] in ("colocated", "colocated-chunked", "disaggregated")

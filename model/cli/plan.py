@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+import numpy as np
+
 from model.cli.common import add_profile_dir, print_json
 from model.errors import InputError
 from model.planner import plan
@@ -49,11 +51,23 @@ def add_scenario_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--dtype", default="bf16", help="weight dtype: bf16, fp16, fp8, int8, fp4, int4")
     p.add_argument("--kv-dtype", help="KV-cache dtype (default: the weight dtype, or bf16)")
+    p.add_argument(
+        "--arrival-cv",
+        help="coefficient of variation of inter-arrival gaps (default: 1 = Poisson, or the trace's)",
+    )
     add_profile_dir(p)
 
 
 def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    workload = Workload.from_trace(load_trace(args.trace)) if args.trace else args.workload
+    trace = load_trace(args.trace) if args.trace else None
+    workload = Workload.from_trace(trace) if trace is not None else args.workload
+    if args.arrival_cv is not None:
+        cv = _float(args.arrival_cv, "arrival_cv", "a coefficient of variation > 0 (1 = Poisson)")
+        arrival_scv = cv * cv
+    elif trace is not None and np.isfinite(trace.interarrival_scv):
+        arrival_scv = max(trace.interarrival_scv, 1e-3)  # the trace's own burstiness
+    else:
+        arrival_scv = 1.0
     return {
         "workload": workload,
         "ttft_slo_s": parse_quantity(args.ttft_slo, Kind.TIME, "ttft_slo", bare_unit="second"),
@@ -66,6 +80,7 @@ def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "dtype": args.dtype,
         "kv_dtype": args.kv_dtype,
         "profile_dirs": args.profile_dir or None,
+        "arrival_scv": arrival_scv,
     }
 
 
