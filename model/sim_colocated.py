@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from model.sim_engine import EventLoop, InstanceSpec, Recorder
+from model.sim_engine import EventLoop, InstanceSpec, Recorder, retire_finished
 
 
 class Replica:
@@ -99,19 +99,10 @@ class Replica:
 
     def _decoded(self, batch: int, now: float) -> None:
         """Book-keeping after an iteration that emitted one token for ``batch`` running sequences."""
-        self.log.append(now)
-        if batch == 0:
+        if batch == 0:  # a prefill-only iteration: no sequence emitted a token
+            self.log.append(now)
             return
-        self.ctx += batch
-        done = self.finish.pop(len(self.log) - 1, None)
-        if done:
-            rec = self.rec
-            for r in done:
-                rec.end[r] = now
-                tokens = rec.prompt[r] + rec.output[r]
-                self.ctx -= tokens
-                self.kv -= tokens
-            self.running -= len(done)
+        retire_finished(self, batch, now)
 
     def start(self) -> None:
         if self.chunked:

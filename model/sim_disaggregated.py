@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from model.sim_engine import EventLoop, InstanceSpec, Recorder
+from model.sim_engine import EventLoop, InstanceSpec, Recorder, retire_finished
 
 # (transfer_s, last_layer_s) of a request's KV, from its prompt tokens.
 TransferFn = Callable[[int], tuple[float, float]]
@@ -135,18 +135,9 @@ class DecodeInstance:
     def _end(self, batch: int) -> None:
         now = self.loop.now
         self.busy_s += now - self.iter_start
-        self.log.append(now)
-        self.ctx += batch
-        done = self.finish.pop(len(self.log) - 1, None)
+        done = retire_finished(self, batch, now)
         if done:
-            rec = self.rec
-            for r in done:
-                rec.end[r] = now
-                tokens = rec.prompt[r] + rec.output[r]
-                self.ctx -= tokens
-                self.kv -= tokens
-            self.running -= len(done)
-            self.admitted -= len(done)
+            self.admitted -= done
             self.try_admit()
         self.start()
 

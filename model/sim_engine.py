@@ -253,3 +253,27 @@ class Recorder:
         self.prefill_instance = [-1] * n
         self.log_start = [-1] * n  # index of token 2 in the instance's token log
         self.rejected = [False] * n
+
+
+def retire_finished(inst: Any, batch: int, now: float) -> int:
+    """Book-keeping after a decode iteration on a continuous-batching instance (colocated replica or
+    decode instance): log the step, grow the live context by one token per running sequence, and
+    release the sequences whose last token this step emitted (their end time, context and KV
+    reservation). Returns how many finished.
+
+    ``inst`` carries ``log`` (step end times), ``ctx`` (live context tokens), ``kv`` (reserved KV
+    tokens), ``running``, ``rec`` (the Recorder) and ``finish`` (step index -> requests ending there).
+    """
+    inst.log.append(now)
+    inst.ctx += batch
+    done = inst.finish.pop(len(inst.log) - 1, None)
+    if not done:
+        return 0
+    rec = inst.rec
+    for r in done:
+        rec.end[r] = now
+        tokens = rec.prompt[r] + rec.output[r]
+        inst.ctx -= tokens
+        inst.kv -= tokens
+    inst.running -= len(done)
+    return len(done)
