@@ -450,9 +450,10 @@ def _disaggregated_min(inp: PlanInputs, infeasible: Counter) -> tuple[BestConfig
         hi = np.where(step & good, mid, hi)
         lo = np.where(step & ~good, mid, lo)
     cands = DisaggregatedSet.build(inp.scenario, configs(np.maximum(hi, 1)))
-    for i in np.nonzero(~cands.fits())[0][:1]:
-        infeasible[cands.infeasible_reason(int(i))] += int((~cands.fits()).sum())
-    return _cheapest_ok(cands, feasible & cands.fits(), inp), len(base)
+    fits = cands.fits()
+    for i in np.nonzero(~fits)[0]:
+        infeasible[cands.infeasible_reason(int(i))] += 1
+    return _cheapest_ok(cands, feasible & fits, inp), len(base)
 
 
 def _sweep_target(inp: PlanInputs, infeasible: Counter) -> tuple[dict[str, BestConfig], int]:
