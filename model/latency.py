@@ -69,6 +69,19 @@ class LatencyModel:
         """Second moment of the stall size per candidate."""
         return (self.stall_sizes_s**2).mean(axis=1)
 
+    def requests(self, mask: np.ndarray) -> LatencyModel:
+        """The same candidates restricted to the sampled requests selected by ``mask`` (axis S)."""
+        return LatencyModel(
+            self.wait_prob,
+            self.wait_cond_mean_s,
+            self.fixed_s[:, mask],
+            self.tpot_base_s,
+            self.stall_events[:, mask],
+            self.stall_sizes_s,
+            self.output_tokens[mask],
+            self.stable,
+        )
+
     def row(self, i: int) -> LatencyModel:
         """The model of candidate ``i`` alone (leading axis of length 1)."""
         sl = slice(i, i + 1)

@@ -33,6 +33,17 @@ class Percentiles:
 
 
 @dataclass(frozen=True)
+class PromptClass:
+    """Latency of the requests in one prompt-length class (terciles of the sampled prompts)."""
+
+    name: str
+    prompt_tokens_range: tuple[float, float]
+    ttft_p90_s: float
+    tpot_p90_s: float
+    slo_attainment: float
+
+
+@dataclass(frozen=True)
 class PoolMemory:
     """Memory of one GPU in a pool, in bytes: weights, KV in use at this rate, KV capacity, workspace."""
 
@@ -94,6 +105,7 @@ class Evaluation:
     power: tuple[PoolPower, ...]
     energy_j_per_output_token: float
     cost_usd_per_million_output_tokens: float
+    by_prompt_length: tuple[PromptClass, ...] = ()
 
     @property
     def ttft_components_s(self) -> dict[str, float]:
@@ -141,6 +153,30 @@ def evaluate(config: Config, scenario: Scenario, rate_rps: float) -> Evaluation:
 
 def _pct(values: np.ndarray, i: int) -> float:
     return float(values[i])
+
+
+def prompt_classes(lat, scenario: Scenario) -> tuple[PromptClass, ...]:
+    """p90 TTFT, p90 TPOT and attainment of short, medium and long prompts (terciles of the sample)
+    for a one-candidate latency model: DESIGN.md asks for the metrics of short, long and mixed prompts."""
+    prompts = scenario.prompt_tokens
+    lo, hi = np.quantile(prompts, [1 / 3, 2 / 3])
+    classes = (("short", prompts <= lo), ("medium", (prompts > lo) & (prompts <= hi)), ("long", prompts > hi))
+    slo = scenario.slo
+    out = []
+    for name, mask in classes:
+        if not mask.any():
+            continue
+        sub = lat.requests(mask)
+        out.append(
+            PromptClass(
+                name,
+                (float(prompts[mask].min()), float(prompts[mask].max())),
+                float(sub.ttft_percentile_s(0.9)[0]),
+                float(sub.tpot_percentile_s(0.9)[0]),
+                float(sub.attainment(slo.ttft_s, slo.tpot_s)[0]),
+            )
+        )
+    return tuple(out)
 
 
 def summarise(cands, res: StyleResult, i: int, scenario: Scenario, rate_rps: float) -> Evaluation:
@@ -224,4 +260,5 @@ def summarise(cands, res: StyleResult, i: int, scenario: Scenario, rate_rps: flo
         power=power,
         energy_j_per_output_token=energy,
         cost_usd_per_million_output_tokens=cost,
+        by_prompt_length=prompt_classes(sub, scenario),
     )

@@ -163,3 +163,15 @@ def test_evaluate_rejects_bad_rate() -> None:
     scn = Scenario.build("llama-3.1-8b", FIXED, SLO(10.0, 1.0), samples=16)
     with pytest.raises(InputError, match="rate"):
         evaluate(ColocatedConfig(H100, 1, 1), scn, -1.0)
+
+
+def test_prompt_length_classes_order_by_physics() -> None:
+    # Mixed traffic (80% chat + 20% long RAG): long prompts take longer to prefill, so their p90 TTFT
+    # is at least the short prompts'; every class reports its own attainment.
+    scn = Scenario.build("llama-3.1-70b", "mixed", SLO(2.0, 0.05), samples=192)
+    ev = evaluate(ColocatedConfig(H100, 4, 2, 2048), scn, 1.0)
+    classes = {c.name: c for c in ev.by_prompt_length}
+    assert set(classes) == {"short", "medium", "long"}
+    assert classes["long"].ttft_p90_s >= classes["medium"].ttft_p90_s >= classes["short"].ttft_p90_s
+    assert classes["short"].prompt_tokens_range[1] <= classes["long"].prompt_tokens_range[0]
+    assert all(0.0 <= c.slo_attainment <= 1.0 for c in classes.values())
