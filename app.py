@@ -1,0 +1,127 @@
+"""pdplan's web app: should prefill and decode run together or apart, on how many GPUs, and why.
+
+Run with ``streamlit run app.py`` (or ``make app``). Presentation only: every number comes from the
+``model`` package (model.plan, model.pool_map, model.rate_sweep, model.roofline_points,
+model.evaluate, model.symbolic, model.simulate). Helpers live in ``app_support/``; docs/app.md
+describes the page and its measured responsiveness.
+"""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from app_support import charts, compute, inputs, panels
+from model.errors import PdplanError
+
+st.set_page_config(page_title="pdplan: colocated or disaggregated?", page_icon="⚖️", layout="wide")
+
+TABS = (
+    "Pool-size map",
+    "TTFT breakdown",
+    "Latency vs rate",
+    "Roofline",
+    "Memory",
+    "Show the math",
+    "Verify by simulation",
+    "Download",
+)
+
+
+def _stop_with(errors: list[str]) -> None:
+    for e in errors:
+        st.error(e)
+    st.stop()
+
+
+def pool_map_tab(spec: inputs.Spec, plan) -> None:
+    tp_p, tp_d, budget = compute.map_setup(plan)
+    tps = sorted(set(plan.inputs.tp_options) | {tp_p, tp_d})
+    c1, c2 = st.columns(2)
+    tp_p = c1.selectbox("Prefill TP", tps, index=tps.index(tp_p), key=f"map_tp_p_{tp_p}")
+    tp_d = c2.selectbox("Decode TP", tps, index=tps.index(tp_d), key=f"map_tp_d_{tp_d}")
+    mapped = compute.map_budget(tp_p, tp_d, budget)
+    with st.spinner("Evaluating every pool split..."):
+        m = compute.get_pool_map(spec, plan, tp_p, tp_d, mapped)
+    dis = plan.best.get("disaggregated")
+    best = None
+    if dis is not None and (dis.config.prefill_tp, dis.config.decode_tp) == (tp_p, tp_d):
+        best = (dis.config.n_prefill, dis.config.n_decode)
+    st.plotly_chart(charts.pool_map(m, tp_p, tp_d, best), key="chart_pool_map")
+    note = f"Every split with n_p x TP{tp_p} + n_d x TP{tp_d} <= {mapped} GPUs"
+    if mapped < budget:
+        note += f" (the budget of {budget} is cut to {mapped} to keep the map interactive)"
+    st.caption(
+        note + "; colour: goodput per GPU (DistServe's definition). Grey squares do not fit in memory; "
+        "red crosses fit but miss the SLOs at every rate; the star is the planner's choice."
+    )
+
+
+def main() -> None:
+    t0 = time.perf_counter()
+    raw = inputs.sidebar()
+    st.title("pdplan: prefill and decode, together or apart?")
+    spec, errors = inputs.parse(raw)
+    if spec is None:
+        _stop_with(errors)
+    try:
+        with st.spinner("Planning..."):
+            plan = compute.get_plan(spec)
+        evals = compute.get_evaluations(spec, plan)
+    except PdplanError as err:
+        _stop_with([str(err)])
+    trace = compute.trace_of(spec)
+    if trace is not None:
+        st.caption(
+            f"Trace {panels.md(spec['trace_name'])}: {len(trace):,} requests over {trace.duration_s:,.0f} s "
+            f"(mean {trace.mean_rate_rps:.3g} req/s); the planner resamples its (prompt, output) pairs, "
+            "the simulator replays its arrivals time-scaled to the rate."
+        )
+    panels.verdict_card(plan, evals, spec)
+
+    tabs = st.tabs(TABS, key="view", on_change="rerun", bind=inputs.BIND)
+    is_open = {name: tab.open is not False for name, tab in zip(TABS, tabs, strict=True)}
+    slo = plan.inputs.scenario.slo
+    with tabs[0]:
+        if is_open["Pool-size map"]:
+            pool_map_tab(spec, plan)
+    with tabs[1]:
+        if is_open["TTFT breakdown"] and evals:
+            st.plotly_chart(charts.ttft_breakdown(evals, slo.ttft_s, slo.percentile), key="chart_ttft")
+            st.caption(
+                "Bars: mean TTFT components "
+                + ("at the inspected rate" if spec["rate_rps"] > 0 else "at each style's goodput")
+                + "; diamonds: p90 TTFT; dashed line: the TTFT target."
+            )
+    with tabs[2]:
+        if is_open["Latency vs rate"] and plan.best:
+            rates = compute.sweep_rates(plan, spec["rate_rps"])
+            sweeps = compute.get_sweeps(spec, plan, rates)
+            goodputs = {s: b.goodput_rps for s, b in plan.best.items()}
+            st.plotly_chart(charts.latency_vs_rate(sweeps, slo, goodputs, spec["rate_rps"]), key="chart_rate")
+    with tabs[3]:
+        if is_open["Roofline"] and plan.best:
+            st.plotly_chart(charts.roofline(compute.get_rooflines(plan)), key="chart_roofline")
+            st.caption(
+                "Prefill: the mean prompt at batch 1; decode: the batch at the rate (model.roofline_points)."
+            )
+    with tabs[4]:
+        if is_open["Memory"] and evals:
+            c1, c2 = st.columns([3, 2])
+            c1.plotly_chart(charts.memory(evals), key="chart_memory")
+            c2.plotly_chart(charts.weight_duplication(evals), key="chart_weights")
+    with tabs[5]:
+        if is_open["Show the math"]:
+            panels.math_panel(plan, spec)
+    with tabs[6]:
+        if is_open["Verify by simulation"]:
+            panels.simulation_panel(plan, evals, spec)
+    with tabs[7]:
+        if is_open["Download"]:
+            panels.downloads(plan, evals, spec)
+    runs = st.session_state["_runs"] = st.session_state.get("_runs", 0) + 1
+    st.caption(f"Computed in {time.perf_counter() - t0:.2f} s (cached results are reused; page run {runs}).")
+
+
+main()

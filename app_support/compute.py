@@ -1,0 +1,377 @@
+"""Cached calls into ``model``: the plan, the pool-size map, latency-versus-rate sweeps, evaluations
+at a chosen rate, roofline points, the math panel and simulator runs.
+
+Every cached function is keyed on ``Spec.key`` (a JSON string of plain inputs) plus plain
+arguments; objects derived from that key (the Spec, the Plan) ride along as ``_``-prefixed
+arguments, which Streamlit does not hash. ``st.cache_resource`` is used (no copy on read) because
+the results are frozen dataclasses and numpy arrays that nothing mutates. This module only builds
+inputs (profiles with user overrides, a custom link, a trace workload) and calls ``model``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import streamlit as st
+
+import model
+from model.configs import DisaggregatedConfig
+
+from .inputs import Spec, cached_config, cached_trace
+
+STYLES = ("colocated", "colocated-chunked", "disaggregated")
+SWEEP_POINTS = 18
+# The pool-size map evaluates every (n_prefill, n_decode) split; beyond this many cells it is shown
+# for a smaller budget so it stays interactive (about 1 s for 500 cells).
+MAX_MAP_CELLS = 500
+
+
+# ---------------------------------------------------------------------------------------------
+# inputs -> model objects
+
+
+def _gpu(name: str, spec: Spec) -> model.GPU:
+    gpu = model.load_catalog().gpu(name)
+    changes = {
+        f: spec[k]
+        for f, k in (
+            ("prefill_mfu", "prefill_mfu"),
+            ("decode_mbu", "decode_mbu"),
+            ("price_usd_per_hour", "price"),
+            ("tdp_w", "tdp_w"),
+        )
+        if spec[k] is not None
+    }
+    return dataclasses.replace(gpu, **changes) if changes else gpu
+
+
+def _link(spec: Spec) -> str | model.Link:
+    link = spec["link"]
+    if isinstance(link, str):
+        return link
+    gbit = link["bandwidth_bytes_per_s"] * 8 / 1e9
+    return model.Link(
+        name="custom",
+        full_name=f"custom link, {gbit:.4g} Gbit/s",
+        kind="network",
+        bandwidth_bytes_per_s=link["bandwidth_bytes_per_s"],
+        latency_s=link["latency_s"],
+        efficiency=link["efficiency"],
+    )
+
+
+def trace_of(spec: Spec) -> Any:
+    """The uploaded Trace of a spec (None for a preset workload)."""
+    if spec["trace_digest"] is None:
+        return None
+    return cached_trace(spec["trace_digest"], spec["trace_name"], spec.trace_bytes)
+
+
+def plan_arguments(spec: Spec) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Positional and keyword arguments of ``model.plan`` for a spec."""
+    arch = cached_config(spec["config_name"], spec["config_text"]) if spec["config_text"] else spec["model"]
+    trace = trace_of(spec)
+    workload = (
+        model.Workload.from_trace(trace, name=f"trace:{spec['trace_name']}")
+        if trace is not None
+        else spec["workload"]
+    )
+    kwargs = {
+        "workload": workload,
+        "ttft_slo_s": spec["ttft_slo_s"],
+        "tpot_slo_s": spec["tpot_slo_s"],
+        "percentile": spec["percentile"],
+        "attainment": spec["attainment"],
+        "link": _link(spec),
+        "decode_gpu": _gpu(spec["decode_gpu"], spec) if spec["decode_gpu"] else None,
+        "dtype": spec["dtype"],
+        "kv_dtype": spec["kv_dtype"],
+        "tp_options": tuple(spec["tp_options"]),
+        "chunk_options": tuple(spec["chunk_options"]),
+        "layerwise": spec["layerwise"],
+        "objective": spec["objective"],
+        "margin": spec["margin"],
+    }
+    if spec["gpus"] is not None:
+        kwargs["gpus"] = spec["gpus"]
+    else:
+        kwargs["target_rate_rps"] = spec["target_rate_rps"]
+    return (arch, _gpu(spec["gpu"], spec)), kwargs
+
+
+# ---------------------------------------------------------------------------------------------
+# cached calls
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _plan(key: str, _spec: Spec) -> model.Plan:
+    args, kwargs = plan_arguments(_spec)
+    return model.plan(*args, **kwargs)
+
+
+def get_plan(spec: Spec) -> model.Plan:
+    """``model.plan`` on the spec's inputs (raises PdplanError on bad input)."""
+    return _plan(spec.key, spec)
+
+
+def map_setup(plan: model.Plan) -> tuple[int, int, int]:
+    """Default (prefill TP, decode TP, GPU budget) of the pool-size map: the TPs of the best
+    disaggregated configuration (else of the best colocated one) and the plan's budget (target-rate
+    mode: twice the GPUs the best disaggregated configuration needs)."""
+    dis = plan.best.get("disaggregated")
+    if dis is not None and isinstance(dis.config, DisaggregatedConfig):
+        tp_p, tp_d = dis.config.prefill_tp, dis.config.decode_tp
+    elif plan.best:
+        tp = next(iter(plan.best.values())).config.tp
+        tp_p = tp_d = tp
+    else:
+        tp_p = tp_d = max(plan.inputs.tp_options)
+    if plan.inputs.gpus is not None:
+        budget = plan.inputs.gpus
+    else:
+        budget = 2 * dis.n_gpus if dis is not None else 2 * (tp_p + tp_d)
+    return tp_p, tp_d, budget
+
+
+def map_budget(tp_p: int, tp_d: int, budget: int) -> int:
+    """The budget actually mapped: capped so the map has at most about MAX_MAP_CELLS cells."""
+    cap = int(math.sqrt(2 * MAX_MAP_CELLS * tp_p * tp_d))
+    return max(min(budget, cap), tp_p + tp_d)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _pool_map(key: str, _plan_obj: model.Plan, tp_p: int, tp_d: int, budget: int) -> dict[str, np.ndarray]:
+    return model.pool_map(_plan_obj.inputs, tp_p, tp_d, budget)
+
+
+def get_pool_map(spec: Spec, plan: model.Plan, tp_p: int, tp_d: int, budget: int) -> dict[str, np.ndarray]:
+    return _pool_map(spec.key, plan, tp_p, tp_d, budget)
+
+
+def sweep_rates(plan: model.Plan, inspect_rate: float) -> np.ndarray:
+    """A common rate axis for every style: up to 1.5 x the highest goodput (or the inspected rate)."""
+    top = max([b.goodput_rps for b in plan.best.values()] + [inspect_rate, 1e-3])
+    hi = 1.5 * top
+    return np.linspace(hi / SWEEP_POINTS, hi, SWEEP_POINTS)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _sweeps(key: str, _plan_obj: model.Plan, rates: tuple[float, ...]) -> dict[str, Any]:
+    scn = _plan_obj.inputs.scenario
+    return {s: model.rate_sweep(b.config, scn, np.array(rates)) for s, b in _plan_obj.best.items()}
+
+
+def get_sweeps(spec: Spec, plan: model.Plan, rates: np.ndarray) -> dict[str, Any]:
+    """``model.rate_sweep`` of every style's best configuration over ``rates``."""
+    return _sweeps(spec.key, plan, tuple(float(r) for r in rates))
+
+
+@st.cache_resource(max_entries=128, show_spinner=False)
+def _evaluations(key: str, _plan_obj: model.Plan, rate: float) -> dict[str, model.Evaluation]:
+    scn = _plan_obj.inputs.scenario
+    return {s: model.evaluate(b.config, scn, rate) for s, b in _plan_obj.best.items()}
+
+
+def get_evaluations(spec: Spec, plan: model.Plan) -> dict[str, model.Evaluation]:
+    """Each style's best configuration evaluated at the inspected rate (at its goodput when 0)."""
+    rate = spec["rate_rps"]
+    if not rate > 0:
+        return {s: b.at_goodput for s, b in plan.best.items()}
+    return _evaluations(spec.key, plan, float(rate))
+
+
+def get_rooflines(plan: model.Plan) -> dict[str, list[Any]]:
+    """``model.roofline_points`` of every style's best configuration (microseconds; not cached)."""
+    scn = plan.inputs.scenario
+    return {s: model.roofline_points(b, scn) for s, b in plan.best.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# "Show the math"
+
+
+def symbolic_available() -> bool:
+    try:
+        from model import symbolic  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _deployment(plan: model.Plan, gpu: model.GPU, tp: int) -> model.Deployment:
+    scn = plan.inputs.scenario
+    return model.Deployment(
+        scn.arch, gpu, tp=tp, weight_dtype=scn.weight_dtype, kv_dtype=scn.kv_dtype_resolved
+    )
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _math(key: str, _plan_obj: model.Plan, style: str, rate: float) -> list[tuple[str, str]]:
+    from model import symbolic
+    from model.dtypes import bytes_per_element
+
+    plan = _plan_obj
+    b = plan.best[style]
+    ev = b.at_goodput if not rate > 0 else model.evaluate(b.config, plan.inputs.scenario, rate)
+    scn = plan.inputs.scenario
+    arch = scn.arch
+    cfg = b.config
+    if isinstance(cfg, DisaggregatedConfig):
+        pre = _deployment(plan, cfg.prefill_gpu, cfg.prefill_tp)
+        dec = _deployment(plan, cfg.decode_gpu, cfg.decode_tp)
+    else:
+        pre = dec = _deployment(plan, cfg.gpu, cfg.tp)
+    sections: list[tuple[str, str]] = []
+
+    def add(title: str, names: list[str], values: Callable[[], dict[str, float]] | None) -> None:
+        try:
+            formulas = [symbolic.formula(n) for n in names]
+            sections.append((title, symbolic.latex_block(formulas, values() if values else None)))
+        except model.PdplanError as err:  # a value out of the formula's range: show it symbolic
+            sections.append(
+                (
+                    title,
+                    symbolic.latex_block([symbolic.formula(n) for n in names], None)
+                    + f"\n\n*(values not shown: {err})*",
+                )
+            )
+
+    add(
+        "Prefill time (roofline, mean prompt)",
+        ["prefill_time"],
+        lambda: symbolic.prefill_values(pre, max(scn.mean_prompt_tokens, 1.0)),
+    )
+    add(
+        "Decode step time (roofline, batch at this rate)",
+        ["decode_step_time"],
+        lambda: symbolic.decode_values(dec, max(ev.decode_batch, 1.0), max(scn.decode_context_tokens, 1.0)),
+    )
+    if arch.kv_lora_rank:
+        kv_names = ["kv_bytes_per_token_mla"]
+        kv_values = {
+            "num_layers": arch.num_layers,
+            "kv_lora_rank": arch.kv_lora_rank,
+            "qk_rope_head_dim": arch.qk_rope_head_dim,
+        }
+    else:
+        kv_names = ["kv_bytes_per_token_gqa"]
+        kv_values = {
+            "num_layers": arch.num_layers,
+            "num_kv_heads": arch.num_kv_heads,
+            "head_dim": arch.head_dim,
+        }
+    kv_values["kv_element_bytes"] = bytes_per_element(scn.kv_dtype_resolved)
+    add("KV-cache bytes per token", kv_names, lambda: kv_values)
+    if isinstance(cfg, DisaggregatedConfig) and cfg.link.kind != "same-gpu":
+        link = cfg.link
+        values = {
+            "kv_bytes": ev.kv_bytes_per_request,
+            "link_latency_s": link.latency_s,
+            "lanes": min(cfg.prefill_tp, cfg.decode_tp),
+            "link_bandwidth_bytes_per_s": link.bandwidth_bytes_per_s,
+            "link_efficiency": link.efficiency,
+            "num_layers": arch.num_layers,
+            "prefill_s": ev.prefill_s,
+        }
+        add(
+            "KV transfer (mean request)",
+            ["kv_transfer_layerwise" if cfg.layerwise else "kv_transfer_whole"],
+            lambda: values,
+        )
+    add("Queueing and batching (symbolic)", ["mg1_wait", "mmc_wait", "decode_batch", "decode_tpot"], None)
+    if style != "disaggregated":
+        add("Colocated interference (symbolic)", ["colocated_stall_inflation", "colocated_tpot"], None)
+    return sections
+
+
+def get_math(spec: Spec, plan: model.Plan, style: str) -> list[tuple[str, str]]:
+    """(title, markdown with $$ LaTeX $$) sections for one style, numbers put in where available."""
+    return _math(spec.key, plan, style, float(spec["rate_rps"]))
+
+
+# ---------------------------------------------------------------------------------------------
+# "Verify by simulation"
+
+
+def simulator_available() -> bool:
+    try:
+        from model import simulate  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _requests(spec: Spec, plan: model.Plan, rate: float, n: int, seed: int) -> Any:
+    from model import simulate as sim
+
+    trace = trace_of(spec)
+    if trace is not None:
+        return sim.trace_requests(trace, n, rate_rps=rate)
+    return sim.poisson_requests(plan.inputs.scenario.workload, rate, n, seed=seed)
+
+
+def _session_memo(name: str, key: tuple, compute_fn: Callable[[], Any], keep: int = 32) -> Any:
+    """Memoise in this session's state (simulator runs report progress to the page, which
+    ``st.cache_*`` cannot replay, so they are kept per session instead)."""
+    memo = st.session_state.setdefault(name, {})
+    if key not in memo:
+        if len(memo) >= keep:
+            memo.pop(next(iter(memo)))
+        memo[key] = compute_fn()
+    return memo[key]
+
+
+def run_simulation(
+    spec: Spec,
+    plan: model.Plan,
+    style: str,
+    rate: float,
+    n: int,
+    seed: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> Any:
+    """Simulator summary (model.sim_report.SimSummary) of one style's best config at ``rate``."""
+    from model import simulate as sim
+
+    def run() -> Any:
+        scn = plan.inputs.scenario
+        options = sim.SimOptions(warmup_requests=n // 10, progress=progress)
+        req = _requests(spec, plan, rate, n, seed)
+        config = plan.best[style].config
+        return sim.simulate(
+            config,
+            scn.arch,
+            req,
+            slo=scn.slo,
+            weight_dtype=scn.weight_dtype,
+            kv_dtype=scn.kv_dtype,
+            options=options,
+        ).summary
+
+    return _session_memo("sim_runs", (spec.key, style, float(rate), int(n), int(seed)), run)
+
+
+def run_sim_goodput(spec: Spec, plan: model.Plan, style: str, n: int, seed: int) -> Any:
+    """Simulated goodput (model.simulate.GoodputResult) of one style's best configuration."""
+    from model import simulate as sim
+
+    def run() -> Any:
+        scn = plan.inputs.scenario
+        b = plan.best[style]
+        req = _requests(spec, plan, b.goodput_rps, n, seed)
+        return sim.goodput(
+            b.config,
+            scn.arch,
+            req,
+            scn.slo,
+            start_rps=b.goodput_rps,
+            weight_dtype=scn.weight_dtype,
+            kv_dtype=scn.kv_dtype,
+            options=sim.SimOptions(warmup_requests=n // 10),
+        )
+
+    return _session_memo("sim_goodputs", (spec.key, style, int(n), int(seed)), run)

@@ -1,0 +1,492 @@
+"""The sidebar: every input widget, its default, its URL binding, and parsing into plain values.
+
+Widgets keep their value in ``st.session_state`` under the keys of :data:`DEFAULTS` (also their
+defaults) and are bound to the URL query string (``bind="query-params"``: a value other than the
+default appears as ``?key=value``), so a link reproduces the view. A scenario file
+(:func:`scenario_json`, :func:`apply_scenario`) holds the same keys plus any uploaded config.json
+or trace, so it restores every input. :func:`parse` turns the widget values into a :class:`Spec`
+of plain SI values (times in seconds, bandwidth in bytes/s) read with pint through
+``model.units``; the cached calls in ``app_support.compute`` are keyed on it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from typing import Any
+
+import streamlit as st
+
+import model
+from model.enumerate import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS
+from model.errors import PdplanError
+from model.profiles import unique
+from model.units import Kind, parse_quantity
+
+from . import uploads
+
+SAME = "same as prefill"
+CATALOG, CONFIG_UPLOAD = "catalog", "config.json upload"
+BUDGET, TARGET = "GPU budget", "target rate"
+PRESET, TRACE_UPLOAD = "preset", "trace upload"
+CUSTOM_LINK = "custom"
+AUTO = "auto"
+BIND = "query-params"
+
+DEFAULTS: dict[str, Any] = {
+    "model_source": "catalog",
+    "model": "llama-3.1-70b",
+    "gpu": "h100-sxm",
+    "decode_gpu": SAME,
+    "link": "ib-ndr-400",
+    "link_bw": "25 Gbit/s",
+    "link_latency": "10 us",
+    "link_eff": 0.9,
+    "mode": BUDGET,
+    "gpus": 16,
+    "target_rate": 20.0,
+    "objective": "GPUs",
+    "workload_source": "preset",
+    "workload": "chat",
+    "rate": 0.0,
+    "ttft": "500 ms",
+    "tpot": "50 ms",
+    "percentile": 90,
+    "attainment": 0.9,
+    "dtype": "bf16",
+    "kv_dtype": AUTO,
+    "prefill_mfu": "",
+    "decode_mbu": "",
+    "price": "",
+    "tdp": "",
+    "chunks": list(DEFAULT_CHUNK_OPTIONS),
+    "tps": list(DEFAULT_TP_OPTIONS),
+    "layerwise": True,
+    "margin": 0.10,
+}
+# Inputs that change what is shown but not the plan (kept out of the plan's cache key).
+VIEW_ONLY = ("rate_rps",)
+CHUNK_CHOICES = sorted({128, 256, 512, 1024, 2048, 4096, 8192, *DEFAULT_CHUNK_OPTIONS})
+TP_CHOICES = sorted({1, 2, 4, 8, 16, *DEFAULT_TP_OPTIONS})
+DTYPES = ["bf16", "fp16", "fp8", "int8", "int4", "fp4"]
+KV_DTYPES = [AUTO, "bf16", "fp16", "fp8", "int8"]
+MAX_GPUS = 256
+
+
+@lru_cache(maxsize=1)
+def choices() -> dict[str, list[Any]]:
+    """Options of every choice widget (catalog names), for the widgets and for validation."""
+    catalog = model.load_catalog()
+    gpus = [g.name for g in unique(catalog.gpus)]
+    return {
+        "model_source": [CATALOG, CONFIG_UPLOAD],
+        "model": [a.name for a in model.list_models()],
+        "gpu": gpus,
+        "decode_gpu": [SAME, *gpus],
+        "link": [li.name for li in unique(catalog.links)] + [CUSTOM_LINK],
+        "mode": [BUDGET, TARGET],
+        "objective": ["GPUs", "cost"],
+        "workload_source": [PRESET, TRACE_UPLOAD],
+        "workload": model.list_workloads(),
+        "dtype": DTYPES,
+        "kv_dtype": KV_DTYPES,
+        "chunks": CHUNK_CHOICES,
+        "tps": TP_CHOICES,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# scenario files
+
+
+def _valid(key: str, value: Any) -> Any:
+    """``value`` converted to the widget's type, or raise ValueError."""
+    default = DEFAULTS[key]
+    opts = choices().get(key)
+    if isinstance(default, list):
+        if not isinstance(value, list) or not value or any(v not in opts for v in value):
+            raise ValueError(f"a non-empty list from {opts}")
+        return [int(v) for v in value]
+    if opts is not None:
+        if value not in opts:
+            raise ValueError(f"one of {', '.join(map(str, opts))}")
+        return value
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ValueError("true or false")
+        return value
+    if isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GPUS * 4:
+            raise ValueError("a whole number")
+        return value
+    if isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ValueError("a number")
+        return float(value)
+    if not isinstance(value, str) or len(value) > 100:
+        raise ValueError("a short text")
+    return value
+
+
+def apply_scenario(obj: dict[str, Any]) -> list[str]:
+    """Set the widgets (and the stored uploads) from a scenario file; return problems found."""
+    problems = []
+    inputs = obj.get("inputs", {})
+    if not isinstance(inputs, dict):
+        return ["'inputs' is not an object"]
+    for key, value in inputs.items():
+        if key not in DEFAULTS:
+            problems.append(f"unknown input {key!r} ignored")
+            continue
+        try:
+            st.session_state[key] = _valid(key, value)
+        except ValueError as err:
+            problems.append(f"{key}: got {value!r}; expected {err}")
+    for kind in ("config", "trace"):
+        item = obj.get(kind)
+        st.session_state.pop(f"restored_{kind}", None)
+        if item is None:
+            continue
+        if not (
+            isinstance(item, dict) and isinstance(item.get("name"), str) and isinstance(item.get("text"), str)
+        ):
+            problems.append(f"{kind}: expected {{'name': ..., 'text': ...}}")
+            continue
+        st.session_state[f"restored_{kind}"] = (item["name"][:200], item["text"].encode("utf-8"))
+    return problems
+
+
+def scenario_json(spec: Spec, state: Any = None) -> str:
+    """A scenario file: every widget value (from ``state``, default the session) plus the uploaded
+    config.json / trace the spec used."""
+    state = st.session_state if state is None else state
+    inputs = {k: state.get(k, v) for k, v in DEFAULTS.items()}
+    out: dict[str, Any] = {"format": uploads.SCENARIO_FORMAT, "inputs": inputs, "config": None, "trace": None}
+    if spec.values.get("config_text") is not None:
+        out["config"] = {"name": spec.values["config_name"], "text": spec.values["config_text"]}
+    if spec.trace_bytes is not None:
+        out["trace"] = {"name": spec.values["trace_name"], "text": spec.trace_bytes.decode("utf-8-sig")}
+    return json.dumps(out, indent=1)
+
+
+def _restore_widget() -> None:
+    f = st.file_uploader(
+        "Restore a scenario file (.json)",
+        type=["json"],
+        key="scenario_upload",
+        max_upload_size=math.ceil(uploads.MAX_SCENARIO_BYTES / 1e6),
+        help="A file saved with 'Download scenario' restores every input, uploads included.",
+    )
+    if f is None:
+        st.session_state.pop("scenario_applied", None)
+        return
+    if st.session_state.get("scenario_applied") == f.file_id:
+        st.caption(f"Restored from {f.name}.")
+        return
+    st.session_state["scenario_applied"] = f.file_id
+    try:
+        problems = apply_scenario(uploads.parse_scenario(f.name, f.getvalue()))
+    except uploads.UploadError as err:
+        st.error(str(err))
+        return
+    st.success(f"Restored inputs from {f.name}.")
+    for p in problems:
+        st.warning(p)
+
+
+# ---------------------------------------------------------------------------------------------
+# widgets
+
+
+@dataclass
+class Raw:
+    """Widget values plus the uploads in effect (name, bytes) and upload errors."""
+
+    values: dict[str, Any]
+    config: tuple[str, bytes] | None = None
+    trace: tuple[str, bytes] | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+def _upload(label: str, key: str, types: list[str], limit: int, help_text: str) -> tuple[str, bytes] | None:
+    f = st.file_uploader(label, type=types, key=key, max_upload_size=math.ceil(limit / 1e6), help=help_text)
+    if f is not None:
+        return f.name, f.getvalue()
+    return st.session_state.get(f"restored_{key.removesuffix('_upload')}")
+
+
+def _select(label: str, key: str, options: list[Any], **kw: Any) -> Any:
+    index = options.index(DEFAULTS[key]) if DEFAULTS[key] in options else 0
+    return st.selectbox(label, options, index=index, key=key, bind=BIND, **kw)
+
+
+def _radio(label: str, key: str, options: list[Any], **kw: Any) -> Any:
+    return st.radio(
+        label, options, index=options.index(DEFAULTS[key]), key=key, horizontal=True, bind=BIND, **kw
+    )
+
+
+def _text(label: str, key: str, **kw: Any) -> str:
+    return st.text_input(label, value=DEFAULTS[key], key=key, bind=BIND, **kw)
+
+
+def _slider(label: str, key: str, lo: Any, hi: Any, **kw: Any) -> Any:
+    return st.slider(label, lo, hi, value=DEFAULTS[key], key=key, bind=BIND, **kw)
+
+
+def _number(label: str, key: str, **kw: Any) -> Any:
+    return st.number_input(label, value=DEFAULTS[key], key=key, bind=BIND, **kw)
+
+
+def sidebar() -> Raw:
+    """Draw every input in the sidebar (defaults from DEFAULTS, bound to the URL); return their values."""
+    c = choices()
+    raw_uploads: dict[str, tuple[str, bytes] | None] = {"config": None, "trace": None}
+    with st.sidebar:
+        st.header("Inputs")
+        with st.expander("Scenario file"):
+            _restore_widget()
+
+        st.subheader("Model")
+        if _radio("Model from", "model_source", c["model_source"]) == CATALOG:
+            _select("Model", "model", c["model"])
+        else:
+            raw_uploads["config"] = _upload(
+                "Hugging Face config.json",
+                "config_upload",
+                ["json"],
+                uploads.MAX_CONFIG_BYTES,
+                "The model's config.json (read as JSON, never executed).",
+            )
+
+        st.subheader("Hardware")
+        _select("GPU (prefill pool, and colocated replicas)", "gpu", c["gpu"])
+        _select("GPU (decode pool)", "decode_gpu", c["decode_gpu"])
+        if _select("KV link between the pools", "link", c["link"]) == CUSTOM_LINK:
+            _text(
+                "Link bandwidth (per direction)",
+                "link_bw",
+                help="Any unit pint reads: '25 Gbit/s', '3.2 GB/s', '400 Gb/s'.",
+            )
+            _text("Link latency", "link_latency", help="e.g. '10 us', '0.05 ms' (bare numbers: us)")
+            _slider("Link efficiency (achieved / line rate)", "link_eff", 0.1, 1.0, step=0.01)
+
+        st.subheader("Size")
+        if _radio("Plan for", "mode", c["mode"]) == BUDGET:
+            _number("GPU budget", "gpus", min_value=1, max_value=MAX_GPUS, step=1)
+        else:
+            _number("Target rate (req/s)", "target_rate", min_value=0.001, max_value=1e5)
+            _radio("Minimise", "objective", c["objective"])
+
+        st.subheader("Workload")
+        if _radio("Workload from", "workload_source", c["workload_source"]) == PRESET:
+            _select("Workload preset", "workload", c["workload"])
+        else:
+            raw_uploads["trace"] = _upload(
+                "Request trace",
+                "trace_upload",
+                ["csv", "jsonl", "json", "txt"],
+                uploads.MAX_TRACE_BYTES,
+                "Azure LLM trace or BurstGPT CSV, or Mooncake JSON lines.",
+            )
+        _number(
+            "Request rate to inspect (req/s; 0 = each style at its goodput)",
+            "rate",
+            min_value=0.0,
+            max_value=1e5,
+            step=0.5,
+        )
+
+        st.subheader("SLOs")
+        _text("TTFT target", "ttft", help="e.g. '500 ms' or '0.5 s' (bare numbers: ms)")
+        _text("TPOT target", "tpot", help="e.g. '50 ms' (bare numbers: ms)")
+        _slider("Percentile", "percentile", 50, 99)
+        _slider("Attainment target (fraction of requests meeting both)", "attainment", 0.5, 1.0, step=0.01)
+
+        with st.expander("Advanced"):
+            _select("Weight dtype", "dtype", c["dtype"])
+            _select("KV-cache dtype", "kv_dtype", c["kv_dtype"])
+            _text("Prefill MFU override (blank = GPU profile)", "prefill_mfu")
+            _text("Decode MBU override (blank = GPU profile)", "decode_mbu")
+            _text("Price per GPU-hour, USD (blank = profile)", "price")
+            _text("GPU power at full load, e.g. '700 W' (blank = profile TDP)", "tdp")
+            st.multiselect(
+                "Chunk sizes (tokens per iteration)",
+                c["chunks"],
+                default=DEFAULTS["chunks"],
+                key="chunks",
+                bind=BIND,
+            )
+            st.multiselect("Tensor-parallel degrees", c["tps"], default=DEFAULTS["tps"], key="tps", bind=BIND)
+            st.checkbox(
+                "Layer-wise KV transfer (overlaps prefill)",
+                value=DEFAULTS["layerwise"],
+                key="layerwise",
+                bind=BIND,
+            )
+            _slider("Margin disaggregation must win by", "margin", 0.0, 0.5, step=0.01)
+    values = {k: copy.deepcopy(st.session_state.get(k, v)) for k, v in DEFAULTS.items()}
+    return Raw(values, raw_uploads["config"], raw_uploads["trace"])
+
+
+# ---------------------------------------------------------------------------------------------
+# parsing
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _config_result(name: str, text: str) -> tuple[model.LLMArch | None, str]:
+    try:
+        return uploads.parse_config(name, text), ""
+    except uploads.UploadError as err:
+        return None, str(err)
+
+
+def cached_config(name: str, text: str) -> model.LLMArch:
+    """The uploaded architecture (parsed once per content; raises UploadError)."""
+    arch, error = _config_result(name, text)
+    if arch is None:
+        raise uploads.UploadError(error)
+    return arch
+
+
+@st.cache_resource(max_entries=8, show_spinner="Reading the trace...")
+def _trace_result(digest: str, name: str, _data: bytes) -> tuple[Any, str]:
+    try:
+        return uploads.parse_trace(name, _data), ""
+    except uploads.UploadError as err:
+        return None, str(err)
+
+
+def cached_trace(digest: str, name: str, data: bytes) -> Any:
+    """The uploaded trace (parsed once per content digest; raises UploadError)."""
+    trace, error = _trace_result(digest, name, data)
+    if trace is None:
+        raise uploads.UploadError(error)
+    return trace
+
+
+@dataclass(frozen=True, eq=False)
+class Spec:
+    """Plain, JSON-able inputs of one view (SI units) plus the trace bytes, if any."""
+
+    values: dict[str, Any]
+    trace_bytes: bytes | None = None
+
+    @cached_property
+    def key(self) -> str:
+        """Cache key of the plan: every value except the view-only ones."""
+        return json.dumps({k: v for k, v in self.values.items() if k not in VIEW_ONLY}, sort_keys=True)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+
+def _fraction(text: str, field_name: str) -> float | None:
+    if not text.strip():
+        return None
+    try:
+        v = float(text)
+    except ValueError:
+        raise model.InputError(field_name, text, "a fraction in (0, 1], e.g. 0.6, or blank") from None
+    if not 0 < v <= 1:
+        raise model.InputError(field_name, text, "a fraction in (0, 1], e.g. 0.6, or blank")
+    return v
+
+
+def _price(text: str) -> float | None:
+    if not text.strip():
+        return None
+    try:
+        v = float(text.strip().lstrip("$"))
+    except ValueError:
+        raise model.InputError("price", text, "US dollars per GPU-hour, e.g. 2.5, or blank") from None
+    if not (math.isfinite(v) and v >= 0):
+        raise model.InputError("price", text, "US dollars per GPU-hour >= 0, or blank")
+    return v
+
+
+def parse(raw: Raw) -> tuple[Spec | None, list[str]]:
+    """Read the widget values (pint for quantities); return the Spec or the error messages."""
+    v = raw.values
+    errors: list[str] = []
+    out: dict[str, Any] = {}
+
+    def attempt(fn, *args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (PdplanError, uploads.UploadError) as err:
+            errors.append(str(err))
+            return None
+
+    if v["model_source"] == CONFIG_UPLOAD:
+        if raw.config is None:
+            errors.append("Upload a Hugging Face config.json (or pick a catalog model).")
+        else:
+            name, data = raw.config
+            text = attempt(
+                lambda: uploads.decode_text(
+                    name, uploads.check_size(name, data, uploads.MAX_CONFIG_BYTES, "config.json")
+                )
+            )
+            if text is not None and attempt(cached_config, name, text) is not None:
+                out.update(model=None, config_name=name, config_text=text)
+    else:
+        out.update(model=v["model"], config_name=None, config_text=None)
+    out["gpu"] = v["gpu"]
+    out["decode_gpu"] = None if v["decode_gpu"] == SAME else v["decode_gpu"]
+    if v["link"] == CUSTOM_LINK:
+        bw = attempt(parse_quantity, v["link_bw"], Kind.BANDWIDTH, "link bandwidth")
+        lat = attempt(parse_quantity, v["link_latency"], Kind.TIME, "link latency", bare_unit="microsecond")
+        out["link"] = {"bandwidth_bytes_per_s": bw, "latency_s": lat, "efficiency": float(v["link_eff"])}
+    else:
+        out["link"] = v["link"]
+    if v["mode"] == BUDGET:
+        out.update(gpus=int(v["gpus"]), target_rate_rps=None, objective="gpus")
+    else:
+        objective = {"GPUs": "gpus", "cost": "cost"}[v["objective"]]
+        out.update(gpus=None, target_rate_rps=float(v["target_rate"]), objective=objective)
+    trace_bytes = None
+    if v["workload_source"] == TRACE_UPLOAD:
+        if raw.trace is None:
+            errors.append("Upload a request trace (or pick a workload preset).")
+        else:
+            name, data = raw.trace
+            ok = attempt(uploads.check_size, name, data, uploads.MAX_TRACE_BYTES, "trace") is not None
+            digest = uploads.digest(data) if ok else ""
+            if ok and attempt(cached_trace, digest, name, data) is not None:
+                trace_bytes = data
+                out.update(workload=None, trace_name=name, trace_digest=digest)
+    else:
+        out.update(workload=v["workload"], trace_name=None, trace_digest=None)
+    out["rate_rps"] = float(v["rate"])
+    out["ttft_slo_s"] = attempt(parse_quantity, v["ttft"], Kind.TIME, "TTFT target", bare_unit="millisecond")
+    out["tpot_slo_s"] = attempt(parse_quantity, v["tpot"], Kind.TIME, "TPOT target", bare_unit="millisecond")
+    for key in ("ttft_slo_s", "tpot_slo_s"):
+        if out[key] is not None and not out[key] > 0:
+            errors.append(f"{key.split('_')[0].upper()} target: must be > 0")
+    out["percentile"] = float(v["percentile"])
+    out["attainment"] = float(v["attainment"])
+    out["dtype"] = v["dtype"]
+    out["kv_dtype"] = None if v["kv_dtype"] == AUTO else v["kv_dtype"]
+    out["prefill_mfu"] = attempt(_fraction, v["prefill_mfu"], "prefill MFU")
+    out["decode_mbu"] = attempt(_fraction, v["decode_mbu"], "decode MBU")
+    out["price"] = attempt(_price, v["price"])
+    out["tdp_w"] = (
+        attempt(parse_quantity, v["tdp"], Kind.POWER, "GPU power", bare_unit="watt")
+        if v["tdp"].strip()
+        else None
+    )
+    if not v["chunks"]:
+        errors.append("Chunk sizes: pick at least one.")
+    if not v["tps"]:
+        errors.append("Tensor-parallel degrees: pick at least one.")
+    out["chunk_options"] = sorted(int(x) for x in v["chunks"])
+    out["tp_options"] = sorted(int(x) for x in v["tps"])
+    out["layerwise"] = bool(v["layerwise"])
+    out["margin"] = float(v["margin"])
+    if errors:
+        return None, errors
+    return Spec(out, trace_bytes), []

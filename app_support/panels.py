@@ -1,0 +1,409 @@
+"""Panels of the app: the verdict card, the side-by-side table of the best configurations, the
+downloads, "Show the math" and "Verify by simulation". Presentation only."""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+import math
+from typing import Any
+
+import streamlit as st
+
+import model
+
+from . import compute
+from .charts import STYLE_COLOURS
+from .inputs import Spec, scenario_json
+
+STYLES = compute.STYLES
+VERDICT_WORDS = {
+    "colocated": "colocated (no chunking)",
+    "colocated-chunked": "colocated with chunked prefill",
+    "disaggregated": "disaggregated prefill and decode pools",
+    "none": "no configuration meets the SLOs",
+}
+
+
+def md(text: str) -> str:
+    """Escape the characters Streamlit markdown would read as LaTeX or formatting."""
+    return (
+        text.replace("\\", "\\\\")
+        .replace("$", "\\$")
+        .replace("*", "\\*")
+        .replace("_", "\\_")
+        .replace("|", "\\|")
+        .replace("\n", " ")
+    )
+
+
+def _safe(text: str) -> str:
+    """Markdown-escaped and HTML-escaped (names may come from an uploaded file)."""
+    return md(html.escape(text))
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1e3:.3g} ms" if math.isfinite(x) else "unbounded"
+
+
+def _num(x: float, fmt: str = ".3g") -> str:
+    return format(x, fmt) if math.isfinite(x) else "∞"
+
+
+# ---------------------------------------------------------------------------------------------
+# verdict
+
+
+def verdict_card(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spec) -> None:
+    """The verdict, its reasons and flip thresholds, and the best configuration of each style."""
+    inp = plan.inputs
+    where = f"{inp.gpus} GPUs" if inp.gpus is not None else f"{inp.target_rate_rps:g} req/s"
+    colour = STYLE_COLOURS.get(plan.verdict, "#777777")
+    with st.container(border=True):
+        st.markdown(
+            f"## Verdict: {plan.verdict}",
+            help="From model.plan: the DESIGN.md rule (interference material, the margin beaten, the "
+            "transfer path within the targets).",
+        )
+        st.markdown(
+            f"<span style='color:{colour};font-weight:600'>{VERDICT_WORDS[plan.verdict]}</span> "
+            f"for {_safe(inp.scenario.arch.name)} on {_safe(inp.gpu.name)}"
+            + (f" + {_safe(inp.decode_gpu.name)}" if inp.decode_gpu != inp.gpu else "")
+            + f", {_safe(inp.link.name)}, {where}, workload {_safe(inp.scenario.workload.name)}",
+            unsafe_allow_html=True,
+        )
+        left, right = st.columns([3, 2])
+        with left:
+            st.markdown("**Why**\n\n" + "\n".join(f"- {md(r)}" for r in plan.reasons))
+        with right:
+            st.markdown("**What would flip it**")
+            if plan.flip_thresholds:
+                st.markdown("\n".join(f"- {md(f.text)}" for f in plan.flip_thresholds))
+            else:
+                st.caption(
+                    "No flip threshold in the searched range (link bandwidth x1e-4..1e4, prompts x1/8..8)."
+                )
+            if plan.infeasible:
+                n = sum(plan.infeasible.values())
+                st.caption(f"{n} of {plan.candidates_evaluated} candidates cannot run (see the reasons).")
+        side_by_side(plan, evals, spec)
+
+
+def _row(label: str, fn, styles: list[str]) -> str:
+    cells = []
+    for s in styles:
+        try:
+            cells.append(fn(s))
+        except (KeyError, AttributeError, TypeError, ValueError):
+            cells.append("–")
+    return f"| {label} | " + " | ".join(cells) + " |"
+
+
+def _by_length(ev: model.Evaluation) -> str:
+    classes = getattr(ev, "by_prompt_length", ())
+    if not classes:
+        return "–"
+    return "; ".join(
+        f"{c.name} (≤{c.prompt_tokens_range[1]:,.0f} tok): {_ms(c.ttft_p90_s)}, {c.slo_attainment:.0%}"
+        for c in classes
+    )
+
+
+def side_by_side(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spec) -> None:
+    """A table with one column per style: configuration, goodput, cost and latency at the rate."""
+    styles = [s for s in STYLES if s in plan.best]
+    missing = [s for s in STYLES if s not in plan.best]
+    if not styles:
+        st.warning("No style has a configuration that meets the SLOs; see the reasons above.")
+        return
+    b, ev = plan.best, evals
+    rate = spec["rate_rps"]
+    at = f"at {rate:g} req/s" if rate > 0 else "at its goodput"
+    head = [("★ " if s == plan.verdict else "") + s for s in styles]
+    lines = [
+        "| | " + " | ".join(head) + " |",
+        "|---|" + "---|" * len(styles),
+        _row("configuration", lambda s: md(b[s].label), styles),
+        _row("GPUs / cost", lambda s: f"{b[s].n_gpus} / \\${b[s].cost_usd_per_hour:.2f} per h", styles),
+        _row(
+            "**goodput** (req/s)",
+            lambda s: f"**{b[s].goodput_rps:.3g}** ({b[s].goodput_rps_per_gpu:.3g} per GPU)",
+            styles,
+        ),
+        _row("limited by", lambda s: md(b[s].binding_constraint), styles),
+        _row(
+            f"TTFT p50 / p90 / p99 {at}",
+            lambda s: " / ".join(_ms(x) for x in (ev[s].ttft_s.p50, ev[s].ttft_s.p90, ev[s].ttft_s.p99)),
+            styles,
+        ),
+        _row(
+            f"TPOT p50 / p90 / p99 {at}",
+            lambda s: " / ".join(_ms(x) for x in (ev[s].tpot_s.p50, ev[s].tpot_s.p90, ev[s].tpot_s.p99)),
+            styles,
+        ),
+        _row(
+            "SLO attainment",
+            lambda s: f"{ev[s].slo_attainment:.1%}" + ("" if ev[s].stable else " (unstable)"),
+            styles,
+        ),
+        _row("p90 TTFT / attainment by prompt length", lambda s: _by_length(ev[s]), styles),
+        _row("output tokens/s", lambda s: _num(ev[s].output_tokens_per_s, ",.0f"), styles),
+        _row("energy per output token", lambda s: f"{_num(ev[s].energy_j_per_output_token)} J", styles),
+        _row(
+            "cost per million output tokens",
+            lambda s: f"\\${_num(ev[s].cost_usd_per_million_output_tokens)}",
+            styles,
+        ),
+        _row(
+            "weight copies",
+            lambda s: f"{ev[s].weight_copies} ({ev[s].weight_bytes_total / 1e9:.3g} GB)",
+            styles,
+        ),
+        _row(
+            "KV per request / link use",
+            lambda s: (
+                f"{ev[s].kv_bytes_per_request / 1e6:.3g} MB / {ev[s].link_utilisation:.0%}"
+                if s == "disaggregated"
+                else "–"
+            ),
+            styles,
+        ),
+        _row(
+            "goodput after losing one instance",
+            lambda s: ", ".join(f"{k} {v:.3g}" for k, v in b[s].failure.goodput_after_loss_rps.items()),
+            styles,
+        ),
+    ]
+    st.markdown("\n".join(lines))
+    if missing:
+        st.caption("No configuration meets the SLOs for: " + ", ".join(missing) + ".")
+
+
+# ---------------------------------------------------------------------------------------------
+# downloads
+
+
+CSV_FIELDS = (
+    "style",
+    "verdict",
+    "label",
+    "n_gpus",
+    "goodput_rps",
+    "goodput_rps_per_gpu",
+    "cost_usd_per_hour",
+    "binding_constraint",
+    "rate_rps",
+    "ttft_p50_s",
+    "ttft_p90_s",
+    "ttft_p99_s",
+    "tpot_p50_s",
+    "tpot_p90_s",
+    "tpot_p99_s",
+    "queue_wait_s",
+    "prefill_s",
+    "transfer_s",
+    "link_wait_s",
+    "admission_wait_s",
+    "slo_attainment",
+    "output_tokens_per_s",
+    "energy_j_per_output_token",
+    "cost_usd_per_million_output_tokens",
+    "weight_copies",
+    "weight_bytes_total",
+    "kv_bytes_per_request",
+    "link_utilisation",
+)
+
+
+def results_csv(plan: model.Plan, evals: dict[str, model.Evaluation]) -> str:
+    """One row per style: the best configuration and its metrics at the inspected rate."""
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=CSV_FIELDS)
+    w.writeheader()
+    for style, b in plan.best.items():
+        ev = evals[style]
+        w.writerow(
+            {
+                "style": style,
+                "verdict": plan.verdict,
+                "label": b.label,
+                "n_gpus": b.n_gpus,
+                "goodput_rps": b.goodput_rps,
+                "goodput_rps_per_gpu": b.goodput_rps_per_gpu,
+                "cost_usd_per_hour": b.cost_usd_per_hour,
+                "binding_constraint": b.binding_constraint,
+                "rate_rps": ev.rate_rps,
+                **{f"ttft_{p}_s": getattr(ev.ttft_s, p) for p in ("p50", "p90", "p99")},
+                **{f"tpot_{p}_s": getattr(ev.tpot_s, p) for p in ("p50", "p90", "p99")},
+                **{f"{k}_s": v for k, v in ev.ttft_components_s.items()},
+                "slo_attainment": ev.slo_attainment,
+                "output_tokens_per_s": ev.output_tokens_per_s,
+                "energy_j_per_output_token": ev.energy_j_per_output_token,
+                "cost_usd_per_million_output_tokens": ev.cost_usd_per_million_output_tokens,
+                "weight_copies": ev.weight_copies,
+                "weight_bytes_total": ev.weight_bytes_total,
+                "kv_bytes_per_request": ev.kv_bytes_per_request,
+                "link_utilisation": ev.link_utilisation,
+            }
+        )
+    return out.getvalue()
+
+
+def results_json(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spec) -> str:
+    """``model.plan_dict`` plus the metrics at the inspected rate and the app's plain inputs."""
+    from model.report import _plain
+
+    data = model.plan_dict(plan)
+    data["evaluated_at"] = {
+        s: {k: v for k, v in _plain(ev).items() if k != "config"} for s, ev in evals.items()
+    }
+    data["app_inputs"] = {k: v for k, v in spec.values.items() if k != "config_text"}
+    return json.dumps(data, indent=1, default=str)
+
+
+def downloads(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spec) -> None:
+    st.markdown(
+        "Results of this view, and a scenario file that restores every input (uploads included) "
+        "through *Scenario file* in the sidebar. The URL holds the inputs too (not uploads)."
+    )
+    c1, c2, c3 = st.columns(3)
+    c1.download_button("Results (CSV)", results_csv(plan, evals), "pdplan-results.csv", "text/csv")
+    c2.download_button(
+        "Results (JSON)", results_json(plan, evals, spec), "pdplan-results.json", "application/json"
+    )
+    c3.download_button("Scenario (JSON)", scenario_json(spec), "pdplan-scenario.json", "application/json")
+
+
+# ---------------------------------------------------------------------------------------------
+# show the math
+
+
+def math_panel(plan: model.Plan, spec: Spec) -> None:
+    if not compute.symbolic_available():
+        st.info("model.symbolic is not available in this installation, so the formulas cannot be shown.")
+        return
+    styles = [s for s in STYLES if s in plan.best]
+    if not styles:
+        st.info("No configuration to show the math for.")
+        return
+    default = plan.verdict if plan.verdict in styles else styles[0]
+    style = st.radio("Configuration", styles, index=styles.index(default), horizontal=True, key="math_style")
+    rate = spec["rate_rps"]
+    st.caption(
+        f"{plan.best[style].label}, "
+        + (f"at {rate:g} req/s" if rate > 0 else "at its goodput")
+        + ". Numbers are SI (s, B, FLOP/s); formulas and sources from model/symbolic.py."
+    )
+    with st.spinner("Rendering the formulas..."):
+        sections = compute.get_math(spec, plan, style)
+    for title, block in sections:
+        st.markdown(f"#### {title}")
+        st.markdown(block)
+
+
+# ---------------------------------------------------------------------------------------------
+# verify by simulation
+
+
+SIM_ROWS = (
+    ("rate (req/s)", lambda a: a.rate_rps, lambda s: s.offered_rate_rps, "{:.3g}"),
+    ("TTFT p50 (ms)", lambda a: a.ttft_s.p50 * 1e3, lambda s: s.ttft_s[0] * 1e3, "{:.4g}"),
+    ("TTFT p90 (ms)", lambda a: a.ttft_s.p90 * 1e3, lambda s: s.ttft_s[1] * 1e3, "{:.4g}"),
+    ("TTFT p99 (ms)", lambda a: a.ttft_s.p99 * 1e3, lambda s: s.ttft_s[2] * 1e3, "{:.4g}"),
+    ("TPOT p50 (ms)", lambda a: a.tpot_s.p50 * 1e3, lambda s: s.tpot_s[0] * 1e3, "{:.4g}"),
+    ("TPOT p90 (ms)", lambda a: a.tpot_s.p90 * 1e3, lambda s: s.tpot_s[1] * 1e3, "{:.4g}"),
+    ("TPOT p99 (ms)", lambda a: a.tpot_s.p99 * 1e3, lambda s: s.tpot_s[2] * 1e3, "{:.4g}"),
+    ("mean queue wait (ms)", lambda a: a.queue_wait_s * 1e3, lambda s: s.mean_queue_wait_s * 1e3, "{:.4g}"),
+    ("mean prefill (ms)", lambda a: a.prefill_s * 1e3, lambda s: s.mean_prefill_s * 1e3, "{:.4g}"),
+    (
+        "mean exposed transfer (ms)",
+        lambda a: (a.transfer_s + a.link_wait_s) * 1e3,
+        lambda s: s.mean_transfer_exposed_s * 1e3,
+        "{:.4g}",
+    ),
+    (
+        "mean decode admission wait (ms)",
+        lambda a: a.admission_wait_s * 1e3,
+        lambda s: s.mean_decode_admission_wait_s * 1e3,
+        "{:.4g}",
+    ),
+    ("SLO attainment", lambda a: a.slo_attainment, lambda s: s.attainment, "{:.1%}"),
+    ("output tokens/s", lambda a: a.output_tokens_per_s, lambda s: s.output_tokens_per_s, "{:,.0f}"),
+)
+
+
+def _fmt(fmt: str, x: float) -> str:
+    if not (isinstance(x, int | float) and math.isfinite(x)):
+        return "–"
+    return fmt.format(0.0 if abs(x) < 1e-9 else x)
+
+
+def simulation_panel(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spec) -> None:
+    if not compute.simulator_available():
+        st.info("model.simulate is not available in this installation.")
+        return
+    styles = [s for s in STYLES if s in plan.best]
+    if not styles:
+        st.info("No configuration to simulate.")
+        return
+    st.markdown(
+        "The discrete-event simulator (model/simulate.py) replays requests through each style's best "
+        "configuration, sharing only the phase-cost layer with the analytical model. "
+        + (
+            "Arrivals: the uploaded trace, time-scaled to the rate."
+            if spec["trace_digest"]
+            else "Arrivals: Poisson at the rate, lengths from the workload."
+        )
+    )
+    c1, c2, c3 = st.columns(3)
+    n = c1.select_slider("Requests per run", [250, 500, 1000, 2000, 4000], value=1000, key="sim_n")
+    seed = int(c2.number_input("Seed", min_value=0, max_value=10_000, value=0, step=1, key="sim_seed"))
+    with_goodput = c3.checkbox(
+        "Also search the simulated goodput (about 8 runs per style)", key="sim_goodput"
+    )
+    request = (spec.key, spec["rate_rps"], n, seed, with_goodput)
+    if st.button("Run simulation", type="primary", key="sim_run"):
+        st.session_state["sim_request"] = request
+    if st.session_state.get("sim_request") != request:
+        st.caption("Press *Run simulation* (results stay until an input changes).")
+        return
+    steps = len(styles) * (2 if with_goodput else 1)
+    bar = st.progress(0.0, text="Simulating...")
+    results: dict[str, tuple[Any, Any]] = {}
+    done = 0
+    for style in styles:
+        rate = evals[style].rate_rps
+
+        def progress(arrived: int, total: int, base: int = done, style: str = style) -> None:
+            bar.progress(min((base + arrived / max(total, 1)) / steps, 1.0), text=f"Simulating {style}...")
+
+        try:
+            summary = compute.run_simulation(spec, plan, style, rate, n, seed, progress)
+            done += 1
+            gp = None
+            if with_goodput:
+                bar.progress(done / steps, text=f"Searching the simulated goodput of {style}...")
+                gp = compute.run_sim_goodput(spec, plan, style, n, seed)
+                done += 1
+        except model.PdplanError as err:
+            st.error(f"{style}: {err}")
+            continue
+        results[style] = (summary, gp)
+        bar.progress(done / steps, text=f"Simulated {style}")
+    bar.progress(1.0, text="Simulation done")
+    cols = st.columns(len(results) or 1)
+    for col, (style, (summary, gp)) in zip(cols, results.items(), strict=False):
+        a = evals[style]
+        lines = [f"**{style}**", "", "| | analytical | simulated |", "|---|---|---|"]
+        lines += [
+            f"| {label} | {_fmt(fmt, fa(a))} | {_fmt(fmt, fs(summary))} |" for label, fa, fs, fmt in SIM_ROWS
+        ]
+        if gp is not None:
+            lines.append(f"| goodput (req/s) | {plan.best[style].goodput_rps:.3g} | {gp.rate_rps:.3g} |")
+        col.markdown("\n".join(lines))
+        col.caption(
+            f"{summary.measured} requests measured of {summary.requests}; "
+            + ("stable" if summary.stable else f"unstable: {summary.stop_reason}")
+        )

@@ -1,0 +1,109 @@
+"""Safe reading of user uploads: size limits, text decoding, and parsing through ``model`` only.
+
+Nothing here unpickles or evaluates anything: a Hugging Face config.json is read with ``json`` by
+``model.hf_config``; a trace is written to a private temporary file and read by
+``model.traces.load_trace`` (CSV / JSON lines); a scenario file is plain JSON. Every failure becomes
+an :class:`UploadError` whose one-line message the app shows with ``st.error``.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import model
+from model import hf_config, traces
+from model.errors import PdplanError
+
+MAX_CONFIG_BYTES = 1_000_000  # a config.json is a few kB; DeepSeek-V3's is 2 kB
+MAX_TRACE_BYTES = 20_000_000  # ~1 M requests of the Azure CSV format
+MAX_SCENARIO_BYTES = MAX_CONFIG_BYTES + MAX_TRACE_BYTES + 200_000  # a scenario may embed both
+TRACE_SUFFIXES = (".csv", ".jsonl", ".json", ".txt")
+
+
+class UploadError(ValueError):
+    """An upload that cannot be used; ``str(err)`` is a one-line message for people."""
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.3g} MB"
+
+
+def check_size(name: str, data: bytes, limit: int, what: str) -> bytes:
+    """``data`` unless it is empty or larger than ``limit`` bytes."""
+    if len(data) > limit:
+        raise UploadError(f"{name}: {_mb(len(data))} is too large for a {what} (limit {_mb(limit)})")
+    if not data.strip():
+        raise UploadError(f"{name}: the file is empty")
+    return data
+
+
+def decode_text(name: str, data: bytes) -> str:
+    """UTF-8 text (a leading BOM is dropped); a clear error for binary files."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise UploadError(f"{name}: not UTF-8 text (byte {err.start}); expected a text file") from None
+
+
+def digest(data: bytes) -> str:
+    """Short content hash: the cache key of an upload."""
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def parse_config(name: str, text: str) -> model.LLMArch:
+    """An LLMArch from a Hugging Face config.json text (raises UploadError)."""
+    check_size(name, text.encode("utf-8"), MAX_CONFIG_BYTES, "config.json")
+    try:
+        return hf_config.parse_hf_config_text(text, where=name or "config.json")
+    except (PdplanError, ValueError, TypeError, RecursionError) as err:
+        raise UploadError(_one_line(err, name)) from None
+
+
+def parse_trace(name: str, data: bytes) -> traces.Trace:
+    """A Trace from uploaded bytes (Azure / BurstGPT CSV, Mooncake JSON lines; raises UploadError).
+
+    The loader takes a path, so the bytes go to a private temporary file that is removed afterwards.
+    """
+    check_size(name, data, MAX_TRACE_BYTES, "trace")
+    decode_text(name, data)  # binary files fail here with a clear message
+    suffix = Path(name).suffix.lower()
+    if suffix not in TRACE_SUFFIXES:
+        suffix = ".txt"
+    fd, tmp = tempfile.mkstemp(prefix="pdplan-trace-", suffix=suffix)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        trace = traces.load_trace(tmp)
+    except (PdplanError, ValueError, UnicodeError, csv.Error, OSError, TypeError, KeyError) as err:
+        raise UploadError(_one_line(err, name).replace(tmp, name).replace(Path(tmp).name, name)) from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return trace
+
+
+def parse_scenario(name: str, data: bytes) -> dict[str, Any]:
+    """The JSON object of a scenario file (raises UploadError)."""
+    check_size(name, data, MAX_SCENARIO_BYTES, "scenario file")
+    try:
+        obj = json.loads(decode_text(name, data))
+    except (ValueError, RecursionError) as err:
+        raise UploadError(f"{name}: not valid JSON ({_one_line(err, '')})") from None
+    if not isinstance(obj, dict) or obj.get("format") != SCENARIO_FORMAT:
+        raise UploadError(f'{name}: not a pdplan scenario file (expected "format": "{SCENARIO_FORMAT}")')
+    return obj
+
+
+SCENARIO_FORMAT = "pdplan-scenario/1"
+
+
+def _one_line(err: BaseException, name: str) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    if name and not text.startswith(name):
+        text = f"{name}: {text}"
+    return text[:500]

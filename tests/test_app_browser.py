@@ -1,0 +1,365 @@
+"""One real-browser test of the web app: ``streamlit run app.py`` headless on a free localhost port,
+headless Chromium driven through its DevTools protocol, wait for the verdict, save a screenshot.
+
+Chromium is Debian's ``chromium`` package (``.ci/install_browser.sh`` installs it); the test skips
+when it is absent. The DevTools protocol is spoken with tornado's websocket client (a dependency of
+streamlit), so nothing else is needed. Every wait is bounded; both processes are stopped at the end.
+
+Run it alone to refresh the screenshots: ``.venv/bin/python tests/test_app_browser.py [view ...]``
+(a view is a tab label, e.g. "Roofline"; the first screenshot is docs/screenshots/app.png).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCREENSHOTS = REPO / "docs" / "screenshots"
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome-stable", "google-chrome")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--remote-debugging-address=127.0.0.1",
+    "--remote-debugging-port=0",
+)
+SERVER_START_S = 60.0
+BROWSER_START_S = 30.0
+PAGE_WAIT_S = 120.0
+WIDTH, HEIGHT = 1500, 2300
+CHART_VIEWS = (None, "Pool-size map", "TTFT breakdown", "Latency vs rate", "Roofline", "Memory")
+
+
+def find_chromium() -> str | None:
+    for name in CHROMIUM_NAMES:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop a process this module started (its own process group), then reap it."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def streamlit_server(log_dir: Path):
+    """``streamlit run app.py`` on a free port; yields its base URL once /_stcore/health answers."""
+    port = _free_port()
+    log = (log_dir / "streamlit.log").open("wb")
+    cmd = [
+        sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"),
+        "--server.headless=true", f"--server.port={port}", "--server.address=127.0.0.1",
+        "--browser.gatherUsageStats=false", "--server.fileWatcherType=none", "--global.developmentMode=false",
+        "--client.toolbarMode=minimal",
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"streamlit exited early: {(log_dir / 'streamlit.log').read_text()[-2000:]}"
+                )
+            try:
+                with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
+                    if r.read().strip() == b"ok":
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"streamlit did not answer on {base} within {SERVER_START_S:.0f} s")
+            time.sleep(0.3)
+        yield base
+    finally:
+        _stop(proc)
+        log.close()
+
+
+@contextlib.contextmanager
+def chromium(binary: str, profile: Path):
+    """Headless Chromium with a fresh profile; yields the DevTools HTTP endpoint."""
+    log = (profile.parent / "chromium.log").open("wb")
+    cmd = [
+        binary,
+        *CHROMIUM_FLAGS,
+        f"--user-data-dir={profile}",
+        f"--window-size={WIDTH},{HEIGHT}",
+        "about:blank",
+    ]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + BROWSER_START_S
+        while not (port_file.exists() and port_file.read_text().strip()):
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"chromium exited early: {(profile.parent / 'chromium.log').read_text()[-2000:]}"
+                )
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"chromium did not open its DevTools port within {BROWSER_START_S:.0f} s")
+            time.sleep(0.2)
+        yield f"http://127.0.0.1:{port_file.read_text().split()[0]}"
+    finally:
+        _stop(proc)
+        log.close()
+
+
+class DevTools:
+    """A minimal Chrome DevTools protocol client over one page's websocket."""
+
+    def __init__(self, ws) -> None:
+        self.ws = ws
+        self.next_id = 0
+
+    async def call(self, method: str, timeout: float = 30.0, **params):
+        self.next_id += 1
+        msg_id = self.next_id
+        await self.ws.write_message(json.dumps({"id": msg_id, "method": method, "params": params}))
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"DevTools {method} gave no answer within {timeout:.0f} s")
+            raw = await asyncio.wait_for(self.ws.read_message(), timeout=left)
+            if raw is None:
+                raise ConnectionError("DevTools websocket closed")
+            reply = json.loads(raw)
+            if reply.get("id") == msg_id:
+                if "error" in reply:
+                    raise RuntimeError(f"DevTools {method}: {reply['error']}")
+                return reply.get("result", {})
+
+    async def text(self, js: str) -> str:
+        res = await self.call("Runtime.evaluate", expression=js, returnByValue=True)
+        return str(res.get("result", {}).get("value", ""))
+
+
+PAGE_STATE_JS = """(() => {
+  const body = document.body ? document.body.innerText : "";
+  const running = !!document.querySelector('[data-testid="stStatusWidget"] button') &&
+                  /Stop|Running/.test(document.querySelector('[data-testid="stStatusWidget"]').innerText);
+  const spinners = document.querySelectorAll('[data-testid="stSpinner"]').length;
+  const charts = document.querySelectorAll('.js-plotly-plot .main-svg').length;
+  return JSON.stringify({body: body.slice(0, 20000), running, spinners, charts});
+})()"""
+
+
+async def _capture(devtools_http: str, url: str, want: str, out: Path, need_chart: bool) -> str:
+    from tornado.websocket import websocket_connect
+
+    with urllib.request.urlopen(devtools_http + "/json/list", timeout=10) as r:
+        pages = [t for t in json.load(r) if t.get("type") == "page"]
+    ws = await asyncio.wait_for(
+        websocket_connect(pages[0]["webSocketDebuggerUrl"], max_message_size=256 * 2**20), timeout=15
+    )
+    try:
+        dt = DevTools(ws)
+        await dt.call("Page.enable")
+        await dt.call("Emulation.setDeviceMetricsOverride", width=WIDTH, height=HEIGHT, deviceScaleFactor=1,
+                      mobile=False)  # fmt: skip
+        await dt.call("Page.navigate", url=url)
+        deadline = time.monotonic() + PAGE_WAIT_S
+        state: dict = {}
+        stable_since = None
+        while time.monotonic() < deadline:
+            state = json.loads(await dt.text(PAGE_STATE_JS) or "{}")
+            ready = (
+                want in state.get("body", "")
+                and not state.get("running")
+                and state.get("spinners", 0) == 0
+                and (state.get("charts", 0) > 0 or not need_chart)
+            )
+            if ready:
+                stable_since = stable_since or time.monotonic()
+                if time.monotonic() - stable_since > 1.5:  # let plotly finish drawing
+                    break
+            else:
+                stable_since = None
+            await asyncio.sleep(0.5)
+        else:
+            raise TimeoutError(f"{want!r} did not appear within {PAGE_WAIT_S:.0f} s; page text: "
+                               f"{state.get('body', '')[:1500]!r}")  # fmt: skip
+        shot = await dt.call("Page.captureScreenshot", timeout=60, format="png")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(base64.b64decode(shot["data"]))
+        return state.get("body", "")
+    finally:
+        ws.close()
+
+
+def capture(views: list[str | None], out_names: list[str], timeout_s: float = 240.0) -> list[str]:
+    """Start the app and chromium; for each view (tab label, None = default) save a screenshot."""
+    binary = find_chromium()
+    if binary is None:
+        raise RuntimeError("chromium is not installed (run .ci/install_browser.sh)")
+    texts = []
+    with tempfile.TemporaryDirectory(prefix="pdplan-browser-") as tmp:
+        tmp_path = Path(tmp)
+        profile = tmp_path / "profile"
+        profile.mkdir()
+        with streamlit_server(tmp_path) as base, chromium(binary, profile) as devtools_http:
+            for view, name in zip(views, out_names, strict=True):
+                url = base + "/" + (("?" + urllib.parse.urlencode({"view": view})) if view else "")
+                coro = _capture(
+                    devtools_http, url, "Verdict:", SCREENSHOTS / name, need_chart=view in CHART_VIEWS
+                )
+                texts.append(asyncio.run(asyncio.wait_for(coro, timeout=timeout_s)))
+    return texts
+
+
+# -- responsiveness (docs/app.md): time from a key press on a sidebar slider to the re-rendered page
+
+SLIDER_JS = """(() => {
+  const s = [...document.querySelectorAll('[data-testid="stSlider"]')]
+    .find(e => e.innerText.trim().startsWith(%s) ||
+               (e.querySelector("label") || {innerText: ""}).innerText.includes(%s));
+  const thumb = s && s.querySelector('input[type="range"], [role="slider"]');
+  if (!thumb) return "missing";
+  thumb.focus();
+  return document.activeElement === thumb ? "focused" : "not focused";
+})()"""
+FOOTER_JS = """(() => {
+  const c = [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
+    .map(e => e.innerText).filter(t => t.startsWith("Computed in"));
+  const w = document.querySelector('[data-testid="stStatusWidget"]');
+  return JSON.stringify({footer: c.join(""), running: !!w && /Running|Stop/.test(w.innerText)});
+})()"""
+
+
+async def _press(dt: DevTools, key: str, code: str, key_code: int) -> None:
+    for kind in ("rawKeyDown", "keyUp"):
+        await dt.call(
+            "Input.dispatchKeyEvent", type=kind, key=key, code=code, windowsVirtualKeyCode=key_code,
+            nativeVirtualKeyCode=key_code,
+        )  # fmt: skip
+
+
+async def _measure(
+    devtools_http: str, url: str, slider_label: str, presses: list[str]
+) -> list[tuple[str, float]]:
+    from tornado.websocket import websocket_connect
+
+    with urllib.request.urlopen(devtools_http + "/json/list", timeout=10) as r:
+        page = next(t for t in json.load(r) if t.get("type") == "page")
+    ws = await asyncio.wait_for(websocket_connect(page["webSocketDebuggerUrl"], max_message_size=2**26), 15)
+    dt = DevTools(ws)
+    out = []
+    try:
+        await dt.call("Page.enable")
+        t0 = time.perf_counter()
+        await dt.call("Page.navigate", url=url)
+        deadline = time.monotonic() + PAGE_WAIT_S
+        while "Verdict:" not in await dt.text("document.body.innerText"):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the page did not show a verdict")
+            await asyncio.sleep(0.05)
+        out.append(("first load (cold server)", time.perf_counter() - t0))
+        await asyncio.sleep(2.0)
+        keys = {"right": ("ArrowRight", "ArrowRight", 39), "left": ("ArrowLeft", "ArrowLeft", 37)}
+        for press in presses:
+            before = json.loads(await dt.text(FOOTER_JS))["footer"]
+            focused = await dt.text(SLIDER_JS % (json.dumps(slider_label), json.dumps(slider_label)))
+            if focused != "focused":
+                raise RuntimeError(f"slider {slider_label!r}: {focused}")
+            t0 = time.perf_counter()
+            await _press(dt, *keys[press])
+            while True:
+                state = json.loads(await dt.text(FOOTER_JS))
+                if state["footer"] and state["footer"] != before and not state["running"]:
+                    break
+                if time.perf_counter() - t0 > 60:
+                    raise TimeoutError("no re-render within 60 s")
+                await asyncio.sleep(0.02)
+            out.append((press, time.perf_counter() - t0))
+            await asyncio.sleep(1.0)
+    finally:
+        ws.close()
+    return out
+
+
+def measure(
+    slider_label: str = "Percentile",
+    presses: tuple[str, ...] = ("right", "left", "right", "left"),
+    view: str | None = None,
+) -> list[tuple[str, float]]:
+    """Browser-side re-render times after slider key presses (first of each value: new plan)."""
+    binary = find_chromium()
+    if binary is None:
+        raise RuntimeError("chromium is not installed (run .ci/install_browser.sh)")
+    with tempfile.TemporaryDirectory(prefix="pdplan-browser-") as tmp:
+        tmp_path = Path(tmp)
+        profile = tmp_path / "profile"
+        profile.mkdir()
+        with streamlit_server(tmp_path) as base, chromium(binary, profile) as devtools_http:
+            url = base + "/" + (("?" + urllib.parse.urlencode({"view": view})) if view else "")
+            coro = _measure(devtools_http, url, slider_label, list(presses))
+            return asyncio.run(asyncio.wait_for(coro, timeout=300))
+
+
+@pytest.mark.slow
+def test_browser_shows_verdict_and_saves_screenshot():
+    if find_chromium() is None:
+        pytest.skip("chromium is not installed (.ci/install_browser.sh installs Debian's chromium)")
+    out = SCREENSHOTS / "app.png"
+    before = out.stat().st_mtime if out.exists() else 0.0
+    (text,) = capture([None], ["app.png"])
+    assert "Verdict:" in text
+    assert any(v in text for v in ("colocated", "disaggregated")), text[:500]
+    assert "Traceback" not in text
+    assert out.stat().st_mtime > before and out.stat().st_size > 20_000
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--measure"]:
+        label = sys.argv[2] if len(sys.argv) > 2 else "Percentile"
+        view = sys.argv[3] if len(sys.argv) > 3 else None
+        for press, seconds in measure(label, ("right", "left", "right", "left", "right", "right"), view):
+            print(f"{label} {press} (view {view or 'default'}): re-rendered in {seconds:.2f} s")
+        sys.exit(0)
+    wanted = sys.argv[1:]
+    views = [None, *wanted]
+    names = ["app.png"] + [f"app-{v.lower().replace(' ', '-')}.png" for v in wanted]
+    for name, _ in zip(names, capture(views, names), strict=True):
+        print("saved", SCREENSHOTS / name)
