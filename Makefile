@@ -14,7 +14,7 @@ $(BIN)/.installed: pyproject.toml
 	@touch $@
 
 app: $(BIN)/.installed
-	$(BIN)/streamlit run app.py
+	$(BIN)/streamlit run app.py --server.headless true --browser.gatherUsageStats false
 
 test: $(BIN)/.installed
 	$(BIN)/ruff check .

@@ -21,7 +21,7 @@ from model.errors import InputError, PdplanError, ProfileError, UnknownNameError
 from model.estimate import Estimate, estimate
 from model.hf_config import load_hf_config
 from model.memory import MemoryFit, memory_fit
-from model.planner import BestConfig, FlipThreshold, Plan, plan, pool_map
+from model.planner import BestConfig, FlipThreshold, Plan, config_goodput, plan, pool_map
 from model.profiles import GPU, HardwareCatalog, Link, Node, get_gpu, get_link, get_node, load_catalog
 from model.report import plan_dict, rate_sweep, roofline_points
 from model.roofline import (
@@ -67,6 +67,7 @@ __all__ = [
     "allreduce_time_s",
     "chunked_prefill_overhead",
     "chunked_prefill_time_s",
+    "config_goodput",
     "decode_step_cost",
     "estimate",
     "evaluate",

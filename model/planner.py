@@ -297,7 +297,8 @@ def _with_pool_sizes(
 
 
 def config_goodput(scn: Scenario, config: Config | None) -> float:
-    """Goodput of one configuration (0 for None)."""
+    """Goodput (req/s) of one configuration under ``scn``'s SLOs (0 for None), e.g.
+    ``model.config_goodput(model.Scenario.build("llama-3.1-8b", "chat", model.SLO(0.5, 0.05)), cfg)``."""
     if config is None:
         return 0.0
     cands = (
