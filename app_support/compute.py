@@ -271,7 +271,7 @@ def _math(key: str, _plan_obj: model.Plan, style: str, rate: float) -> list[tupl
         values = {
             "kv_bytes": ev.kv_bytes_per_request,
             "link_latency_s": link.latency_s,
-            "lanes": min(cfg.prefill_tp, cfg.decode_tp),
+            "lanes": cfg.transfer_lanes,
             "link_bandwidth_bytes_per_s": link.bandwidth_bytes_per_s,
             "link_efficiency": link.efficiency,
             "num_layers": arch.num_layers,

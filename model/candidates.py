@@ -107,7 +107,7 @@ class DisaggregatedSet:
         return cls(scenario, list(configs), pt, dt, pidx, didx)
 
     def _links(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        lanes = np.array([min(c.prefill_tp, c.decode_tp) for c in self.configs], dtype=float)
+        lanes = np.array([c.transfer_lanes for c in self.configs], dtype=float)
         bw = np.array([c.link.effective_bandwidth_bytes_per_s for c in self.configs], dtype=float)
         lat = np.array([c.link.latency_s for c in self.configs], dtype=float)
         lw = np.array([c.layerwise for c in self.configs], dtype=bool)

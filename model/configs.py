@@ -92,14 +92,27 @@ class DisaggregatedConfig:
     n_decode: int
     link: Link
     layerwise: bool = True
+    nics_per_gpu: float = 1.0  # NICs per GPU of the nodes the link leaves (node profile); 1 = one each
 
     def __post_init__(self) -> None:
+        if not (isinstance(self.nics_per_gpu, int | float) and 0 < self.nics_per_gpu <= 1):
+            raise InputError("nics_per_gpu", self.nics_per_gpu, "a fraction in (0, 1] (NICs per GPU)")
         _whole("prefill_tp", self.prefill_tp)
         _whole("n_prefill", self.n_prefill)
         _whole("decode_tp", self.decode_tp)
         _whole("n_decode", self.n_decode)
 
     architecture = "disaggregated"
+
+    @property
+    def transfer_lanes(self) -> int:
+        """Parallel link lanes one request's KV crosses: each TP rank sends its own heads' share, so
+        min(TP_p, TP_d) lanes, fewer when the nodes have fewer NICs than GPUs (at least one).
+        A same-node link (NVLink/PCIe) is per GPU, so ``nics_per_gpu`` applies to network links only."""
+        lanes = min(self.prefill_tp, self.decode_tp)
+        if self.link.kind == "network":
+            lanes = int(lanes * self.nics_per_gpu)
+        return max(lanes, 1)
 
     @property
     def n_gpus(self) -> int:

@@ -23,6 +23,13 @@ def colocated_for_budget(gpu: GPU, tps: Sequence[int], gpus: int, chunk: int | N
     return [ColocatedConfig(gpu, tp, gpus // tp, chunk) for tp in tps if gpus // tp >= 1]
 
 
+def nics_per_gpu(node: Node | None) -> float:
+    """NICs per GPU of a node profile (1 without one): KV transfer lanes are capped by it."""
+    if node is None:
+        return 1.0
+    return min(1.0, node.nics_per_node / node.gpus_per_node)
+
+
 def disaggregated_for_budget(
     prefill_gpu: GPU,
     decode_gpu: GPU,
@@ -49,7 +56,9 @@ def disaggregated_for_budget(
                 used = n_p * tp_p + n_d * tp_d
                 chosen = link_for(used, link, node_gpus, intra_link if prefill_gpu == decode_gpu else None)
                 out.append(
-                    DisaggregatedConfig(prefill_gpu, tp_p, n_p, decode_gpu, tp_d, n_d, chosen, layerwise)
+                    DisaggregatedConfig(
+                        prefill_gpu, tp_p, n_p, decode_gpu, tp_d, n_d, chosen, layerwise, nics_per_gpu(node)
+                    )
                 )
     return out
 

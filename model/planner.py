@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from model.arch import LLMArch
-from model.candidates import CandidateSet, ColocatedSet, DisaggregatedSet
+from model.candidates import CandidateSet, ColocatedSet, DisaggregatedSet, link_for
 from model.catalog import get_model
 from model.configs import SLO, ColocatedConfig, DisaggregatedConfig
 from model.enumerate import (
@@ -27,6 +27,7 @@ from model.enumerate import (
     colocated_for_budget,
     disaggregated_for_budget,
     disaggregated_grid,
+    nics_per_gpu,
     valid_tps,
 )
 from model.errors import InputError
@@ -425,15 +426,20 @@ def _disaggregated_min(inp: PlanInputs, infeasible: Counter) -> tuple[BestConfig
     def configs(n_d: np.ndarray) -> list[DisaggregatedConfig]:
         out = []
         for a, b, c, d in zip(tp_p, tp_d, n_p, n_d, strict=True):
-            used = int(c * a + d * b)
-            link = (
-                inp.intra_link
-                if (inp.node is not None and used <= inp.node.gpus_per_node and inp.gpu == inp.decode_gpu)
-                else inp.link
-            )
+            used = int(c * a + max(d, 1) * b)
+            node_gpus = inp.node.gpus_per_node if inp.node is not None else None
+            link = link_for(used, inp.link, node_gpus, inp.intra_link if inp.gpu == inp.decode_gpu else None)
             out.append(
                 DisaggregatedConfig(
-                    inp.gpu, int(a), int(c), inp.decode_gpu, int(b), int(max(d, 1)), link, inp.layerwise
+                    inp.gpu,
+                    int(a),
+                    int(c),
+                    inp.decode_gpu,
+                    int(b),
+                    int(max(d, 1)),
+                    link,
+                    inp.layerwise,
+                    nics_per_gpu(inp.node),
                 )
             )
         return out

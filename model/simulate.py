@@ -300,7 +300,7 @@ def simulate(
             field="decode",
             **common,
         )
-        lanes = min(config.prefill_tp, config.decode_tp)
+        lanes = config.transfer_lanes
         xfer = KVTransfer(pdep.kv_bytes_per_token, config.link, arch.num_layers, config.layerwise, lanes)
         return simulate_disaggregated(
             pspec,

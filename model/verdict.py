@@ -257,7 +257,7 @@ def transfer_break_even(inp: PlanInputs, dis: BestConfig) -> FlipThreshold | Non
     if not slack > 0:
         return None
     kv = float(prompts[i]) * scn.kv_bytes_per_token
-    lanes = min(cfg.prefill_tp, cfg.decode_tp)
+    lanes = cfg.transfer_lanes
     th = break_even_bandwidth(
         kv,
         slack,

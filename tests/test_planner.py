@@ -371,3 +371,19 @@ def test_cli_plan_trace_uses_its_burstiness(capsys, tmp_path) -> None:
     )
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["verdict"] in ("colocated", "colocated-chunked", "disaggregated")
+
+
+def test_nics_per_gpu_caps_transfer_lanes() -> None:
+    # An L40S server has 4 GPUs and 2 NICs (node profile l40s-4): a TP4 -> TP4 transfer that leaves the
+    # node crosses 2 lanes, not 4; inside the node (PCIe, per GPU) it keeps 4.
+    from model.enumerate import nics_per_gpu
+    from model.profiles import get_node
+
+    l40s = get_gpu("l40s")
+    node = get_node("l40s-4")
+    assert nics_per_gpu(node) == pytest.approx(node.nics_per_node / node.gpus_per_node) == pytest.approx(0.5)
+    cross = DisaggregatedConfig(l40s, 4, 1, l40s, 4, 1, get_link("roce-100"), nics_per_gpu=nics_per_gpu(node))
+    inside = DisaggregatedConfig(l40s, 4, 1, l40s, 4, 1, get_link("pcie-gen4-x16"), nics_per_gpu=0.5)
+    assert cross.transfer_lanes == 2 and inside.transfer_lanes == 4
+    with pytest.raises(InputError, match="nics_per_gpu"):
+        DisaggregatedConfig(l40s, 1, 1, l40s, 1, 1, get_link("roce-100"), nics_per_gpu=0.0)
