@@ -178,9 +178,32 @@ def build_set(scenario: Scenario, configs: Sequence[ColocatedConfig | Disaggrega
     return ColocatedSet.build(scenario, configs)
 
 
-def link_for(placement_gpus: int, link: Link, node_gpus: int | None, intra_link: Link | None) -> Link:
-    """Same-node placement uses the node's intra-node link; cross-node uses ``link`` (the NIC)."""
-    if intra_link is not None and node_gpus is not None and placement_gpus <= node_gpus:
+def link_for(
+    n_prefill: int,
+    prefill_tp: int,
+    n_decode: int,
+    decode_tp: int,
+    link: Link,
+    node_gpus: int | None,
+    intra_link: Link | None,
+) -> Link:
+    """The link a split's KV crosses: the node's intra-node link when the pools can be paired inside
+    nodes, else ``link`` (the NIC).
+
+    The split fills k = ceil(GPUs / GPUs per node) nodes; when n_p and n_d both divide by k and each
+    node's share (n_p/k x TP_p + n_d/k x TP_d) fits in it, every prefill instance sends to a decode
+    instance in its own node (DistServe's low node-affinity placement, OSDI 2024 sec. 4.2, pairs the
+    instances of both phases within a node for the same reason).
+    """
+    if intra_link is None or node_gpus is None:
+        return link
+    used = n_prefill * prefill_tp + n_decode * decode_tp
+    k = -(-used // node_gpus)
+    if (
+        n_prefill % k == 0
+        and n_decode % k == 0
+        and (n_prefill // k) * prefill_tp + (n_decode // k) * decode_tp <= node_gpus
+    ):
         return intra_link
     return link
 

@@ -12,10 +12,12 @@ with the compute of layers l+1..N. With per-layer compute c = S / N and per-laye
 t = latency + T_bw / N, the last layer's KV lands at S + t when t <= c, or c + N t otherwise, so
 the exposed time is max(t, N t - S + c). Whole-request sending exposes latency + T_bw.
 
-Each prefill instance's lanes carry its transfers FCFS: an M/G/1 queue with the link occupancy per
-request as service (Pollaczek-Khinchine mean wait, model.queueing.mg1_wait); utilisation >= 1 is
-unstable. The decode pool is n_d continuous-batching instances: B = (lambda / n_d) E[O] t_dec(B),
-capped by KV capacity, with the slot admission queue of model.decode_batch.
+Each prefill instance's lanes send its transfers FCFS and each decode instance's lanes receive
+theirs: an M/G/1 queue at each end with the link occupancy per request (latency + bytes / bandwidth)
+as service (Pollaczek-Khinchine mean wait, model.queueing.mg1_wait); both waits add to TTFT and
+either end at utilisation >= 1 is unstable. The decode pool is n_d continuous-batching instances:
+B = (lambda / n_d) E[O] t_dec(B), capped by KV capacity, with the slot admission queue of
+model.decode_batch.
 """
 
 from __future__ import annotations
@@ -55,7 +57,9 @@ def transfer_components(
     whole = lat + t_bw
     lw = np.asarray(layerwise, dtype=bool)[:, None]
     exposed = np.where(lw, pipelined, whole)
-    occupancy = np.where(lw, layers * lat + t_bw, whole)
+    # The wire is busy for the bytes plus one message latency: per-layer messages pipeline, so their
+    # latencies overlap the bytes of other layers and do not add busy time.
+    occupancy = whole
     same_gpu = np.isinf(bw)
     return kv_bytes, np.where(same_gpu, 0.0, exposed), np.where(same_gpu, 0.0, occupancy)
 
@@ -93,11 +97,20 @@ def evaluate_disaggregated(
         scn, service, lanes, bandwidth_eff_bytes_per_s, latency_s, layerwise
     )
     eocc, _, scv_occ = moments(occupancy)
-    rate_link = rate / n_p
-    link_rho = rate_link * eocc
-    link = mg1_wait(rate_link, np.maximum(eocc, 1e-300), scv_occ)
-    link_ok = (link_rho < 1) | (eocc == 0)
-    link_wait = np.where(eocc == 0, 0.0, np.where(link_ok, link.mean_wait_s, np.inf))
+    # Both ends queue: a prefill instance's lanes send lambda / n_p transfers per second and a decode
+    # instance's lanes receive lambda / n_d; each end is an M/G/1 over the same occupancy, and the
+    # busier end bounds the link (an end at utilisation >= 1 is unstable).
+    link_rho = np.zeros_like(rate)
+    link_wait = np.zeros_like(rate)
+    link_ok = np.ones(rate.shape, dtype=bool)
+    for instances in (n_p, n_d):
+        end_rate = rate / instances
+        rho_end = end_rate * eocc
+        end = mg1_wait(end_rate, np.maximum(eocc, 1e-300), scv_occ)
+        ok_end = (rho_end < 1) | (eocc == 0)
+        link_ok &= ok_end
+        link_rho = np.maximum(link_rho, rho_end)
+        link_wait = link_wait + np.where(eocc == 0, 0.0, np.where(ok_end, end.mean_wait_s, np.inf))
 
     dec = stack(decode_tables, "decode_step_s")[di]
     max_batch = stack(decode_tables, "max_batch")[di]

@@ -13,9 +13,12 @@ DEFAULT_TP_OPTIONS = (1, 2, 4, 8)
 DEFAULT_CHUNK_OPTIONS = (256, 512, 1024, 2048, 4096)
 
 
-def valid_tps(arch: LLMArch, tp_options: Sequence[int], max_gpus: int) -> list[int]:
-    """TP degrees that divide the attention heads and fit the budget."""
-    return sorted({tp for tp in tp_options if tp <= max_gpus and arch.num_heads % tp == 0})
+def valid_tps(arch: LLMArch, tp_options: Sequence[int], max_gpus: int, node: Node | None = None) -> list[int]:
+    """TP degrees that divide the attention heads, fit the budget and, with a node profile, fit in one
+    node (a TP group all-reduces twice per layer, which only the intra-node link can carry: TP beyond
+    a node is what pipeline parallelism is for, and the planner does not enumerate PP)."""
+    limit = min(max_gpus, node.gpus_per_node) if node is not None else max_gpus
+    return sorted({tp for tp in tp_options if tp <= limit and arch.num_heads % tp == 0})
 
 
 def colocated_for_budget(gpu: GPU, tps: Sequence[int], gpus: int, chunk: int | None) -> list[ColocatedConfig]:
@@ -43,7 +46,8 @@ def disaggregated_for_budget(
 ) -> list[DisaggregatedConfig]:
     """Every split n_p x TP_p + n_d x TP_d of the budget that leaves fewer than TP_d GPUs idle.
 
-    Pools that fit in one node (``node``) talk over its intra-node link; others over ``link``.
+    Splits whose pools pair up inside nodes (``node``, see ``link_for``) talk over its intra-node
+    link; others over ``link``.
     """
     out = []
     node_gpus = node.gpus_per_node if node is not None else None
@@ -53,8 +57,9 @@ def disaggregated_for_budget(
                 n_d = (gpus - n_p * tp_p) // tp_d
                 if n_d < 1:
                     break
-                used = n_p * tp_p + n_d * tp_d
-                chosen = link_for(used, link, node_gpus, intra_link if prefill_gpu == decode_gpu else None)
+                chosen = link_for(
+                    n_p, tp_p, n_d, tp_d, link, node_gpus, intra_link if prefill_gpu == decode_gpu else None
+                )
                 out.append(
                     DisaggregatedConfig(
                         prefill_gpu, tp_p, n_p, decode_gpu, tp_d, n_d, chosen, layerwise, nics_per_gpu(node)

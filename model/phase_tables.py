@@ -19,9 +19,9 @@ from model.profiles import GPU
 from model.roofline import Deployment, decode_step_cost, mixed_step_cost, prefill_cost
 from model.scenario import Scenario
 
-# Decode batch grid shared by every table: 0, then 1 .. 16384 geometrically (a batch below one
-# sequence still runs a batch-1 step).
-BATCH_GRID = np.concatenate([[0.0], np.geomspace(1.0, 16384.0, 111)])
+# Decode batch grid shared by every table: 0, then 1 .. 131072 geometrically (a batch below one
+# sequence still runs a batch-1 step); above every KV capacity in the catalog.
+BATCH_GRID = np.concatenate([[0.0], np.geomspace(1.0, 131072.0, 127)])
 # Prompt-length grid points for chunked-prefill tables (interpolated per sampled request).
 CHUNK_LENGTH_POINTS = 24
 # Decode-batch points per chunked-prefill table (geometric up to the budget; interpolated between).
@@ -71,6 +71,7 @@ def chunked_prefill_sum_s(
     chunk_tokens: np.ndarray,
     decode_batch: np.ndarray,
     decode_context_tokens: float,
+    cached_tokens: np.ndarray | float = 0.0,
 ) -> np.ndarray:
     """Chunked prefill time, summed in closed form instead of chunk by chunk.
 
@@ -82,8 +83,11 @@ def chunked_prefill_sum_s(
     two lines cross, leaving arithmetic series. Exact under that linearity (tests compare with the
     chunk-by-chunk sum); O(1) per prompt instead of O(n / c).
     """
-    n, c, db = np.broadcast_arrays(
-        np.asarray(prompt_tokens, float), np.asarray(chunk_tokens, float), np.asarray(decode_batch, float)
+    n, c, db, cached = np.broadcast_arrays(
+        np.asarray(prompt_tokens, float),
+        np.asarray(chunk_tokens, float),
+        np.asarray(decode_batch, float),
+        np.asarray(cached_tokens, float),
     )
     ctx = float(max(decode_context_tokens, 1.0))
     full = np.floor(n / c)
@@ -94,7 +98,7 @@ def chunked_prefill_sum_s(
             dep, chunk_tokens=chunk, chunk_prefix_tokens=prefix, decode_batch=db, decode_context_tokens=ctx
         )
 
-    c0, c1 = step(c, 0.0), step(c, c)
+    c0, c1 = step(c, cached), step(c, cached + c)
     a_c, b_c = c0.compute_s, c1.compute_s - c0.compute_s
     a_m, b_m = c0.memory_s, c1.memory_s - c0.memory_s
     fixed = c0.time_s - np.maximum(c0.compute_s, c0.memory_s)
@@ -113,18 +117,28 @@ def chunked_prefill_sum_s(
     base = _series_sum(np.zeros_like(full), last, a_m, b_m)
     extra = _series_sum(lo_c, hi_c, da, db_)
     total = base + extra + full * fixed
-    tail = np.where(rest > 0, step(np.maximum(rest, 1.0), full * c).time_s, 0.0)
+    tail = np.where(rest > 0, step(np.maximum(rest, 1.0), cached + full * c).time_s, 0.0)
     return np.asarray(total + tail, dtype=float)
 
 
 def _chunked_table(dep: Deployment, scn: Scenario, chunk: int, batch_grid: np.ndarray) -> np.ndarray:
-    """Chunked prefill time [Gc, S]: tabulated on a geometric prompt-length grid, interpolated."""
-    prompt = scn.prompt_tokens - scn.cached_tokens
+    """Chunked prefill time [Gc, S]: tabulated on a geometric grid of prompt lengths (with the
+    workload's cached prefix at each length), interpolated at every sampled prompt."""
+    prompt = scn.prompt_tokens
     lengths = np.unique(
         np.geomspace(max(prompt.min(), 1.0), max(prompt.max(), 2.0), CHUNK_LENGTH_POINTS).round()
     )
+    hit = scn.workload.prefix_cache_hit_rate
+    cached = np.minimum(np.floor(lengths * hit), lengths - 1.0)  # the rule of Scenario.cached_tokens
     room = np.maximum(chunk - batch_grid, chunk * MIN_CHUNK_FRACTION)[:, None]
-    table = chunked_prefill_sum_s(dep, lengths[None, :], room, batch_grid[:, None], scn.decode_context_tokens)
+    table = chunked_prefill_sum_s(
+        dep,
+        (lengths - cached)[None, :],
+        room,
+        batch_grid[:, None],
+        scn.decode_context_tokens,
+        cached[None, :],
+    )
     return np.stack([np.interp(prompt, lengths, row) for row in table])
 
 

@@ -231,7 +231,7 @@ def budget_sets(inp: PlanInputs, gpus: int) -> dict[str, CandidateSet]:
     """Candidate sets of each style for a budget of ``gpus`` GPUs (every split, TP and chunk)."""
     scn = inp.scenario
     arch = scn.arch
-    tps = valid_tps(arch, inp.tp_options, gpus)
+    tps = valid_tps(arch, inp.tp_options, gpus, inp.node)
     colo: list[ColocatedConfig] = []
     chunked: list[ColocatedConfig] = []
     for g in _gpu_kinds(inp):
@@ -317,8 +317,8 @@ def failure_impact(scn: Scenario, config: Config, ev: Evaluation) -> FailureImpa
     generated so far (on average half the output) must be recomputed elsewhere. On a prefill
     instance: the prompt in service (utilisation rho) is recomputed.
     """
-    p, o = scn.prompt_tokens, scn.output_tokens
-    per_seq = float(np.mean(p) + np.mean(o) / 2.0)
+    p = scn.prompt_tokens
+    per_seq = scn.decode_context_tokens  # the mean context a running sequence holds
     if isinstance(config, DisaggregatedConfig):
         after = {
             "prefill": config_goodput(scn, _with_pool_sizes(config, n_prefill=config.n_prefill - 1)),
@@ -394,7 +394,7 @@ def _colocated_min(inp: PlanInputs, chunk: int | None, infeasible: Counter) -> t
     configs = [
         ColocatedConfig(g, tp, r, chunk)
         for g in _gpu_kinds(inp)
-        for tp in valid_tps(arch, inp.tp_options, inp.max_gpus)
+        for tp in valid_tps(arch, inp.tp_options, inp.max_gpus, inp.node)
         for r in range(1, inp.max_gpus // tp + 1)
     ]
     cands = _split_feasible(ColocatedSet.build(inp.scenario, configs), infeasible)
@@ -404,11 +404,52 @@ def _colocated_min(inp: PlanInputs, chunk: int | None, infeasible: Counter) -> t
     return _cheapest_ok(cands, ok, inp), len(configs)
 
 
+def _disaggregated_configs(
+    inp: PlanInputs, tp_p: np.ndarray, tp_d: np.ndarray, n_p: np.ndarray, n_d: np.ndarray, cross_node: bool
+) -> list[DisaggregatedConfig]:
+    """Configurations for arrays of (TP_p, TP_d, n_p, n_d); ``cross_node`` forces the NIC link."""
+    node_gpus = inp.node.gpus_per_node if inp.node is not None else None
+    intra = inp.intra_link if (inp.gpu == inp.decode_gpu and not cross_node) else None
+    out = []
+    for a, b, c, d in zip(tp_p, tp_d, n_p, n_d, strict=True):
+        a, b, c, d = int(a), int(b), int(c), int(max(d, 1))
+        link = link_for(c, a, d, b, inp.link, node_gpus, intra)
+        out.append(
+            DisaggregatedConfig(
+                inp.gpu, a, c, inp.decode_gpu, b, d, link, inp.layerwise, nics_per_gpu(inp.node)
+            )
+        )
+    return out
+
+
+def _intra_node_splits(inp: PlanInputs, tps: list[int]) -> tuple[np.ndarray, ...]:
+    """Every (TP_p, TP_d, n_p, n_d) up to max_gpus whose pools pair up inside nodes (see link_for)."""
+    if inp.node is None or inp.intra_link is None or inp.gpu != inp.decode_gpu:
+        return tuple(np.zeros(0, dtype=int) for _ in range(4))
+    g = inp.node.gpus_per_node
+    rows = []
+    for a in tps:
+        for b in tps:
+            for per_p in range(1, g // a + 1):
+                for per_d in range(1, (g - per_p * a) // b + 1):
+                    for k in range(1, inp.max_gpus // (per_p * a + per_d * b) + 1):
+                        rows.append((a, b, per_p * k, per_d * k))
+    if not rows:
+        return tuple(np.zeros(0, dtype=int) for _ in range(4))
+    arr = np.array(sorted(set(rows)))
+    return arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3]
+
+
 def _disaggregated_min(inp: PlanInputs, infeasible: Counter) -> tuple[BestConfig | None, int]:
-    """For each (TP_p, TP_d, n_p), the fewest decode instances that keep the SLOs (bisection on n_d,
-    which is monotone: more decode instances never raise TPOT or admission wait)."""
+    """The cheapest disaggregated configuration that keeps the SLOs at the target rate.
+
+    Cross-node splits: for each (TP_p, TP_d, n_p), the fewest decode instances by bisection on n_d
+    (monotone over one link: more decode instances never raise TPOT or admission wait). Splits that
+    pair up inside nodes (faster link) are checked directly, since moving across the node boundary
+    changes the link and breaks that monotonicity.
+    """
     arch = inp.scenario.arch
-    tps = valid_tps(arch, inp.tp_options, inp.max_gpus)
+    tps = valid_tps(arch, inp.tp_options, inp.max_gpus, inp.node)
     base = [
         (tp_p, tp_d, n_p)
         for tp_p in tps
@@ -423,29 +464,8 @@ def _disaggregated_min(inp: PlanInputs, infeasible: Counter) -> tuple[BestConfig
     hi = (inp.max_gpus - n_p * tp_p) // tp_d
     lo = np.zeros_like(hi)
 
-    def configs(n_d: np.ndarray) -> list[DisaggregatedConfig]:
-        out = []
-        for a, b, c, d in zip(tp_p, tp_d, n_p, n_d, strict=True):
-            used = int(c * a + max(d, 1) * b)
-            node_gpus = inp.node.gpus_per_node if inp.node is not None else None
-            link = link_for(used, inp.link, node_gpus, inp.intra_link if inp.gpu == inp.decode_gpu else None)
-            out.append(
-                DisaggregatedConfig(
-                    inp.gpu,
-                    int(a),
-                    int(c),
-                    inp.decode_gpu,
-                    int(b),
-                    int(max(d, 1)),
-                    link,
-                    inp.layerwise,
-                    nics_per_gpu(inp.node),
-                )
-            )
-        return out
-
     def ok_at(n_d: np.ndarray) -> np.ndarray:
-        cands = DisaggregatedSet.build(inp.scenario, configs(n_d))
+        cands = DisaggregatedSet.build(inp.scenario, _disaggregated_configs(inp, tp_p, tp_d, n_p, n_d, True))
         res = cands.evaluate(np.full(len(n_d), inp.target_rate_rps))
         return slo_ok(res, inp.scenario.slo) & cands.fits()
 
@@ -456,11 +476,19 @@ def _disaggregated_min(inp: PlanInputs, infeasible: Counter) -> tuple[BestConfig
         step = hi - lo > 1
         hi = np.where(step & good, mid, hi)
         lo = np.where(step & ~good, mid, lo)
-    cands = DisaggregatedSet.build(inp.scenario, configs(np.maximum(hi, 1)))
+    configs = _disaggregated_configs(inp, tp_p, tp_d, n_p, np.maximum(hi, 1), True)
+    ok = list(feasible)
+    a, b, c, d = _intra_node_splits(inp, tps)
+    if len(a):
+        configs += _disaggregated_configs(inp, a, b, c, d, False)
+        intra = DisaggregatedSet.build(inp.scenario, configs[len(ok) :])
+        res = intra.evaluate(np.full(len(a), inp.target_rate_rps))
+        ok += list(slo_ok(res, inp.scenario.slo))
+    cands = DisaggregatedSet.build(inp.scenario, configs)
     fits = cands.fits()
     for i in np.nonzero(~fits)[0]:
         infeasible[cands.infeasible_reason(int(i))] += 1
-    return _cheapest_ok(cands, feasible & fits, inp), len(base)
+    return _cheapest_ok(cands, np.array(ok, dtype=bool) & fits, inp), len(base) + len(a)
 
 
 def _sweep_target(inp: PlanInputs, infeasible: Counter) -> tuple[dict[str, BestConfig], int]:
@@ -502,7 +530,7 @@ def plan(model: str | LLMArch, gpu: str | GPU, *, thresholds: bool = True, **kwa
     else:
         best, n = _sweep_target(inp, infeasible)
         goodputs = {}
-    verdict, reasons = decide(inp, best, infeasible, goodputs)
+    verdict, reasons = decide(inp, best, infeasible, goodputs, n)
     flips = flip_thresholds(inp, best, goodputs, verdict) if thresholds and best else ()
     return Plan(verdict, tuple(reasons), best, tuple(flips), dict(infeasible), n, inp)
 

@@ -94,8 +94,10 @@ class Scenario:
 
     @cached_property
     def cached_tokens(self) -> np.ndarray:
-        """Prompt tokens already in a prefix cache (workload hit rate x prompt), whole tokens."""
-        return np.floor(self.prompt_tokens * self.workload.prefix_cache_hit_rate)
+        """Prompt tokens already in a prefix cache (workload hit rate x prompt), whole tokens; at least the
+        last prompt token is always computed (engines recompute it to produce the first logits)."""
+        p = self.prompt_tokens
+        return np.minimum(np.floor(p * self.workload.prefix_cache_hit_rate), p - 1.0)
 
     @cached_property
     def decode_context_tokens(self) -> float:

@@ -11,6 +11,7 @@ path keeps both targets (the disaggregated goodput is measured with the transfer
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import replace
 
@@ -110,7 +111,11 @@ def _why_no_disaggregation(inp: PlanInputs, goodputs: dict) -> str:
 
 
 def decide(
-    inp: PlanInputs, best: dict[str, BestConfig], infeasible: Counter, goodputs: dict | None = None
+    inp: PlanInputs,
+    best: dict[str, BestConfig],
+    infeasible: Counter,
+    goodputs: dict | None = None,
+    candidates: int = 1,
 ) -> tuple[str, list[str]]:
     """Apply the DESIGN.md rule; return the verdict and its reasons (sentences with numbers)."""
     reasons: list[str] = []
@@ -122,6 +127,11 @@ def decide(
         if infeasible:
             top = ", ".join(f"{r} ({n})" for r, n in infeasible.most_common(3))
             reasons.append(f"{sum(infeasible.values())} candidates cannot run: {top}.")
+        elif not candidates:
+            reasons.append(
+                f"No candidate was enumerated: no TP option in {list(inp.tp_options)} divides the "
+                f"{inp.scenario.arch.num_heads} attention heads and fits the GPU budget (or a node)."
+            )
         else:
             reasons.append(
                 "Every candidate that fits misses the TTFT or TPOT target even at a very low rate."
@@ -191,10 +201,12 @@ def decide(
 # flip thresholds
 
 
-def _scaled_links(configs: list, factor: float) -> list:
+def _scaled_links(configs: list, factor: float, link_name: str | None = None) -> list:
+    """The configurations with their link's bandwidth scaled by ``factor``; with ``link_name``, only
+    those that cross that link (splits paired inside a node keep their intra-node link)."""
     out = []
     for c in configs:
-        if c.link.kind == "same-gpu":
+        if c.link.kind == "same-gpu" or (link_name is not None and c.link.name != link_name):
             out.append(c)
         else:
             out.append(
@@ -300,22 +312,54 @@ def flip_thresholds(
         if inp.gpus is not None
         else ([dis.config] if dis else [])
     )
+    # The user's link between pools is the one whose speed is in question; splits paired inside a
+    # node keep their intra-node link while it is scaled.
     networked = [c for c in top if c.link.kind != "same-gpu"]
-    if networked and material:
-        line_rate = networked[0].link.bandwidth_bytes_per_s
+    crosses = any(c.link.name == inp.link.name for c in networked)
+    if networked and material and not crosses and inp.link.kind != "same-gpu":
+        now = inp.link.bandwidth_bytes_per_s * 8 / 1e9
+        out.append(
+            FlipThreshold(
+                "link_bandwidth",
+                0.0,
+                "Gbit/s",
+                now,
+                f"no speed of {inp.link.name} flips the verdict: the best splits pair prefill and decode "
+                f"instances inside a node, so their KV stays on {networked[0].link.name}",
+            )
+        )
+    if networked and material and crosses and inp.link.kind != "same-gpu":
+        line_rate = inp.link.bandwidth_bytes_per_s
         if inp.gpus is not None:
             g_col = col.goodput_rps if col else 0.0
 
             def wins(f: float) -> bool:
-                return _dis_goodput(scn, _scaled_links(networked, f)) >= need * g_col
+                return _dis_goodput(scn, _scaled_links(networked, f, inp.link.name)) >= need * g_col
         else:
             target = float(inp.target_rate_rps)
 
             def wins(f: float) -> bool:
-                return _dis_goodput(scn, _scaled_links(networked, f)) >= target
+                return _dis_goodput(scn, _scaled_links(networked, f, inp.link.name)) >= target
 
         factor = _log_bisect(wins, 1e-4, 1e4)
-        if factor is not None:
+        if factor is None:
+            always = wins(1.0)
+            now = line_rate * 8 / 1e9
+            out.append(
+                FlipThreshold(
+                    "link_bandwidth",
+                    0.0 if always else math.inf,
+                    "Gbit/s",
+                    now,
+                    f"no link speed from {now * 1e-4:.3g} to {now * 1e4:.3g} Gbit/s flips the verdict: "
+                    + (
+                        "disaggregation wins at all of them"
+                        if always
+                        else "disaggregation loses at all of them"
+                    ),
+                )
+            )
+        else:
             value = line_rate * factor * 8 / 1e9
             side = "above" if wins(1e4) else "below"
             out.append(

@@ -6,6 +6,7 @@ the model has to be understood, never bent to the expectation.
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -48,7 +49,9 @@ def test_home_lab_two_4090s_over_2_5gbe_stays_colocated() -> None:
     assert "held 2 times" in text  # so is the weight duplication
 
 
-def _h100_rag(link: str, thresholds: bool = True) -> model.Plan:
+def _h100_rag(link: str, thresholds: bool = True, node: str | None = None) -> model.Plan:
+    # Two 8x H100 NVLink nodes; without a node profile the pools talk over ``link`` (pools on
+    # different nodes); TP groups use NVLink inside a node either way.
     return model.plan(
         "llama-3.1-70b",
         "h100-sxm",
@@ -57,7 +60,7 @@ def _h100_rag(link: str, thresholds: bool = True) -> model.Plan:
         tpot_slo_s=0.030,
         gpus=16,
         link=link,
-        node="hgx-h100-8",
+        node=node,
         thresholds=thresholds,
     )
 
@@ -90,6 +93,39 @@ def test_same_nodes_over_1gbe_flip_and_threshold_between_link_speeds() -> None:
         (bw,) = [f for f in p.flip_thresholds if f.parameter == "link_bandwidth"]
         assert bw.current == pytest.approx(now)
         assert 1.0 < bw.value < 400.0
+
+
+def test_node_paired_placement_keeps_kv_on_nvlink_over_slow_network() -> None:
+    """With the node profile the planner may pair a prefill and a decode instance inside each node, so
+    the KV never crosses the 1 GbE between nodes: disaggregation survives the slow network, and no
+    speed of that network flips it."""
+    p = _h100_rag("eth-1g", node="hgx-h100-8")
+    assert p.verdict == "disaggregated"
+    assert p.best["disaggregated"].config.link.name == "nvlink4"
+    (bw,) = [f for f in p.flip_thresholds if f.parameter == "link_bandwidth"]
+    assert bw.value == 0.0 and "flips the verdict" in bw.text
+
+
+def test_node_pairing_more_gpus_never_lose_the_intra_node_link() -> None:
+    # Reviewer's case: 8B RAG on HGX nodes over 1 GbE; budgets beyond one node still pair per node.
+    goodputs = [
+        model.plan(
+            "llama-3.1-8b",
+            "h100-sxm",
+            workload="rag",
+            ttft_slo_s=3.0,
+            tpot_slo_s=0.05,
+            gpus=g,
+            link="eth-1g",
+            node="hgx-h100-8",
+            thresholds=False,
+            samples=128,
+        )
+        .best["disaggregated"]
+        .goodput_rps
+        for g in (8, 9, 12, 16)
+    ]
+    assert all(b >= a * (1 - 1e-3) for a, b in itertools.pairwise(goodputs))
 
 
 def _disagg_set(scn: Scenario, link_name: str) -> DisaggregatedSet:

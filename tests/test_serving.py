@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from model.batching import decode_pool
+from model.catalog import get_model as get_model_arch
 from model.configs import SLO, ColocatedConfig, DisaggregatedConfig
 from model.decode_batch import solve_batch
 from model.latency import LatencyModel
@@ -175,3 +176,51 @@ def test_prompt_length_classes_order_by_physics() -> None:
     assert classes["long"].ttft_p90_s >= classes["medium"].ttft_p90_s >= classes["short"].ttft_p90_s
     assert classes["short"].prompt_tokens_range[1] <= classes["long"].prompt_tokens_range[0]
     assert all(0.0 <= c.slo_attainment <= 1.0 for c in classes.values())
+
+
+def _with_hit_rate(name: str, hit: float):
+    import dataclasses
+
+    from model.workload import get_workload
+
+    return dataclasses.replace(get_workload(name), prefix_cache_hit_rate=hit)
+
+
+def test_chunked_prefill_reads_the_cached_prefix() -> None:
+    # One chunk as large as the prompt, no decodes riding along: the chunked time equals the unchunked
+    # prefill of the uncached tokens after the cached prefix (both attend to it).
+    from model.phase_tables import instance_tables
+
+    scn = Scenario(get_model_arch("llama-3.1-8b"), _with_hit_rate("rag", 0.9), SLO(10.0, 0.1), samples=32)
+    t = instance_tables(scn, H100, 1, 65536, "colocated")
+    # (the chunked table is interpolated between 24 prompt lengths: agreement to 0.2%)
+    np.testing.assert_allclose(t.chunked_prefill_s[0], t.prefill_s, rtol=2e-3)
+    assert np.all(scn.cached_tokens > 0)
+
+
+def test_full_prefix_cache_hit_is_a_result_not_a_crash() -> None:
+    # A hit rate of 1.0 still computes the last prompt token (engines do, for the first logits).
+    scn = Scenario(get_model_arch("llama-3.1-8b"), _with_hit_rate("chat", 1.0), SLO(1.0, 0.1), samples=32)
+    assert np.all(scn.prompt_tokens - scn.cached_tokens == 1)
+    for cfg in (
+        ColocatedConfig(H100, 1, 1),
+        ColocatedConfig(H100, 1, 1, 512),
+        DisaggregatedConfig(H100, 1, 1, H100, 1, 1, get_link("nvlink4")),
+    ):
+        ev = evaluate(cfg, scn, 1.0)
+        assert ev.stable and np.isfinite(ev.ttft_s.p90)
+
+
+def test_decode_side_link_ingress_bounds_disaggregated_throughput() -> None:
+    # Six prefill instances feed ONE decode instance over 10 GbE: every request's KV enters that
+    # instance's single lane, so the rate can never exceed lane bandwidth / mean KV bytes per request.
+    from model.planner import config_goodput
+
+    scn = Scenario.build("llama-3.1-8b", "rag", SLO(10.0, 0.1), samples=128)
+    link = get_link("eth-10g")
+    cfg = DisaggregatedConfig(H100, 1, 6, H100, 1, 1, link)
+    capacity = link.effective_bandwidth_bytes_per_s / (scn.mean_prompt_tokens * scn.kv_bytes_per_token)
+    g = config_goodput(scn, cfg)
+    assert 0 < g < capacity
+    ev = evaluate(cfg, scn, 0.9 * capacity)
+    assert not ev.stable or ev.link_utilisation >= 0.85  # the receiving end is the busy one
