@@ -7,6 +7,7 @@ These are plain inputs (frozen dataclasses, validated on construction); the mode
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 from model.errors import InputError
@@ -16,8 +17,13 @@ ARCHITECTURES = ("colocated", "colocated-chunked", "disaggregated")
 
 
 def _whole(field: str, value: object, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise InputError(field, value, f"a whole number >= {minimum}")
+
+
+def _profile(field: str, value: object, cls: type) -> None:
+    if not isinstance(value, cls):
+        raise InputError(field, value, f"a {cls.__name__} profile (model.get_{cls.__name__.lower()}(name))")
 
 
 @dataclass(frozen=True)
@@ -37,11 +43,11 @@ class SLO:
     def __post_init__(self) -> None:
         for name in ("ttft_s", "tpot_s"):
             value = getattr(self, name)
-            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-                raise InputError(f"slo.{name}", value, "a time > 0 s (e.g. 0.5 for 500 ms)")
-        if not (isinstance(self.percentile, int | float) and 0 < self.percentile < 100):
+            if not (isinstance(value, numbers.Real) and math.isfinite(value) and 0 < value <= 3600):
+                raise InputError(f"slo.{name}", value, "a time in (0, 3600] s (e.g. 0.5 for 500 ms)")
+        if not (isinstance(self.percentile, numbers.Real) and 0 < self.percentile < 100):
             raise InputError("slo.percentile", self.percentile, "a percentile in (0, 100), e.g. 90")
-        if not (isinstance(self.attainment, int | float) and 0 < self.attainment <= 1):
+        if not (isinstance(self.attainment, numbers.Real) and 0 < self.attainment <= 1):
             raise InputError("slo.attainment", self.attainment, "a fraction in (0, 1], e.g. 0.9")
 
 
@@ -58,6 +64,7 @@ class ColocatedConfig:
     chunk_tokens: int | None = None
 
     def __post_init__(self) -> None:
+        _profile("gpu", self.gpu, GPU)
         _whole("tp", self.tp)
         _whole("replicas", self.replicas)
         if self.chunk_tokens is not None:
@@ -95,6 +102,9 @@ class DisaggregatedConfig:
     nics_per_gpu: float = 1.0  # NICs per GPU of the nodes the link leaves (node profile); 1 = one each
 
     def __post_init__(self) -> None:
+        _profile("prefill_gpu", self.prefill_gpu, GPU)
+        _profile("decode_gpu", self.decode_gpu, GPU)
+        _profile("link", self.link, Link)
         if not (isinstance(self.nics_per_gpu, int | float) and 0 < self.nics_per_gpu <= 1):
             raise InputError("nics_per_gpu", self.nics_per_gpu, "a fraction in (0, 1] (NICs per GPU)")
         _whole("prefill_tp", self.prefill_tp)

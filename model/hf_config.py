@@ -57,9 +57,15 @@ def _first(cfg: Mapping[str, Any], keys: tuple[str, ...], where: str, field: str
     raise ProfileError(where, field, f"missing: none of {', '.join(keys)} is in the config")
 
 
+# Largest dimension a config may give (hidden size, vocabulary, layers...): far beyond any real model.
+MAX_DIMENSION = 100_000_000
+
+
 def _int(value: Any, where: str, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ProfileError(where, field, f"expected a whole number >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DIMENSION:
+        raise ProfileError(
+            where, field, f"expected a whole number in [0, {MAX_DIMENSION}], got {str(value)[:40]!r}"
+        )
     return value
 
 
@@ -68,7 +74,21 @@ def arch_from_hf_config(cfg: Mapping[str, Any], *, name: str = "", where: str = 
     if not isinstance(cfg, Mapping):
         raise ProfileError(where, "(file)", "expected a JSON object")
     meta = cfg.get("_pdplan", {}) or {}
-    cfg = cfg.get("text_config", cfg) if "hidden_size" not in cfg and "text_config" in cfg else cfg
+    if not isinstance(meta, Mapping):
+        raise ProfileError(where, "_pdplan", f"expected an object, got {str(meta)[:40]!r}")
+    if not isinstance(meta.get("aliases", []), list):
+        raise ProfileError(where, "_pdplan.aliases", "expected a list of names")
+    if "hidden_size" not in cfg and "text_config" in cfg:
+        if not isinstance(cfg["text_config"], Mapping):
+            raise ProfileError(where, "text_config", "expected an object")
+        cfg = cfg["text_config"]
+    for key in ("max_position_embeddings", "seq_length"):
+        value = cfg.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ProfileError(where, key, f"expected a whole number >= 0, got {str(value)[:40]!r}")
+    for key in ("tie_word_embeddings", "new_decoder_architecture", "multi_query"):
+        if key in cfg and cfg[key] is not None and not isinstance(cfg[key], bool):
+            raise ProfileError(where, key, f"expected true or false, got {cfg[key]!r}")
     model_type = str(cfg.get("model_type", "")).lower()
     notes: list[str] = []
     for key, why in _NOT_MODELLED.items():
@@ -211,4 +231,6 @@ def parse_hf_config_text(text: str, *, where: str = "config.json", name: str = "
         cfg = json.loads(text)
     except json.JSONDecodeError as err:
         raise ProfileError(where, f"line {err.lineno}", f"not valid JSON: {err.msg}") from None
+    except (RecursionError, ValueError) as err:  # absurd nesting or a number too long to read
+        raise ProfileError(where, "(file)", f"not a readable config: {str(err)[:80]}") from None
     return arch_from_hf_config(cfg, name=name if name != "config" else "", where=where)

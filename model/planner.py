@@ -10,6 +10,7 @@ value with a reason).
 from __future__ import annotations
 
 import math
+import numbers
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -38,6 +39,8 @@ from model.serving import Evaluation, summarise
 from model.workload import Workload, get_workload
 
 STYLES = ("colocated", "colocated-chunked", "disaggregated")
+# Largest GPU budget or search size: plans stay interactive (a 4096-GPU budget takes tens of seconds).
+MAX_GPUS = 4096
 Config = ColocatedConfig | DisaggregatedConfig
 
 
@@ -165,8 +168,12 @@ def resolve_inputs(
         raise InputError(
             "gpus / target_rate", (gpus, target_rate_rps), "exactly one of a GPU budget or a target rate"
         )
-    if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1):
-        raise InputError("gpus", gpus, "a whole number of GPUs >= 1")
+    if gpus is not None and (
+        isinstance(gpus, bool) or not isinstance(gpus, numbers.Integral) or not 1 <= gpus <= MAX_GPUS
+    ):
+        raise InputError("gpus", gpus, f"a whole number of GPUs in [1, {MAX_GPUS}]")
+    if gpus is not None:
+        gpus = int(gpus)
     if target_rate_rps is not None and not (
         isinstance(target_rate_rps, int | float) and math.isfinite(target_rate_rps) and target_rate_rps > 0
     ):
@@ -175,13 +182,18 @@ def resolve_inputs(
         raise InputError("objective", objective, "'gpus' or 'cost'")
     if not (isinstance(margin, int | float) and 0 <= margin < 1):
         raise InputError("margin", margin, "a fraction in [0, 1), e.g. 0.1")
-    if not (isinstance(max_gpus, int) and max_gpus >= 1):
-        raise InputError("max_gpus", max_gpus, "a whole number >= 1")
+    if isinstance(max_gpus, bool) or not (
+        isinstance(max_gpus, numbers.Integral) and 1 <= max_gpus <= MAX_GPUS
+    ):
+        raise InputError("max_gpus", max_gpus, f"a whole number in [1, {MAX_GPUS}]")
+    for name, options in (("chunk_options", chunk_options), ("tp_options", tp_options)):
+        if isinstance(options, str) or not isinstance(options, Sequence) or not options:
+            raise InputError(name, options, "a non-empty list of whole numbers")
     for c in chunk_options:
-        if not (isinstance(c, int) and 16 <= c <= 65536):
+        if isinstance(c, bool) or not (isinstance(c, numbers.Integral) and 16 <= c <= 65536):
             raise InputError("chunk_options", c, "token budgets between 16 and 65536")
     for t in tp_options:
-        if not (isinstance(t, int) and 1 <= t <= 64):
+        if isinstance(t, bool) or not (isinstance(t, numbers.Integral) and 1 <= t <= 64):
             raise InputError("tp_options", t, "TP degrees between 1 and 64")
     catalog = load_catalog(profile_dirs)
     g = catalog.gpu(gpu)
@@ -190,6 +202,16 @@ def resolve_inputs(
     nd = catalog.node(node) if node is not None else None
     intra = catalog.link(nd.intra_node_link) if nd is not None else None
     arch = get_model(model)
+    usable = [t for t in tp_options if arch.num_heads % t == 0]
+    if not usable:
+        divisors = [d for d in (1, 2, 4, 8, 16, 32, 64) if arch.num_heads % d == 0]
+        raise InputError(
+            "tp_options",
+            list(tp_options),
+            f"TP degrees dividing {arch.label}'s {arch.num_heads} attention heads, e.g. {divisors}",
+        )
+    if nd is not None and nd.gpu not in (g.name, dg.name):
+        raise InputError("node", nd.name, f"a node profile of {g.name} GPUs (this one holds {nd.gpu})")
     wl = workload if isinstance(workload, Workload) else get_workload(workload)
     scn = Scenario(
         arch,
@@ -210,12 +232,12 @@ def resolve_inputs(
         intra,
         gpus,
         target_rate_rps,
-        tuple(tp_options),
-        tuple(chunk_options),
+        tuple(int(t) for t in tp_options),
+        tuple(int(c) for c in chunk_options),
         layerwise,
         objective,
         float(margin),
-        max_gpus,
+        int(max_gpus),
     )
 
 

@@ -21,6 +21,18 @@ from typing import Any
 from model.errors import InputError, ProfileError, UnknownNameError
 from model.units import Kind, parse_quantity
 
+# Plausible ranges (SI units) that catch unit slips such as "1 byte" of memory or "1e-300 B/s":
+# from the smallest edge accelerators to well beyond any announced data-center GPU.
+_GPU_SANE_RANGES = (
+    ("memory_bytes", 1e8, 1e13),
+    ("memory_bandwidth_bytes_per_s", 1e9, 1e15),
+    ("tdp_w", 1.0, 1e4),
+    ("step_overhead_s", 0.0, 1.0),
+    ("pcie_bandwidth_bytes_per_s", 1e8, 1e13),
+)
+# Dense peak FLOP/s per dtype: 1 TFLOP/s to 1 EFLOP/s.
+_PEAK_FLOPS_RANGE = (1e12, 1e18)
+
 DTYPES_WITH_PEAK = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
 LINK_KINDS = ("network", "intra-node", "pcie", "same-gpu")
 
@@ -76,6 +88,12 @@ class GPU:
             "pcie_bandwidth_bytes_per_s",
         ):
             _positive(name, getattr(self, name), owner)
+        for name, low, high in _GPU_SANE_RANGES:
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise InputError(
+                    f"{owner}.{name}", value, f"a physically plausible value in [{low:g}, {high:g}]"
+                )
         for name in ("idle_w", "price_usd_per_hour", "interconnect_bandwidth_bytes_per_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
@@ -90,6 +108,10 @@ class GPU:
             if dtype not in DTYPES_WITH_PEAK:
                 raise InputError(f"{owner}.compute", dtype, f"one of {', '.join(DTYPES_WITH_PEAK)}")
             _positive(f"compute.{dtype}", flops, owner)
+            if not _PEAK_FLOPS_RANGE[0] <= flops <= _PEAK_FLOPS_RANGE[1]:
+                raise InputError(
+                    f"{owner}.compute.{dtype}", flops, "a dense peak between 1 TFLOPS and 1 EFLOPS (FLOP/s)"
+                )
 
     @property
     def dtypes(self) -> tuple[str, ...]:
@@ -132,7 +154,13 @@ class Link:
         if self.kind == "same-gpu":
             return
         _positive("bandwidth_bytes_per_s", self.bandwidth_bytes_per_s, owner)
-        if not (math.isfinite(self.latency_s) and self.latency_s >= 0):
+        if not 1e3 <= self.bandwidth_bytes_per_s <= 1e18:  # catches unit slips, allows what-if sweeps
+            raise InputError(
+                f"{owner}.bandwidth_bytes_per_s",
+                self.bandwidth_bytes_per_s,
+                "a line rate between 8 kbit/s and 8 Ebit/s (bytes/s)",
+            )
+        if not (math.isfinite(self.latency_s) and 0 <= self.latency_s <= 1.0):
             raise InputError(f"{owner}.latency_s", self.latency_s, "a finite time >= 0 s")
         _fraction("efficiency", self.efficiency, owner)
 
@@ -483,7 +511,11 @@ def _files(root: Any, sub: str) -> list[Any]:
 
 def _load_dir(root: Any) -> tuple[list[GPU], list[Link], list[Node]]:
     def read(f: Any, loader: Any) -> Any:
-        return loader(Path(str(f)), f.read_text(encoding="utf-8"))
+        try:
+            text = f.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise ProfileError(f.name, "(file)", f"cannot read: {err}") from None
+        return loader(Path(str(f)), text)
 
     gpus = [read(f, gpu_from_toml) for f in _files(root, "gpus")]
     links = [read(f, link_from_toml) for f in _files(root, "links")]

@@ -8,6 +8,7 @@ workload, so every result is deterministic and every percentile is an average ov
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -46,6 +47,14 @@ class Scenario:
     def __post_init__(self) -> None:
         bytes_per_element(self.weight_dtype, "dtype")
         bytes_per_element(self.kv_dtype_resolved, "kv_dtype")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or self.seed < 0:
+            raise InputError("seed", self.seed, "a whole number >= 0")
+        if not isinstance(self.arch, LLMArch):
+            raise InputError("model", self.arch, "an LLMArch (model.get_model(name))")
+        if not isinstance(self.workload, Workload):
+            raise InputError("workload", self.workload, "a Workload (model.get_workload(name))")
+        if not isinstance(self.slo, SLO):
+            raise InputError("slo", self.slo, "an SLO(ttft_s, tpot_s, ...)")
         if not (isinstance(self.samples, int) and 16 <= self.samples <= 100_000):
             raise InputError("samples", self.samples, "a whole number in [16, 100000]")
         if not (isinstance(self.arrival_scv, int | float) and 0 < self.arrival_scv <= 1e4):

@@ -8,6 +8,7 @@ duplication, power, energy per output token and cost per million output tokens.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -144,8 +145,12 @@ def _memory(pool: str, t: InstanceTables, batch: float, context_tokens: float) -
 
 def evaluate(config: Config, scenario: Scenario, rate_rps: float) -> Evaluation:
     """Every metric of ``config`` serving ``scenario`` at ``rate_rps`` requests per second."""
-    if not (isinstance(rate_rps, int | float) and np.isfinite(rate_rps) and rate_rps > 0):
-        raise InputError("rate", rate_rps, "a request rate > 0 req/s")
+    if not isinstance(config, ColocatedConfig | DisaggregatedConfig):
+        raise InputError("config", config, "a ColocatedConfig or DisaggregatedConfig")
+    if not isinstance(scenario, Scenario):
+        raise InputError("scenario", scenario, "a Scenario (model.Scenario.build(...))")
+    if not (isinstance(rate_rps, numbers.Real) and np.isfinite(rate_rps) and 0 < rate_rps <= 1e7):
+        raise InputError("rate", rate_rps, "a request rate in (0, 1e7] req/s")
     cands = build_set(scenario, [config])
     res = cands.evaluate(np.array([float(rate_rps)]))
     return summarise(cands, res, 0, scenario, float(rate_rps))

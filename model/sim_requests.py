@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from model.arrivals import ArrivalProcess, Poisson, scale_to_rate
@@ -29,7 +31,9 @@ def poisson_requests(
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise InputError("requests", n, "a whole number of requests >= 1")
     proc = arrivals if arrivals is not None else Poisson(rate_rps)
-    len_rng, arr_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise InputError("seed", seed, "a whole number >= 0")
+    len_rng, arr_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(int(seed)).spawn(2))
     prompt, output = wl.sample_requests(n, len_rng)
     return SimRequests(proc.arrival_times_s(n, arr_rng), prompt, output, source=f"{wl.name} @ {rate_rps:g}/s")
 

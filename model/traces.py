@@ -22,6 +22,7 @@ Formats
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import math
 import re
@@ -122,6 +123,11 @@ def _make_trace(
     )
 
 
+# Longest prompt or output a trace row may carry: far beyond any model's context window, small
+# enough that token counts stay exact int64 values.
+MAX_TRACE_TOKENS = 100_000_000
+
+
 def _int_field(path: Path, line: int, column: str, text: object, minimum: int) -> int:
     if isinstance(text, bool):
         raise TraceFormatError(path, line, column, f"expected an integer >= {minimum}, got {text!r}")
@@ -133,12 +139,14 @@ def _int_field(path: Path, line: int, column: str, text: object, minimum: int) -
         else:
             s = str(text).strip()
             v = int(float(s)) if re.fullmatch(r"[+-]?\d+(\.0*)?", s) else int(s)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise TraceFormatError(
-            path, line, column, f"expected an integer >= {minimum}, got {text!r}"
+            path, line, column, f"expected an integer >= {minimum}, got {str(text)[:40]!r}"
         ) from None
-    if v < minimum:
-        raise TraceFormatError(path, line, column, f"expected an integer >= {minimum}, got {v}")
+    if v < minimum or v > MAX_TRACE_TOKENS:
+        raise TraceFormatError(
+            path, line, column, f"expected an integer in [{minimum}, {MAX_TRACE_TOKENS}], got {str(v)[:40]}"
+        )
     return v
 
 
@@ -298,9 +306,11 @@ def load_mooncake_jsonl(path: str | Path, block_tokens: int = 512) -> Trace:
             outputs.append(_int_field(p, line_no, "output_length", rec["output_length"], 1))
             ids = rec.get("hash_ids")
             if ids is not None:
-                if not isinstance(ids, list):
+                if not isinstance(ids, list) or not all(
+                    isinstance(h, int | str) and not isinstance(h, bool) for h in ids
+                ):
                     raise TraceFormatError(
-                        p, line_no, "hash_ids", f"expected a list of integers, got {ids!r}"
+                        p, line_no, "hash_ids", f"expected a list of integers, got {str(ids)[:60]}"
                     )
                 has_hashes = True
                 blocks_total += len(ids)
@@ -337,3 +347,25 @@ def load_trace(path: str | Path, format: str = "auto") -> Trace:
         "unrecognised trace format (expected Azure, BurstGPT CSV headers or Mooncake JSON lines); "
         "use load_csv(path, columns={...}) for other CSVs",
     )
+
+
+def _text_only(loader):
+    """Turn a non-UTF-8 file into a TraceFormatError naming the file (the loaders read text)."""
+
+    @functools.wraps(loader)
+    def wrapper(path, *args, **kwargs):
+        try:
+            return loader(path, *args, **kwargs)
+        except UnicodeDecodeError as exc:
+            raise TraceFormatError(
+                path, None, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+            ) from None
+
+    return wrapper
+
+
+load_csv = _text_only(load_csv)
+load_azure_csv = _text_only(load_azure_csv)
+load_burstgpt_csv = _text_only(load_burstgpt_csv)
+load_mooncake_jsonl = _text_only(load_mooncake_jsonl)
+load_trace = _text_only(load_trace)

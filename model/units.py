@@ -77,10 +77,12 @@ def parse_quantity(text: object, kind: Kind, field: str, *, bare_unit: str | Non
     want_info = kind in (Kind.BYTES, Kind.BANDWIDTH)
     try:
         value = float(q.to(kind.si_unit).magnitude)
-    except pint.DimensionalityError:
+    except (pint.DimensionalityError, OverflowError, ValueError):
         raise InputError(field, text, allowed) from None
-    if want_info != _is_information(q) and kind is not Kind.RATE:
+    if want_info != _is_information(q):
         raise InputError(field, text, allowed)
+    if kind is Kind.RATE and str(q.to_root_units().units) != "1 / second":
+        raise InputError(field, text, allowed)  # e.g. "5 rpm" (radians/s) or "10 Gbit/s"
     if math.isnan(value):
         raise InputError(field, text, allowed)
     return value

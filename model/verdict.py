@@ -72,6 +72,8 @@ def _gain(inp: PlanInputs, dis: BestConfig, col: BestConfig) -> float:
         return dis.goodput_rps / col.goodput_rps - 1.0
     if inp.objective == "gpus":
         return col.n_gpus / dis.n_gpus - 1.0
+    if dis.cost_usd_per_hour <= 0:  # free hardware (a price of 0 in the profile)
+        return 0.0 if col.cost_usd_per_hour <= 0 else math.inf
     return col.cost_usd_per_hour / dis.cost_usd_per_hour - 1.0
 
 
@@ -124,6 +126,11 @@ def decide(
     dis = best.get("disaggregated")
     if col is None and dis is None:
         reasons.append(f"No configuration meets the SLOs ({where}).")
+        if inp.target_rate_rps is not None:
+            reasons.append(
+                f"The search stops at {inp.max_gpus} GPUs (max_gpus / --max-gpus); a larger target rate may "
+                "need more."
+            )
         if infeasible:
             top = ", ".join(f"{r} ({n})" for r, n in infeasible.most_common(3))
             reasons.append(f"{sum(infeasible.values())} candidates cannot run: {top}.")

@@ -62,7 +62,11 @@ def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     trace = load_trace(args.trace) if args.trace else None
     workload = Workload.from_trace(trace) if trace is not None else args.workload
     if args.arrival_cv is not None:
-        cv = _float(args.arrival_cv, "arrival_cv", "a coefficient of variation > 0 (1 = Poisson)")
+        cv = _float(args.arrival_cv, "arrival_cv", "a coefficient of variation in (0, 100] (1 = Poisson)")
+        if not 0 < cv <= 100:
+            raise InputError(
+                "arrival_cv", args.arrival_cv, "a coefficient of variation in (0, 100] (1 = Poisson)"
+            )
         arrival_scv = cv * cv
     elif trace is not None and np.isfinite(trace.interarrival_scv):
         arrival_scv = max(trace.interarrival_scv, 1e-3)  # the trace's own burstiness
@@ -130,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         chunk_options=_int_list(args.chunks, "chunks"),
         objective=args.objective,
         margin=_float(args.margin, "margin", "a fraction in [0, 1)"),
-        max_gpus=_whole(args.max_gpus, "max_gpus") or 256,
+        max_gpus=_whole(args.max_gpus, "max_gpus"),
         layerwise=not args.whole_request_transfer,
         thresholds=not args.no_thresholds,
         **scenario_kwargs(args),

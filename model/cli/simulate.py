@@ -14,6 +14,9 @@ from model.simulate import SimOptions, SimResult, poisson_requests, simulate, tr
 from model.traces import load_trace
 from model.units import Kind, parse_quantity
 
+# Largest run the CLI accepts: ~10 s per 100k requests, so 10M is a long but bounded run.
+MAX_REQUESTS = 10_000_000
+
 DEFAULT_REQUESTS = 2000
 DEFAULT_CHUNK_TOKENS = (
     512  # Sarathi-Serve's chunk size for its headline results (Agrawal et al. 2024, sec. 5)
@@ -91,10 +94,10 @@ def _config(args: argparse.Namespace) -> ColocatedConfig | DisaggregatedConfig:
             raise InputError("--link", None, "a link name for the KV transfer (see `pdplan list links`)")
         return DisaggregatedConfig(
             gpu,
-            args.prefill_tp or args.tp,
+            args.tp if args.prefill_tp is None else args.prefill_tp,
             args.prefill,
             get_gpu(args.decode_gpu, dirs) if args.decode_gpu else gpu,
-            args.decode_tp or args.tp,
+            args.tp if args.decode_tp is None else args.decode_tp,
             args.decode,
             get_link(args.link, dirs),
             layerwise=not args.no_layerwise,
@@ -179,8 +182,10 @@ def run(args: argparse.Namespace) -> int:
     )
     if rate is not None and not rate > 0:
         raise InputError("--rate", args.rate, "a rate > 0 req/s")
-    if args.requests is not None and args.requests < 1:
-        raise InputError("--requests", args.requests, "a whole number >= 1")
+    if args.requests is not None and not 1 <= args.requests <= MAX_REQUESTS:
+        raise InputError("--requests", args.requests, f"a whole number in [1, {MAX_REQUESTS}]")
+    if args.seed < 0:
+        raise InputError("--seed", args.seed, "a whole number >= 0")
     if args.trace:
         requests = trace_requests(load_trace(args.trace), n=args.requests, rate_rps=rate)
     else:
