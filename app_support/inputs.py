@@ -118,13 +118,18 @@ def _valid(key: str, value: Any) -> Any:
         if not isinstance(value, bool):
             raise ValueError("true or false")
         return value
+    lo, hi = RANGES.get(key, (None, None))
     if isinstance(default, int):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GPUS * 4:
             raise ValueError("a whole number")
+        if lo is not None and not lo <= value <= hi:
+            raise ValueError(f"a whole number in [{lo}, {hi}]")
         return value
     if isinstance(default, float):
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             raise ValueError("a number")
+        if lo is not None and not lo <= value <= hi:
+            raise ValueError(f"a number in [{lo}, {hi}]")
         return float(value)
     if not isinstance(value, str) or len(value) > 100:
         raise ValueError("a short text")
@@ -233,12 +238,26 @@ def _text(label: str, key: str, **kw: Any) -> str:
     return st.text_input(label, value=DEFAULTS[key], key=key, bind=BIND, **kw)
 
 
-def _slider(label: str, key: str, lo: Any, hi: Any, **kw: Any) -> Any:
+# Allowed range of every numeric widget: the widgets and scenario-file validation both use it.
+RANGES: dict[str, tuple[Any, Any]] = {
+    "link_eff": (0.1, 1.0),
+    "gpus": (1, MAX_GPUS),
+    "target_rate": (0.001, 1e5),
+    "rate": (0.0, 1e5),
+    "percentile": (50, 99),
+    "attainment": (0.5, 1.0),
+    "margin": (0.0, 0.5),
+}
+
+
+def _slider(label: str, key: str, **kw: Any) -> Any:
+    lo, hi = RANGES[key]
     return st.slider(label, lo, hi, value=DEFAULTS[key], key=key, bind=BIND, **kw)
 
 
 def _number(label: str, key: str, **kw: Any) -> Any:
-    return st.number_input(label, value=DEFAULTS[key], key=key, bind=BIND, **kw)
+    lo, hi = RANGES.get(key, (None, None))
+    return st.number_input(label, value=DEFAULTS[key], key=key, bind=BIND, min_value=lo, max_value=hi, **kw)
 
 
 def sidebar() -> Raw:
@@ -272,13 +291,13 @@ def sidebar() -> Raw:
                 help="Any unit pint reads: '25 Gbit/s', '3.2 GB/s', '400 Gb/s'.",
             )
             _text("Link latency", "link_latency", help="e.g. '10 us', '0.05 ms' (bare numbers: us)")
-            _slider("Link efficiency (achieved / line rate)", "link_eff", 0.1, 1.0, step=0.01)
+            _slider("Link efficiency (achieved / line rate)", "link_eff", step=0.01)
 
         st.subheader("Size")
         if _radio("Plan for", "mode", c["mode"]) == BUDGET:
-            _number("GPU budget", "gpus", min_value=1, max_value=MAX_GPUS, step=1)
+            _number("GPU budget", "gpus", step=1)
         else:
-            _number("Target rate (req/s)", "target_rate", min_value=0.001, max_value=1e5)
+            _number("Target rate (req/s)", "target_rate")
             _radio("Minimise", "objective", c["objective"])
 
         st.subheader("Workload")
@@ -295,16 +314,14 @@ def sidebar() -> Raw:
         _number(
             "Request rate to inspect (req/s; 0 = each style at its goodput)",
             "rate",
-            min_value=0.0,
-            max_value=1e5,
             step=0.5,
         )
 
         st.subheader("SLOs")
         _text("TTFT target", "ttft", help="e.g. '500 ms' or '0.5 s' (bare numbers: ms)")
         _text("TPOT target", "tpot", help="e.g. '50 ms' (bare numbers: ms)")
-        _slider("Percentile", "percentile", 50, 99)
-        _slider("Attainment target (fraction of requests meeting both)", "attainment", 0.5, 1.0, step=0.01)
+        _slider("Percentile", "percentile")
+        _slider("Attainment target (fraction of requests meeting both)", "attainment", step=0.01)
 
         with st.expander("Advanced"):
             _select("Weight dtype", "dtype", c["dtype"])
@@ -327,7 +344,7 @@ def sidebar() -> Raw:
                 key="layerwise",
                 bind=BIND,
             )
-            _slider("Margin disaggregation must win by", "margin", 0.0, 0.5, step=0.01)
+            _slider("Margin disaggregation must win by", "margin", step=0.01)
     values = {k: copy.deepcopy(st.session_state.get(k, v)) for k, v in DEFAULTS.items()}
     return Raw(values, raw_uploads["config"], raw_uploads["trace"])
 

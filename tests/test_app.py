@@ -297,6 +297,17 @@ def test_broken_scenario_file_shows_an_error():
     assert verdict_of(at) == planner_verdict()
 
 
+@pytest.mark.parametrize(
+    "key, value", [("percentile", 10), ("attainment", 0.1), ("margin", 1.5), ("link_eff", 5)]
+)
+def test_scenario_values_outside_a_widget_range_are_warnings(key, value):
+    at = run_app()
+    bad = json.dumps({"format": uploads.SCENARIO_FORMAT, "inputs": {key: value}}).encode()
+    at.file_uploader(key="scenario_upload").set_value((f"{key}.json", bad, "application/json")).run()
+    assert_clean(at)
+    assert any(key in w.value and "in [" in w.value for w in at.warning)
+
+
 # ---------------------------------------------------------------------------------------------
 # the tabs
 
