@@ -106,7 +106,8 @@ def estimate(
     prefill_s: one prefill step of ``batch`` prompts of ``isl`` tokens; decode_step_s: one decode
     step at ``batch`` and context isl + osl / 2; tpot_s: mean decode step over the growing context
     (:func:`model.roofline.mean_tpot_s`); generation_s = prefill + (osl - 1) decode steps;
-    max_batch: concurrent sequences of isl + osl tokens whose KV fits.
+    max_batch: concurrent sequences of isl + osl tokens whose KV fits; ``fits`` also requires the
+    batch to fit that KV cache and isl + osl to fit the model's context window.
     """
     isl = _whole("isl", isl, 1)
     osl = _whole("osl", osl, 1)
@@ -122,6 +123,17 @@ def estimate(
     mem = memory_fit(
         dep, max_batched_tokens=max_batched_tokens, gpu_memory_utilization=gpu_memory_utilization
     )
+    max_batch = int(mem.max_batch(isl + osl))
+    fits, reason = bool(mem.fits), mem.reason
+    if fits and arch.max_context_tokens and isl + osl > arch.max_context_tokens:
+        fits = False
+        reason = f"{isl + osl:,} tokens exceed {arch.label}'s context window of {arch.max_context_tokens:,}"
+    elif fits and max_batch < batch:
+        fits = False
+        reason = (
+            f"the KV cache holds {float(mem.kv_capacity_tokens):,.0f} tokens: {max_batch} sequence(s) of "
+            f"{isl + osl:,} tokens, fewer than the batch of {batch}"
+        )
     return Estimate(
         model=arch.name,
         gpu=g.name,
@@ -145,9 +157,9 @@ def estimate(
         kv_bytes_per_request=dep.kv_bytes_per_token * (isl + osl),
         weight_bytes_per_gpu=dep.weight_bytes_per_gpu,
         kv_capacity_tokens=float(mem.kv_capacity_tokens),
-        max_batch=int(mem.max_batch(isl + osl)),
-        fits=bool(mem.fits),
-        reason=mem.reason,
+        max_batch=max_batch,
+        fits=fits,
+        reason=reason,
         prefill=pre,
         decode=dec,
         memory=mem,

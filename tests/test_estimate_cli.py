@@ -121,3 +121,16 @@ def test_console_script_no_traceback() -> None:
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
+
+
+def test_fits_requires_the_batch_and_the_context_window() -> None:
+    import model
+
+    # 70B TP4 on H100: ~481k KV tokens -> 208 sequences of 2,304 tokens; a batch of 500 does not fit.
+    big = model.estimate("llama-3.1-70b", "h100-sxm", tp=4, isl=2048, osl=256, batch=500)
+    assert big.max_batch < 500 and not big.fits and "fewer than the batch of 500" in big.reason
+    # Llama-3.1-8B has a 131,072-token window: 200k tokens do not fit whatever the memory.
+    long = model.estimate("llama-3.1-8b", "h100-sxm", isl=200_000, osl=10)
+    assert not long.fits and "context window" in long.reason
+    ok = model.estimate("llama-3.1-8b", "h100-sxm", isl=1024, osl=128, batch=8)
+    assert ok.fits
