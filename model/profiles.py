@@ -191,8 +191,8 @@ class Node:
         owner = f"node {self.name}"
         for name in ("gpus_per_node", "nics_per_node"):
             value = getattr(self, name)
-            if not (isinstance(value, int) and value >= 1):
-                raise InputError(f"{owner}.{name}", value, "a whole number >= 1")
+            if not (isinstance(value, int) and 1 <= value <= 1024):
+                raise InputError(f"{owner}.{name}", value, "a whole number in [1, 1024]")
 
     def source(self, field_name: str) -> str:
         return _source_of(self.sources, field_name)
@@ -562,9 +562,23 @@ def _catalog(profile_dirs: tuple[str, ...]) -> HardwareCatalog:
             ("nic_link", catalog.link),
         ):
             try:
-                lookup(getattr(node, field_name))
+                found = lookup(getattr(node, field_name))
             except UnknownNameError as err:
                 raise ProfileError(Path(node.path).name, field_name, str(err)) from None
+            if field_name == "intra_node_link" and found.kind not in ("intra-node", "pcie"):
+                raise ProfileError(
+                    Path(node.path).name,
+                    field_name,
+                    f"{found.name} is a {found.kind} link; "
+                    "expected an intra-node or PCIe link (NVLink, xGMI, PCIe)",
+                )
+            if field_name == "nic_link" and found.kind != "network":
+                raise ProfileError(
+                    Path(node.path).name,
+                    field_name,
+                    f"{found.name} is a {found.kind} link; "
+                    "expected a network link (InfiniBand, RoCE, Ethernet)",
+                )
     return catalog
 
 

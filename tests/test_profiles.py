@@ -200,3 +200,13 @@ def test_node_must_reference_existing_link(tmp_path) -> None:
     (d / "hgx-h100-8.toml").write_text(text)
     with pytest.raises(ProfileError, match="hgx-h100-8.toml: nic_link: unknown link 'carrier-pigeon'"):
         load_catalog(tmp_path / "p")
+
+
+def test_node_links_must_be_of_the_right_kind(tmp_path) -> None:
+    d = tmp_path / "p" / "nodes"
+    d.mkdir(parents=True)
+    text = open(get_node("hgx-h100-8").path, encoding="utf-8").read()  # noqa: SIM115
+    swapped = text.replace('intra_node_link = "nvlink4"', 'intra_node_link = "eth-1g"')
+    (d / "hgx-h100-8.toml").write_text(swapped)
+    with pytest.raises(ProfileError, match="intra_node_link: eth-1g is a network link"):
+        load_catalog(tmp_path / "p")
