@@ -24,8 +24,6 @@ from model.scenario import Scenario
 BATCH_GRID = np.concatenate([[0.0], np.geomspace(1.0, 131072.0, 127)])
 # Prompt-length grid points for chunked-prefill tables (interpolated per sampled request).
 CHUNK_LENGTH_POINTS = 24
-# Decode-batch points per chunked-prefill table (geometric up to the budget; interpolated between).
-CHUNK_BATCH_POINTS = 20
 # Smallest prompt chunk per iteration, as a fraction of the token budget, that the chunked model
 # tabulates; a decode batch leaving less room than this is treated as saturating the budget.
 MIN_CHUNK_FRACTION = 1.0 / 16.0
@@ -48,6 +46,7 @@ class InstanceTables:
     chunk_tokens: int | None = None
     chunk_batch_grid: np.ndarray | None = None  # [Gc] decode batches tabulated for chunking
     chunked_prefill_s: np.ndarray | None = None  # [Gc, S] chunked prefill time per request at batch
+    prefill_fixed_s: np.ndarray | None = None  # [S] per-step part of prefill_s that batching shares
 
 
 def _deployment(scn: Scenario, gpu: GPU, tp: int) -> Deployment:
@@ -163,6 +162,14 @@ def instance_tables(scn: Scenario, gpu: GPU, tp: int, chunk_tokens: int | None, 
     max_batch = float(fit.max_batch(max(scn.decode_context_tokens, 1.0))) if fits else 0.0
     pre = np.asarray(prefill_cost(dep, prompt - cached, cached_tokens=cached).time_s, dtype=float)
     dec = _decode_table(dep, scn.decode_context_tokens) if role != "prefill" else np.zeros_like(BATCH_GRID)
+    if role == "prefill":
+        # Two identical prompts in one step cost 2 S - F: F is the part paid once per step (overhead,
+        # kernel launches, exposed weight reads, all-reduce latency), which a batch of prompts shares.
+        two = np.asarray(
+            prefill_cost(dep, prompt - cached, cached_tokens=cached, batch=2).time_s, dtype=float
+        )
+        fixed = np.clip(2.0 * pre - two, 0.0, pre)
+        return InstanceTables(dep, fit, fits, reason, capacity, max_batch, pre, dec, prefill_fixed_s=fixed)
     if chunk_tokens is None or role != "colocated":
         return InstanceTables(dep, fit, fits, reason, capacity, max_batch, pre, dec)
     grid = BATCH_GRID[chunk_tokens * (1.0 - MIN_CHUNK_FRACTION) > BATCH_GRID]
