@@ -164,3 +164,27 @@ def test_free_gpus_do_not_divide_by_zero(tmp_path) -> None:
     assert p.verdict in ("colocated", "colocated-chunked", "disaggregated", "none")
     assert isinstance(p, model.Plan) and all(isinstance(r, str) for r in p.reasons)
     assert issubclass(TraceFormatError, PdplanError)
+
+
+def test_simulate_rejects_disaggregated_flags_for_colocated(capsys) -> None:
+    code = main(
+        [
+            "simulate",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--architecture",
+            "colocated",
+            "--prefill",
+            "3",
+            "--workload",
+            "chat",
+            "--rate",
+            "5",
+            "--requests",
+            "20",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "--prefill" in err and "only with --architecture disaggregated" in err

@@ -40,9 +40,9 @@ def register(sub: Any) -> None:
         default=None,
         help=f"chunked-prefill token budget (colocated-chunked; default {DEFAULT_CHUNK_TOKENS})",
     )
-    p.add_argument("--prefill", type=int, default=1, help="prefill instances (disaggregated)")
+    p.add_argument("--prefill", type=int, default=None, help="prefill instances (disaggregated; default 1)")
     p.add_argument("--prefill-tp", type=int, default=None, help="prefill TP (default --tp)")
-    p.add_argument("--decode", type=int, default=1, help="decode instances (disaggregated)")
+    p.add_argument("--decode", type=int, default=None, help="decode instances (disaggregated; default 1)")
     p.add_argument("--decode-tp", type=int, default=None, help="decode TP (default --tp)")
     p.add_argument("--decode-gpu", default=None, help="decode GPU (default --gpu)")
     p.add_argument("--link", default=None, help="KV link between the pools (disaggregated; required)")
@@ -95,13 +95,22 @@ def _config(args: argparse.Namespace) -> ColocatedConfig | DisaggregatedConfig:
         return DisaggregatedConfig(
             gpu,
             args.tp if args.prefill_tp is None else args.prefill_tp,
-            args.prefill,
+            1 if args.prefill is None else args.prefill,
             get_gpu(args.decode_gpu, dirs) if args.decode_gpu else gpu,
             args.tp if args.decode_tp is None else args.decode_tp,
-            args.decode,
+            1 if args.decode is None else args.decode,
             get_link(args.link, dirs),
             layerwise=not args.no_layerwise,
         )
+    for flag, value in (
+        ("--prefill", args.prefill),
+        ("--decode", args.decode),
+        ("--prefill-tp", args.prefill_tp),
+        ("--decode-tp", args.decode_tp),
+        ("--link", args.link),
+    ):
+        if value is not None:
+            raise InputError(flag, value, "only with --architecture disaggregated")
     chunk = None
     if args.architecture == "colocated-chunked":
         chunk = args.chunk if args.chunk is not None else DEFAULT_CHUNK_TOKENS
