@@ -426,10 +426,11 @@ def test_malformed_json_line_and_missing_gpu() -> None:
         parse_vllm_json(json.dumps(_vllm_result()), name="r.json")
 
 
-def test_unknown_model_and_bad_tp_name_the_row() -> None:
-    m = Measurement(
+def _row(**overrides) -> Measurement:
+    """One static-batch measurement row; tests override the fields they are about."""
+    base = dict(
         source="x.csv row 4",
-        model="no-such-model",
+        model="llama-3.1-8b",
         gpu="h100",
         tp=1,
         pp=1,
@@ -442,66 +443,22 @@ def test_unknown_model_and_bad_tp_name_the_row() -> None:
         batch=1.0,
         ttft_s=0.01,
     )
+    return Measurement(**{**base, **overrides})
+
+
+def test_unknown_model_and_bad_tp_name_the_row() -> None:
     with pytest.raises(InputError, match=r"x.csv row 4, model: got 'no-such-model'"):
-        calibrate([m])
-    bad_tp = Measurement(
-        source="x.csv row 5",
-        model="llama-3.1-8b",
-        gpu="h100",
-        tp=3,
-        pp=1,
-        dtype="bf16",
-        kv_dtype=None,
-        engine="e",
-        isl=10,
-        osl=10,
-        load="batch",
-        batch=1.0,
-        ttft_s=0.01,
-    )
+        calibrate([_row(model="no-such-model")])
     with pytest.raises(InputError, match=r"x.csv row 5, tp: got 3"):
-        calibrate([bad_tp])
-    gpu_typo = Measurement(
-        source="x.csv row 6",
-        model="llama-3.1-8b",
-        gpu="h1000",
-        tp=1,
-        pp=1,
-        dtype="bf16",
-        kv_dtype=None,
-        engine="e",
-        isl=10,
-        osl=10,
-        load="batch",
-        batch=1.0,
-        ttft_s=0.01,
-    )
+        calibrate([_row(source="x.csv row 5", tp=3)])
     with pytest.raises(InputError, match=r"x.csv row 6, gpu: got 'h1000'"):
-        calibrate([gpu_typo])
+        calibrate([_row(source="x.csv row 6", gpu="h1000")])
 
 
 def test_only_heavy_load_ttft_is_a_clear_error() -> None:
-    m = Measurement(
-        source="r.json",
-        model="llama-3.1-8b",
-        gpu="h100",
-        tp=1,
-        pp=1,
-        dtype="bf16",
-        kv_dtype=None,
-        engine="e",
-        isl=1000,
-        osl=1,
-        load="concurrency",
-        batch=8.0,
-        ttft_s=0.5,
-    )
+    m = _row(source="r.json", isl=1000, osl=1, load="concurrency", batch=8.0, ttft_s=0.5)
     with pytest.raises(PdplanError, match=r"nothing to fit .*r.json ttft: TTFT at concurrency 8"):
         calibrate([m])
-
-
-# ---------------------------------------------------------------------------------------------
-# The calibrated profile
 
 
 def test_profile_written_loads_and_is_selectable(tmp_path: Path) -> None:
