@@ -17,7 +17,7 @@ from model.colocated import evaluate_colocated
 from model.configs import ColocatedConfig, DisaggregatedConfig
 from model.disaggregated import evaluate_disaggregated
 from model.phase_tables import InstanceTables, instance_tables
-from model.profiles import GPU, Link
+from model.profiles import Link
 from model.scenario import Scenario
 from model.style_common import StyleResult
 
@@ -206,13 +206,3 @@ def link_for(
     ):
         return intra_link
     return link
-
-
-def gpus_of(configs: Sequence[ColocatedConfig | DisaggregatedConfig]) -> set[GPU]:
-    out: set[GPU] = set()
-    for c in configs:
-        if isinstance(c, DisaggregatedConfig):
-            out |= {c.prefill_gpu, c.decode_gpu}
-        else:
-            out.add(c.gpu)
-    return out
