@@ -142,6 +142,21 @@ class Measurement:
 # Shared helpers
 
 
+def running_requests(rate_rps: float, ttft_s: float, tpot_s: float, output_tokens: float) -> float:
+    """Requests in flight by Little's law: rate x time in system, TTFT + (osl - 1) x TPOT
+    (Little 1961, Oper. Res. 9(3)); the running batch of a server measured at that rate."""
+    return rate_rps * (ttft_s + (output_tokens - 1.0) * tpot_s)
+
+
+def _identity(model: object, gpu: object, kv: object) -> dict[str, object]:
+    """The model / GPU / KV-dtype fields of a row, normalised the same way for every input format."""
+    return {
+        "model": str(model).strip(),
+        "gpu": str(gpu).strip(),
+        "kv_dtype": str(kv).strip().lower() if kv else None,
+    }
+
+
 def _number(where: str, field: str, raw: Any, *, minimum: float = 0.0, strict: bool = True) -> float:
     """A finite number > minimum (or >= minimum when ``strict`` is False); errors name row and field."""
     bad = f"a number {'>' if strict else '>='} {minimum:g}"
@@ -323,15 +338,13 @@ def _csv_row(row: Mapping[str, str], where: str, name: str, d: RowDefaults) -> M
                 "a request_rate row also needs ttft_ms and tpot_ms (or itl_ms): the running batch comes "
                 "from Little's law, rate x (TTFT + (osl - 1) x TPOT)",
             )
-        batch = max(1.0, rate * (ttft_s + (osl - 1.0) * tpot_s))
+        batch = max(1.0, running_requests(rate, ttft_s, tpot_s, osl))
     return Measurement(
         source=where,
-        model=str(model).strip(),
-        gpu=str(gpu).strip(),
+        **_identity(model, gpu, kv),
         tp=tp,
         pp=pp,
         dtype=dtype,
-        kv_dtype=(str(kv).strip().lower() if kv else None),
         engine=engine,
         isl=isl,
         osl=osl,
@@ -466,18 +479,16 @@ def _vllm_row(obj: Mapping[str, Any], where: str, name: str, d: RowDefaults) -> 
         elif e2e_s is not None:
             running = lam * e2e_s
         elif ttft_s is not None and tpot_s is not None:
-            running = lam * (ttft_s + (osl - 1.0) * tpot_s)
+            running = running_requests(lam, ttft_s, tpot_s, osl)
         else:
             raise InputError(f"{where}, output_throughput", None, "present (to know the running batch)")
         batch = min(max(1.0, running), limit)
     return Measurement(
         source=where,
-        model=str(model).strip(),
-        gpu=str(gpu).strip(),
+        **_identity(model, gpu, kv),
         tp=tp,
         pp=pp,
         dtype=dtype,
-        kv_dtype=(str(kv).strip().lower() if kv else None),
         engine=engine,
         isl=isl,
         osl=osl,

@@ -206,3 +206,8 @@ def link_for(
     ):
         return intra_link
     return link
+
+
+def only(cands: CandidateSet, i: int) -> CandidateSet:
+    """The set holding candidate ``i`` alone (its tables are shared, not rebuilt)."""
+    return cands.subset(np.arange(len(cands.configs)) == i)

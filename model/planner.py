@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from model.arch import LLMArch
-from model.candidates import CandidateSet, ColocatedSet, DisaggregatedSet, link_for
+from model.candidates import CandidateSet, ColocatedSet, DisaggregatedSet, build_set, link_for, only
 from model.catalog import get_model
 from model.configs import SLO, ColocatedConfig, DisaggregatedConfig
 from model.enumerate import (
@@ -291,7 +291,7 @@ def _rank(goodput: np.ndarray, gpus: np.ndarray, cost: np.ndarray) -> int:
 
 def _binding_constraint(cands: CandidateSet, i: int, rate: float, slo: SLO) -> str:
     """What stops the rate rising: the first SLO part that fails just above the goodput."""
-    sub = cands.subset(np.arange(len(cands.configs)) == i)
+    sub = only(cands, i)
     res = sub.evaluate(np.array([rate * 1.02 + 1e-9]))
     if not res.stable[0]:
         return f"stability: {res.unstable_reason[0]}"
@@ -324,12 +324,7 @@ def config_goodput(scn: Scenario, config: Config | None) -> float:
     ``model.config_goodput(model.Scenario.build("llama-3.1-8b", "chat", model.SLO(0.5, 0.05)), cfg)``."""
     if config is None:
         return 0.0
-    cands = (
-        ColocatedSet.build(scn, [config])
-        if isinstance(config, ColocatedConfig)
-        else DisaggregatedSet.build(scn, [config])
-    )
-    return float(goodput_rps(cands, scn.slo)[0])
+    return float(goodput_rps(build_set(scn, [config]), scn.slo)[0])
 
 
 def failure_impact(scn: Scenario, config: Config, ev: Evaluation) -> FailureImpact:
@@ -363,7 +358,7 @@ def best_of(
         return None
     i = _rank(goodput, np.asarray(cands.n_gpus), np.asarray(cands.price_usd_per_hour))
     rate = float(goodput[i])
-    sub = cands.subset(np.arange(len(cands.configs)) == i)
+    sub = only(cands, i)
     ev = summarise(sub, sub.evaluate(np.array([rate])), 0, scn, rate)
     config = cands.configs[i]
     return BestConfig(
@@ -406,7 +401,7 @@ def _cheapest_ok(cands: CandidateSet, ok: np.ndarray, inp: PlanInputs) -> BestCo
         return None
     obj = np.where(ok, _objective(cands, inp.objective), np.inf)
     i = int(np.argmin(obj))
-    one = cands.subset(np.arange(len(cands.configs)) == i)
+    one = only(cands, i)
     g = goodput_rps(one, inp.scenario.slo)
     return best_of(one, g, inp.scenario)
 

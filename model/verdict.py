@@ -17,10 +17,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from model.candidates import CandidateSet, ColocatedSet, DisaggregatedSet
+from model.candidates import CandidateSet, DisaggregatedSet
 from model.configs import DisaggregatedConfig
 from model.goodput import goodput_rps
-from model.planner import BestConfig, FlipThreshold, PlanInputs
+from model.planner import BestConfig, FlipThreshold, PlanInputs, config_goodput
 from model.serving import summarise
 
 # Decode slowdown caused by prefill (TPOT / pure decode step - 1) above which interference counts
@@ -95,13 +95,7 @@ def _why_no_disaggregation(inp: PlanInputs, goodputs: dict) -> str:
     res = cands.evaluate(np.full(len(cands.configs), 1e-3))
     slo = inp.scenario.slo
     i = int(np.argmax(res.latency.attainment(slo.ttft_s, slo.tpot_s)))
-    ev = summarise(
-        cands.subset(np.arange(len(cands.configs)) == i),
-        cands.subset(np.arange(len(cands.configs)) == i).evaluate(np.array([1e-3])),
-        0,
-        inp.scenario,
-        1e-3,
-    )
+    ev = summarise(cands, res, i, inp.scenario, 1e-3)  # the evaluation already made, row i
     cfg = cands.configs[i]
     return (
         f"even the closest split ({cfg.label()}) reaches p90 TTFT {_ms(ev.ttft_s.p90)} against the "
@@ -251,12 +245,6 @@ def _dis_goodput(scn, configs: list) -> float:
     return float(np.max(goodput_rps(DisaggregatedSet.build(scn, configs), scn.slo)))
 
 
-def _col_goodput(scn, col: BestConfig | None) -> float:
-    if col is None:
-        return 0.0
-    return float(goodput_rps(ColocatedSet.build(scn, [col.config]), scn.slo)[0])
-
-
 def transfer_break_even(inp: PlanInputs, dis: BestConfig) -> FlipThreshold | None:
     """Closed form (model/symbolic.py): the link line rate at which a p90-length prompt's exposed KV
     transfer just fits the TTFT slack left by queueing and prefill in the best disaggregated
@@ -383,7 +371,7 @@ def flip_thresholds(
 
         def dis_wins(f: float) -> bool:
             s2 = replace(scn, prompt_scale=scn.prompt_scale * f)
-            g_c = _col_goodput(s2, col)
+            g_c = config_goodput(s2, col.config)
             g_d = _dis_goodput(s2, top[:4])
             return g_d >= need * g_c and g_d > 0
 
