@@ -1,27 +1,100 @@
-"""The one pint registry of pdplan and the parsers used at its edges.
+"""The one quantity parser of pdplan and its human-readable formatter, used at the edges only.
 
 Inside the model every quantity is a plain float in SI base units: seconds, bytes, FLOP,
-bytes/s, FLOP/s, watts. pint is used only here, to read strings such as ``"3.35 TB/s"``,
-``"80 GiB"``, ``"25 Gbit/s"``, ``"989 TFLOPS"`` or ``"500 ms"`` from profile files, the CLI
-and the UI, and to format numbers for people.
+bytes/s, FLOP/s, watts, 1/s. This module reads strings such as ``"3.35 TB/s"``, ``"80 GiB"``,
+``"25 Gbit/s"``, ``"989 TFLOPS"`` or ``"500 ms"`` from profile files, the CLI, the UI, URL
+parameters and scenario files.
 
-Decimal prefixes are SI (1 GB = 1e9 bytes, 1 TB/s = 1e12 bytes/s); binary prefixes are
-IEC (1 GiB = 2**30 bytes), as pint defines them.
+Security: nothing here evaluates input. The grammar is strict: at most :data:`MAX_TEXT_CHARS`
+characters, a plain decimal number (an optional sign, so '-5 ms' gets a clear 'not negative')
+with an optional exponent of at most three digits
+(``12``, ``3.35``, ``.5``, ``1e-3``), then optional spaces, then one unit from a fixed
+allow-list for the quantity kind (``Kind.TIME`` knows ``ms``, ``s``, ``minute``...). There is
+no arithmetic, so ``"9**9**9 s"`` or ``"(10**400) ms"`` is a one-line error, not minutes of
+work (an earlier version handed the text to pint's expression evaluator).
+
+Unit factors are definitions, not measurements: SI prefixes (BIPM, *The International System
+of Units*, 9th ed., 2019, Table 7) and IEC 80000-13 binary prefixes (1 GiB = 2**30 bytes); one
+byte is 8 bits. ``tests/test_units.py`` checks every factor in the table against pint's own
+definitions, so the two cannot drift apart.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from enum import Enum
-
-import pint
+from functools import cache
 
 from model.errors import InputError
 
-ureg = pint.UnitRegistry()
-ureg.define("FLOP = [computation] = flop = OP = op")
-ureg.define("FLOPS = FLOP / second = flops = OPS")
-Q_ = ureg.Quantity
+MAX_TEXT_CHARS = 64
+"""Longest quantity text accepted; longer input is rejected before any parsing."""
+
+_NUMBER = re.compile(r"[+-]?(?:\d{1,30}(?:\.\d{0,30})?|\.\d{1,30})(?:[eE][+-]?\d{1,3})?")
+_SPACES_AROUND_SLASH = re.compile(r"\s*/\s*")
+_SPACES = re.compile(r"\s+")
+
+_SI_PREFIXES = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+_IEC_PREFIXES = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+
+
+def _byte_units() -> dict[str, float]:
+    """Units of information in bytes: B/byte/bytes and bit/bits with SI and IEC prefixes."""
+    out: dict[str, float] = {"byte": 1.0, "bytes": 1.0, "bit": 0.125, "bits": 0.125}
+    for prefixes in (_SI_PREFIXES, _IEC_PREFIXES):
+        for p, f in prefixes.items():
+            out[f"{p}B"] = f
+            out[f"{p}bit"] = f / 8
+    for p, name in (("k", "kilo"), ("M", "mega"), ("G", "giga"), ("T", "tera")):
+        out[f"{name}byte"] = out[f"{name}bytes"] = _SI_PREFIXES[p]
+        out[f"{name}bit"] = out[f"{name}bits"] = _SI_PREFIXES[p] / 8
+    return out
+
+
+def _per_second(units: dict[str, float]) -> dict[str, float]:
+    """``X/s``, ``X/second`` and, for bits, the networking spelling ``Xbps``."""
+    out: dict[str, float] = {}
+    for u, f in units.items():
+        out[f"{u}/s"] = out[f"{u}/second"] = out[f"{u}/sec"] = f
+        if u.endswith("bit"):
+            out[u[:-3] + "bps"] = f
+    return out
+
+
+def _flops_units() -> dict[str, float]:
+    """FLOP/s and integer OP/s with SI prefixes (``TFLOPS``, ``TFLOP/s``, ``TOPS``)."""
+    out: dict[str, float] = {}
+    for p, f in _SI_PREFIXES.items():
+        for base in ("FLOPS", "FLOP/s", "flops", "flop/s", "OPS", "OP/s"):
+            out[p + base] = f
+    return out
+
+
+_TIME = {
+    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+    "ms": 1e-3, "msec": 1e-3, "millisecond": 1e-3, "milliseconds": 1e-3,
+    "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "usec": 1e-6, "microsecond": 1e-6, "microseconds": 1e-6,
+    "ns": 1e-9, "nanosecond": 1e-9, "nanoseconds": 1e-9,
+    "min": 60.0, "minute": 60.0, "minutes": 60.0,
+    "h": 3600.0, "hr": 3600.0, "hour": 3600.0, "hours": 3600.0,
+}  # fmt: skip
+_POWER = {
+    "W": 1.0, "watt": 1.0, "watts": 1.0, "mW": 1e-3, "kW": 1e3, "kilowatt": 1e3, "kilowatts": 1e3,
+    "MW": 1e6,
+}  # fmt: skip
+
+
+def _rate_units() -> dict[str, float]:
+    """Events per unit time: ``/s``, ``1/s``, ``req/s``, ``rps``, ``/min``, ``/hour``..."""
+    out: dict[str, float] = {"rps": 1.0, "Hz": 1.0}
+    for t, seconds in _TIME.items():
+        if seconds < 1.0:
+            continue  # "/ms" rates are never meant; reading them would be a 1000x surprise
+        for num in ("", "1", "req", "request", "requests"):
+            out[f"{num}/{t}"] = 1.0 / seconds
+    out["per second"], out["per minute"], out["per hour"] = 1.0, 1 / 60.0, 1 / 3600.0
+    return out
 
 
 class Kind(Enum):
@@ -38,57 +111,103 @@ class Kind(Enum):
         self.si_unit = si_unit
         self.example = example
 
+    @property
+    def units(self) -> dict[str, float]:
+        """The allow-list: unit spelling -> factor to this kind's SI unit."""
+        return _unit_table(self)
 
-def _is_information(q: pint.Quantity) -> bool:
-    """pint treats bits and bytes as dimensionless; tell them apart from plain numbers."""
-    root = q.to_root_units().units
-    return "bit" in str(root)
+
+@cache
+def _unit_table(kind: Kind) -> dict[str, float]:
+    """Allowed unit spellings of ``kind`` and their SI factors (built once)."""
+    if kind is Kind.BYTES:
+        return _byte_units()
+    if kind is Kind.BANDWIDTH:
+        return _per_second(_byte_units())
+    if kind is Kind.FLOPS:
+        return _flops_units()
+    if kind is Kind.TIME:
+        return dict(_TIME)
+    if kind is Kind.POWER:
+        return dict(_POWER)
+    return _rate_units()
+
+
+def _normalise_unit(text: str) -> str:
+    """Canonical spelling for lookup: no spaces around '/', single spaces elsewhere."""
+    return _SPACES.sub(" ", _SPACES_AROUND_SLASH.sub("/", text.strip()))
+
+
+def _unit_factor(unit_text: str, kind: Kind, bare_unit: str | None) -> float | None:
+    """SI factor of ``unit_text`` for ``kind``; an empty unit uses ``bare_unit``; None if unknown."""
+    table = _unit_table(kind)
+    unit = _normalise_unit(unit_text)
+    if not unit:
+        if bare_unit is None:
+            return None
+        unit = _normalise_unit(bare_unit)
+    return table.get(unit)
 
 
 def parse_quantity(text: object, kind: Kind, field: str, *, bare_unit: str | None = None) -> float:
-    """Parse ``text`` (str or number) as a quantity of ``kind`` and return it in SI base units.
+    """Parse ``text`` (str or number) as a non-negative quantity of ``kind``; return SI base units.
 
-    ``bare_unit`` is the unit a bare number is read in (e.g. ``"second"`` for CLI times);
-    without it a bare number is an error. Raises :class:`InputError` naming ``field``.
+    Grammar (no evaluation): ``NUMBER [UNIT]`` with NUMBER a plain decimal with an optional
+    exponent of at most three digits and UNIT from ``kind.units``. ``bare_unit`` is the unit a
+    bare number is read in (e.g. ``"second"`` for CLI times); without it a bare number is an
+    error. A result that is not a finite float (``1e400 s``) is an error. Raises
+    :class:`InputError` naming ``field``.
     """
     allowed = f"a {kind.name.lower()} such as {kind.example}"
     if isinstance(text, bool):
         raise InputError(field, text, allowed)
     if isinstance(text, int | float):
-        if bare_unit is None:
+        factor = _unit_factor("", kind, bare_unit)
+        if factor is None:
             raise InputError(field, text, allowed + " (a number needs a unit)")
-        q = Q_(float(text), bare_unit)
-    elif isinstance(text, str):
-        s = text.strip()
-        if not s:
-            raise InputError(field, text, allowed)
         try:
-            q = Q_(s)
-        except Exception:  # pint raises many different exception types on garbage
-            raise InputError(field, text, allowed) from None
-        if not isinstance(q, pint.Quantity):
-            q = Q_(float(q), "")
-        if q.unitless:
-            if bare_unit is None:
-                raise InputError(field, text, allowed + " (a number needs a unit)")
-            q = Q_(q.magnitude, bare_unit)
+            number = float(text)
+        except OverflowError:
+            raise InputError(field, _short(text), allowed + " (number too large)") from None
+    elif isinstance(text, str):
+        if len(text) > MAX_TEXT_CHARS:
+            raise InputError(field, _short(text), allowed + f" (at most {MAX_TEXT_CHARS} characters)")
+        s = text.strip()
+        match = _NUMBER.match(s)
+        if match is None:
+            raise InputError(field, text, allowed + " (a plain number, then a unit)")
+        unit_text = s[match.end() :]
+        factor = _unit_factor(unit_text, kind, bare_unit)
+        if factor is None:
+            hint = " (a number needs a unit)" if not unit_text.strip() else ""
+            raise InputError(field, text, allowed + hint)
+        number = float(match.group())
     else:
-        raise InputError(field, text, allowed)
-    want_info = kind in (Kind.BYTES, Kind.BANDWIDTH)
-    try:
-        value = float(q.to(kind.si_unit).magnitude)
-    except (pint.DimensionalityError, OverflowError, ValueError):
-        raise InputError(field, text, allowed) from None
-    if want_info != _is_information(q):
-        raise InputError(field, text, allowed)
-    if kind is Kind.RATE and str(q.to_root_units().units) != "1 / second":
-        raise InputError(field, text, allowed)  # e.g. "5 rpm" (radians/s) or "10 Gbit/s"
-    if math.isnan(value):
-        raise InputError(field, text, allowed)
-    return value
+        raise InputError(field, _short(text), allowed)
+    value = number * factor
+    if not math.isfinite(value):
+        raise InputError(field, _short(text), allowed + " (a finite value)")
+    if value < 0:
+        raise InputError(field, text, allowed + " (not negative)")
+    return value + 0.0  # no negative zero
+
+
+def _short(value: object, limit: int = 80) -> object:
+    """Echo at most ``limit`` characters of a bad value in an error message."""
+    text = value if isinstance(value, str) else None
+    if text is None:
+        try:
+            text = repr(value)
+        except (ValueError, OverflowError):  # 5,000-digit ints refuse repr in Python 3.11+
+            return f"<{type(value).__name__}>"
+        if len(text) <= limit:
+            return value
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def format_quantity(value_si: float, kind: Kind, unit: str, digits: int = 3) -> str:
     """Format an SI float for people, e.g. ``format_quantity(3.35e12, Kind.BANDWIDTH, "TB/s")``."""
-    q = Q_(value_si, kind.si_unit).to(unit)
-    return f"{q.magnitude:.{digits}g} {unit}"
+    factor = _unit_table(kind).get(_normalise_unit(unit))
+    if factor is None:
+        raise InputError("unit", unit, f"one of {kind.name.lower()}'s units, e.g. {kind.example}")
+    return f"{value_si / factor:.{digits}g} {unit}"

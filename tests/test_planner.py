@@ -281,7 +281,7 @@ def test_cli_plan_json(capsys) -> None:
     ("argv", "message"),
     [
         (["--ttft-slo", "soon"], "ttft_slo"),
-        (["--ttft-slo", "-2s"], "slo.ttft_s"),
+        (["--ttft-slo", "-2s"], "ttft_slo"),
         (["--attainment", "2"], "slo.attainment"),
         (["--gpus", "many"], "gpus"),
     ],

@@ -140,7 +140,7 @@ def test_user_profile_directory_adds_a_gpu(tmp_path) -> None:
         (
             'capacity = { value = "81559 MiB"',
             'capacity = { value = "-81559 MiB"',
-            "memory.capacity: must be > 0",
+            "memory.capacity: expected a bytes.*not negative",
         ),
         ("[memory]", '[memory]\ncolour = "green"', "memory.colour: unknown key"),
         ('tdp = { value = "700 W"', 'tdp = { value = "700 s"', "power.tdp: expected a power"),
