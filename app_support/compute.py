@@ -19,7 +19,7 @@ import numpy as np
 import streamlit as st
 
 import model
-from model.configs import DisaggregatedConfig
+from model.serving.configs import DisaggregatedConfig
 
 from .inputs import Spec, cached_config, cached_trace
 
@@ -196,7 +196,7 @@ def get_rooflines(plan: model.Plan) -> dict[str, list[Any]]:
 
 def symbolic_available() -> bool:
     try:
-        from model import symbolic  # noqa: F401
+        from model.symbolic import formulas  # noqa: F401
     except ImportError:
         return False
     return True
@@ -211,8 +211,8 @@ def _deployment(plan: model.Plan, gpu: model.GPU, tp: int) -> model.Deployment:
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def _math(key: str, _plan_obj: model.Plan, style: str, rate: float) -> list[tuple[str, str]]:
-    from model import symbolic
-    from model.dtypes import bytes_per_element
+    from model.hardware.formats import bytes_per_element
+    from model.symbolic import formulas as symbolic
 
     plan = _plan_obj
     b = plan.best[style]
@@ -299,14 +299,14 @@ def get_math(spec: Spec, plan: model.Plan, style: str) -> list[tuple[str, str]]:
 
 def simulator_available() -> bool:
     try:
-        from model import simulate  # noqa: F401
+        from model.sim import simulate  # noqa: F401
     except ImportError:
         return False
     return True
 
 
 def _requests(spec: Spec, plan: model.Plan, rate: float, n: int, seed: int) -> Any:
-    from model import simulate as sim
+    from model.sim import simulate as sim
 
     trace = trace_of(spec)
     if trace is not None:
@@ -334,8 +334,8 @@ def run_simulation(
     seed: int,
     progress: Callable[[int, int], None] | None = None,
 ) -> Any:
-    """Simulator summary (model.sim_report.SimSummary) of one style's best config at ``rate``."""
-    from model import simulate as sim
+    """Simulator summary (model.sim.report.SimSummary) of one style's best config at ``rate``."""
+    from model.sim import simulate as sim
 
     def run() -> Any:
         scn = plan.inputs.scenario
@@ -356,8 +356,8 @@ def run_simulation(
 
 
 def run_sim_goodput(spec: Spec, plan: model.Plan, style: str, n: int, seed: int) -> Any:
-    """Simulated goodput (model.simulate.GoodputResult) of one style's best configuration."""
-    from model import simulate as sim
+    """Simulated goodput (model.sim.simulate.GoodputResult) of one style's best configuration."""
+    from model.sim import simulate as sim
 
     def run() -> Any:
         scn = plan.inputs.scenario

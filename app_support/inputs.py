@@ -21,9 +21,9 @@ from typing import Any
 import streamlit as st
 
 import model
-from model.enumerate import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS
 from model.errors import PdplanError
-from model.profiles import unique
+from model.hardware.profiles import unique
+from model.planner.enumerate import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS
 from model.units import Kind, parse_quantity
 
 from . import uploads

@@ -253,7 +253,7 @@ def results_csv(plan: model.Plan, evals: dict[str, model.Evaluation]) -> str:
 
 def results_json(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spec) -> str:
     """``model.plan_dict`` plus the metrics at the inspected rate and the app's plain inputs."""
-    from model.report import _plain
+    from model.planner.report import _plain
 
     data = model.plan_dict(plan)
     data["evaluated_at"] = {
@@ -294,7 +294,7 @@ def math_panel(plan: model.Plan, spec: Spec) -> None:
     st.caption(
         f"{plan.best[style].label}, "
         + (f"at {rate:g} req/s" if rate > 0 else "at its goodput")
-        + ". Numbers are SI (s, B, FLOP/s); formulas and sources from model/symbolic.py."
+        + ". Numbers are SI (s, B, FLOP/s); formulas and sources from model/symbolic/formulas.py."
     )
     with st.spinner("Rendering the formulas..."):
         sections = compute.get_math(spec, plan, style)
@@ -349,7 +349,7 @@ def simulation_panel(plan: model.Plan, evals: dict[str, model.Evaluation], spec:
         st.info("No configuration to simulate.")
         return
     st.markdown(
-        "The discrete-event simulator (model/simulate.py) replays requests through each style's best "
+        "The discrete-event simulator (model/sim/simulate.py) replays requests through each style's best "
         "configuration, sharing only the phase-cost layer with the analytical model. "
         + (
             "Arrivals: the uploaded trace, time-scaled to the rate."

@@ -2,7 +2,7 @@
 
 Nothing here unpickles or evaluates anything: a Hugging Face config.json is read with ``json`` by
 ``model.hf_config``; a trace is written to a private temporary file and read by
-``model.traces.load_trace`` (CSV / JSON lines); a scenario file is plain JSON. Every failure becomes
+``model.workload.traces.load_trace`` (CSV / JSON lines); a scenario file is plain JSON. Every failure becomes
 an :class:`UploadError` whose one-line message the app shows with ``st.error``.
 """
 
@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import model
-from model import hf_config, traces
 from model.errors import PdplanError
+from model.llm import hf_config
+from model.workload import traces
 
 MAX_CONFIG_BYTES = 1_000_000  # a config.json is a few kB; DeepSeek-V3's is 2 kB
 MAX_TRACE_BYTES = 20_000_000  # ~1 M requests of the Azure CSV format

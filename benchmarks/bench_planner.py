@@ -10,7 +10,7 @@ import os
 import time
 
 import model
-from model.phase_tables import instance_tables
+from model.serving.phase_tables import instance_tables
 
 WORKLOADS = ("chat", "code", "summarization")
 

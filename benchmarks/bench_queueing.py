@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from model.queueing import erlang_c, mgc_wait
+from model.queueing.mgc import erlang_c, mgc_wait
 
 N = 1_000_000
 

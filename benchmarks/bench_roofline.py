@@ -9,11 +9,17 @@ import time
 
 import numpy as np
 
-from model.catalog import get_model
-from model.estimate import estimate
-from model.memory import memory_fit
-from model.profiles import get_gpu
-from model.roofline import Deployment, chunked_prefill_time_s, decode_step_cost, mean_tpot_s, prefill_cost
+from model.hardware.profiles import get_gpu
+from model.llm.catalog import get_model
+from model.physics.estimate import estimate
+from model.physics.memory import memory_fit
+from model.physics.roofline import (
+    Deployment,
+    chunked_prefill_time_s,
+    decode_step_cost,
+    mean_tpot_s,
+    prefill_cost,
+)
 
 N = 100_000
 

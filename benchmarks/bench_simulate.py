@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from model.configs import ColocatedConfig, DisaggregatedConfig
-from model.profiles import get_gpu, get_link
-from model.simulate import poisson_requests, simulate
+from model.hardware.profiles import get_gpu, get_link
+from model.serving.configs import ColocatedConfig, DisaggregatedConfig
+from model.sim.simulate import poisson_requests, simulate
 
 MODEL = "llama-3.1-8b"
 WORKLOAD = "chat"

@@ -16,7 +16,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from model.queueing import mgc_wait
+from model.queueing.mgc import mgc_wait
 from tests.mgc_sim import det_sampler, gamma_sampler, lognormal_sampler, simulate_mgc
 
 FLOOR = 0.05

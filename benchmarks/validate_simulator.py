@@ -15,7 +15,7 @@ Choices (all in one place, stated in docs/validation.md):
   TTFT_FLOOR_S), TPOT target = TPOT_FACTOR x the batch-1 decode step at a 2,000-token context;
   p90 and 90% attainment;
 - simulator: REQUESTS Poisson arrivals (seeded), the first WARMUP_FRACTION left out of the statistics;
-  goodput by bisection to 2% (model.simulate.goodput).
+  goodput by bisection to 2% (model.sim.simulate.goodput).
 """
 
 from __future__ import annotations
@@ -28,13 +28,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.arrivals import scale_to_rate
-from model.catalog import get_model
-from model.configs import SLO, ColocatedConfig, DisaggregatedConfig
-from model.profiles import get_gpu, get_link
-from model.roofline import Deployment, decode_step_cost, prefill_cost
-from model.simulate import SimOptions, SimRequests, goodput, poisson_requests, simulate
-from model.workload import get_workload
+from model.hardware.profiles import get_gpu, get_link
+from model.llm.catalog import get_model
+from model.physics.roofline import Deployment, decode_step_cost, prefill_cost
+from model.serving.configs import ColocatedConfig, DisaggregatedConfig
+from model.sim.simulate import SimOptions, SimRequests, goodput, poisson_requests, simulate
+from model.workload.arrivals import scale_to_rate
+from model.workload.presets import get_workload
+from model.workload.slo import SLO
 
 MODELS = {"llama-3.1-8b": 1, "qwen2.5-32b": 2, "llama-3.1-70b": 4}  # model -> TP
 GPUS = ("h100-sxm", "a100-80gb-sxm")
@@ -86,9 +87,9 @@ class Cell:
 
 
 def run_cell(model: str, gpu: str, tp: int, workload: str, style: str, cfg, n: int) -> Cell:
-    from model.planner import config_goodput
-    from model.scenario import Scenario
-    from model.serving import evaluate
+    from model.planner.goodput import config_goodput
+    from model.serving.evaluation import evaluate
+    from model.workload.scenario import Scenario
 
     slo = slo_for(model, gpu, tp, workload)
     scn = Scenario.build(model, workload, slo)

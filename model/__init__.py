@@ -4,95 +4,89 @@ The public API is re-exported here so notebooks and scripts can ``import model``
 ``model.plan("llama-3.1-70b", "h100-sxm", workload="chat", ttft_slo_s=0.5, tpot_slo_s=0.05,
 gpus=16)`` or ``model.estimate("llama-3.1-8b", "rtx-4090", isl=1024, osl=256)``. Everything inside
 works in SI floats / numpy arrays; see docs/ for the formulas and their sources.
+
+Start-up stays fast: the names below are loaded on first use (PEP 562 module ``__getattr__``), so
+``import model`` costs milliseconds and ``model.plan`` pulls in numpy/scipy only when called.
+The layers live in subpackages (``model.hardware``, ``model.llm``, ``model.physics``,
+``model.workload``, ``model.queueing``, ``model.serving``, ``model.symbolic``, ``model.planner``,
+``model.sim``, ``model.calibrate``, ``model.cli``); see docs/architecture.md.
 """
 
-from model.arch import (
-    LLMArch,
-    active_params,
-    kv_bytes_per_token,
-    kv_bytes_per_token_per_gpu,
-    total_params,
-    weight_bytes,
-)
-from model.catalog import get_model, list_models
-from model.comm import allreduce_time_s, transfer_time_s
-from model.configs import SLO, ColocatedConfig, DisaggregatedConfig
-from model.errors import InputError, PdplanError, ProfileError, UnknownNameError, UnstableError
-from model.estimate import Estimate, estimate
-from model.hf_config import load_hf_config
-from model.memory import MemoryFit, memory_fit
-from model.planner import BestConfig, FlipThreshold, Plan, config_goodput, plan, pool_map
-from model.profiles import GPU, HardwareCatalog, Link, Node, get_gpu, get_link, get_node, load_catalog
-from model.report import plan_dict, rate_sweep, roofline_points
-from model.roofline import (
-    Deployment,
-    StepCost,
-    chunked_prefill_overhead,
-    chunked_prefill_time_s,
-    decode_step_cost,
-    generation_time_s,
-    mean_tpot_s,
-    mixed_step_cost,
-    prefill_cost,
-)
-from model.scenario import Scenario
-from model.serving import Evaluation, evaluate
-from model.workload import Workload, get_workload, list_workloads
+from __future__ import annotations
 
-__all__ = [
-    "GPU",
-    "SLO",
-    "BestConfig",
-    "ColocatedConfig",
-    "Deployment",
-    "DisaggregatedConfig",
-    "Estimate",
-    "Evaluation",
-    "FlipThreshold",
-    "HardwareCatalog",
-    "InputError",
-    "LLMArch",
-    "Link",
-    "MemoryFit",
-    "Node",
-    "PdplanError",
-    "Plan",
-    "ProfileError",
-    "Scenario",
-    "StepCost",
-    "UnknownNameError",
-    "UnstableError",
-    "Workload",
-    "active_params",
-    "allreduce_time_s",
-    "chunked_prefill_overhead",
-    "chunked_prefill_time_s",
-    "config_goodput",
-    "decode_step_cost",
-    "estimate",
-    "evaluate",
-    "generation_time_s",
-    "get_gpu",
-    "get_link",
-    "get_model",
-    "get_node",
-    "get_workload",
-    "kv_bytes_per_token",
-    "kv_bytes_per_token_per_gpu",
-    "list_models",
-    "list_workloads",
-    "load_catalog",
-    "load_hf_config",
-    "mean_tpot_s",
-    "memory_fit",
-    "mixed_step_cost",
-    "plan",
-    "plan_dict",
-    "pool_map",
-    "prefill_cost",
-    "rate_sweep",
-    "roofline_points",
-    "total_params",
-    "transfer_time_s",
-    "weight_bytes",
-]
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "InputError": "model.errors",
+    "PdplanError": "model.errors",
+    "ProfileError": "model.errors",
+    "UnknownNameError": "model.errors",
+    "UnstableError": "model.errors",
+    "allreduce_time_s": "model.hardware.collectives",
+    "transfer_time_s": "model.hardware.collectives",
+    "GPU": "model.hardware.profiles",
+    "HardwareCatalog": "model.hardware.profiles",
+    "Link": "model.hardware.profiles",
+    "Node": "model.hardware.profiles",
+    "get_gpu": "model.hardware.profiles",
+    "get_link": "model.hardware.profiles",
+    "get_node": "model.hardware.profiles",
+    "load_catalog": "model.hardware.profiles",
+    "LLMArch": "model.llm.arch",
+    "active_params": "model.llm.arch",
+    "kv_bytes_per_token": "model.llm.arch",
+    "kv_bytes_per_token_per_gpu": "model.llm.arch",
+    "total_params": "model.llm.arch",
+    "weight_bytes": "model.llm.arch",
+    "get_model": "model.llm.catalog",
+    "list_models": "model.llm.catalog",
+    "load_hf_config": "model.llm.hf_config",
+    "Estimate": "model.physics.estimate",
+    "estimate": "model.physics.estimate",
+    "MemoryFit": "model.physics.memory",
+    "memory_fit": "model.physics.memory",
+    "Deployment": "model.physics.roofline",
+    "StepCost": "model.physics.roofline",
+    "chunked_prefill_overhead": "model.physics.roofline",
+    "chunked_prefill_time_s": "model.physics.roofline",
+    "decode_step_cost": "model.physics.roofline",
+    "generation_time_s": "model.physics.roofline",
+    "mean_tpot_s": "model.physics.roofline",
+    "mixed_step_cost": "model.physics.roofline",
+    "prefill_cost": "model.physics.roofline",
+    "BestConfig": "model.planner.types",
+    "FlipThreshold": "model.planner.types",
+    "Plan": "model.planner.types",
+    "config_goodput": "model.planner.goodput",
+    "plan": "model.planner.plan",
+    "pool_map": "model.planner.plan",
+    "plan_dict": "model.planner.report",
+    "rate_sweep": "model.planner.report",
+    "roofline_points": "model.planner.report",
+    "ColocatedConfig": "model.serving.configs",
+    "DisaggregatedConfig": "model.serving.configs",
+    "Evaluation": "model.serving.evaluation",
+    "evaluate": "model.serving.evaluation",
+    "Workload": "model.workload.presets",
+    "get_workload": "model.workload.presets",
+    "list_workloads": "model.workload.presets",
+    "Scenario": "model.workload.scenario",
+    "SLO": "model.workload.slo",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first access and cache the name here."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'model' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -181,7 +181,7 @@ def test_efficiency_and_price_overrides_reach_the_planner():
 
 
 def test_scenario_file_carries_the_uploaded_config():
-    text = (REPO / "model" / "architectures" / "llama-3.1-8b.json").read_text()
+    text = (REPO / "model" / "llm" / "configs" / "llama-3.1-8b.json").read_text()
     state = {**inputs.DEFAULTS, "model_source": inputs.CONFIG_UPLOAD, "gpus": 4}
     spec = inputs.Spec({"config_text": text, "config_name": "my-config.json", "trace_name": None})
     at = run_app()
@@ -190,7 +190,7 @@ def test_scenario_file_carries_the_uploaded_config():
     assert_clean(at)
     assert not errors_of(at)
     assert at.radio(key="model_source").value == inputs.CONFIG_UPLOAD
-    arch = model.hf_config.parse_hf_config_text(text, where="my-config.json")
+    arch = model.llm.hf_config.parse_hf_config_text(text, where="my-config.json")
     assert verdict_of(at) == planner_verdict(arch, gpus=4)
 
 
@@ -233,11 +233,11 @@ def _upload_trace(at: AppTest, name: str, data: bytes) -> AppTest:
 
 
 def test_valid_config_upload_is_planned():
-    text = (REPO / "model" / "architectures" / "llama-3.1-8b.json").read_text()
+    text = (REPO / "model" / "llm" / "configs" / "llama-3.1-8b.json").read_text()
     at = _upload_config(run_app(), "config.json", text.encode())
     assert_clean(at)
     assert not errors_of(at)
-    arch = model.hf_config.parse_hf_config_text(text, where="config.json")
+    arch = model.llm.hf_config.parse_hf_config_text(text, where="config.json")
     assert verdict_of(at) == planner_verdict(arch)
 
 

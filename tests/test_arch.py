@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.arch import (
+from model.errors import InputError, ProfileError, UnknownNameError
+from model.llm.arch import (
     active_params,
     check_tp,
     kv_bytes_per_token,
@@ -13,9 +14,8 @@ from model.arch import (
     total_params,
     weight_bytes,
 )
-from model.catalog import get_model, list_models
-from model.errors import InputError, ProfileError, UnknownNameError
-from model.hf_config import arch_from_hf_config, parse_hf_config_text
+from model.llm.catalog import get_model, list_models
+from model.llm.hf_config import arch_from_hf_config, parse_hf_config_text
 
 
 def rel_err(a: float, b: float) -> float:

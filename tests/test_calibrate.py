@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model.calibrate import (
+from model.calibrate.fit import (
     BOUNDS,
     Measurement,
     RowDefaults,
@@ -21,14 +21,14 @@ from model.calibrate import (
     parse_vllm_json,
     write_profiles,
 )
-from model.calibrate_io import classify_ttft
-from model.catalog import get_model
+from model.calibrate.measurements import classify_ttft
 from model.cli import main
-from model.comm import default_tp_link
 from model.errors import InputError, PdplanError
-from model.estimate import estimate
-from model.profiles import get_gpu, gpu_from_toml, load_catalog
-from model.roofline import Deployment, mean_tpot_s, prefill_cost
+from model.hardware.collectives import default_tp_link
+from model.hardware.profiles import get_gpu, gpu_from_toml, load_catalog
+from model.llm.catalog import get_model
+from model.physics.estimate import estimate
+from model.physics.roofline import Deployment, mean_tpot_s, prefill_cost
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "docs" / "examples"

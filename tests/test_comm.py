@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.comm import allreduce_time_s, default_tp_link, transfer_time_s
 from model.errors import InputError
-from model.profiles import get_gpu, get_link
+from model.hardware.collectives import allreduce_time_s, default_tp_link, transfer_time_s
+from model.hardware.profiles import get_gpu, get_link
 
 
 def test_ring_allreduce_hand_derived() -> None:

@@ -10,9 +10,9 @@ import pytest
 import model
 from model.cli import main
 from model.errors import InputError, PdplanError, ProfileError
-from model.hf_config import parse_hf_config_text
-from model.traces import TraceFormatError, load_trace
+from model.llm.hf_config import parse_hf_config_text
 from model.units import Kind, parse_quantity
+from model.workload.traces import TraceFormatError, load_trace
 
 
 @pytest.mark.parametrize("text", ["5 rpm", "10 Gbit/s", "5 GB/s", "3 s"])

@@ -1,4 +1,4 @@
-"""`pdplan estimate` and model.estimate.estimate: output, JSON keys, and one-line errors."""
+"""`pdplan estimate` and model.physics.estimate.estimate: output, JSON keys, and one-line errors."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from model.cli import main
 from model.errors import InputError
-from model.estimate import estimate
+from model.physics.estimate import estimate
 
 KEYS = {
     "prefill_s",

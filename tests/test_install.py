@@ -32,7 +32,7 @@ def test_non_editable_install_loads_data(tmp_path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     code = (
-        "import model, model.profiles as p, model.catalog as c;"
+        "import model, model.hardware.profiles as p, model.llm.catalog as c;"
         f"assert str(model.__file__).startswith({str(target)!r}), model.__file__;"
         "cat = p.load_catalog();"
         "print(len(p.unique(cat.gpus)), len(p.unique(cat.links)), len(c.list_models()))"

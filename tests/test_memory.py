@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.catalog import get_model
 from model.errors import InputError
-from model.memory import CUDA_GRAPH_POOL_BYTES, RUNTIME_LIBRARY_BYTES, memory_fit
-from model.profiles import get_gpu
-from model.roofline import Deployment
+from model.hardware.profiles import get_gpu
+from model.llm.catalog import get_model
+from model.physics.memory import CUDA_GRAPH_POOL_BYTES, RUNTIME_LIBRARY_BYTES, memory_fit
+from model.physics.roofline import Deployment
 
 
 def dep(model: str, gpu: str, **kw: object) -> Deployment:

@@ -15,14 +15,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import model
-from model.candidates import DisaggregatedSet
 from model.cli import main
-from model.configs import SLO, DisaggregatedConfig
 from model.errors import InputError
-from model.goodput import goodput_rps
-from model.profiles import get_gpu, get_link
-from model.scenario import Scenario
-from model.verdict import _scaled_links
+from model.hardware.profiles import get_gpu, get_link
+from model.planner.goodput import goodput_rps
+from model.planner.verdict import _scaled_links
+from model.serving.candidates import DisaggregatedSet
+from model.serving.configs import DisaggregatedConfig
+from model.workload.scenario import Scenario
+from model.workload.slo import SLO
 
 
 def test_home_lab_two_4090s_over_2_5gbe_stays_colocated() -> None:
@@ -330,8 +331,8 @@ def test_heterogeneous_pools_h100_prefill_a100_decode() -> None:
 def test_closed_form_transfer_break_even_agrees_with_numeric_transfer() -> None:
     from dataclasses import replace
 
-    from model.disaggregated import transfer_components
-    from model.verdict import transfer_break_even
+    from model.planner.verdict import transfer_break_even
+    from model.serving.disaggregated import transfer_components
 
     p = _h100_rag("ib-ndr-400", thresholds=False)
     dis = p.best["disaggregated"]
@@ -412,8 +413,8 @@ def test_cli_plan_trace_uses_its_burstiness(capsys, tmp_path) -> None:
 def test_nics_per_gpu_caps_transfer_lanes() -> None:
     # An L40S server has 4 GPUs and 2 NICs (node profile l40s-4): a TP4 -> TP4 transfer that leaves the
     # node crosses 2 lanes, not 4; inside the node (PCIe, per GPU) it keeps 4.
-    from model.enumerate import nics_per_gpu
-    from model.profiles import get_node
+    from model.hardware.profiles import get_node
+    from model.planner.enumerate import nics_per_gpu
 
     l40s = get_gpu("l40s")
     node = get_node("l40s-4")

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from model.errors import InputError, ProfileError, UnknownNameError
-from model.profiles import GPU, get_gpu, get_link, get_node, load_catalog, unique
+from model.hardware.profiles import GPU, get_gpu, get_link, get_node, load_catalog, unique
 
 REQUIRED_GPUS = [
     "h100-sxm",

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model.errors import InputError, UnstableError
-from model.queueing import (
+from model.queueing.mgc import (
     cosmetatos_md_factor,
     erlang_b,
     erlang_c,

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model import roofline
-from model.catalog import get_model
 from model.errors import InputError, PdplanError
-from model.moe import expected_experts_touched
-from model.profiles import get_gpu
-from model.roofline import (
+from model.hardware.profiles import get_gpu
+from model.llm.catalog import get_model
+from model.llm.moe import expected_experts_touched
+from model.physics import roofline
+from model.physics.roofline import (
     Deployment,
     chunked_prefill_overhead,
     chunked_prefill_time_s,

@@ -8,9 +8,9 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.catalog import get_model
-from model.profiles import get_gpu
-from model.roofline import Deployment, decode_step_cost, mean_tpot_s, prefill_cost
+from model.hardware.profiles import get_gpu
+from model.llm.catalog import get_model
+from model.physics.roofline import Deployment, decode_step_cost, mean_tpot_s, prefill_cost
 
 MODELS = ["llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "qwen2.5-7b", "deepseek-v3"]
 GPUS = ["h100-sxm", "a100-80gb-sxm", "l40s", "rtx-4090", "mi300x"]

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.configs import SLO, ColocatedConfig, DisaggregatedConfig
 from model.errors import InputError
-from model.profiles import get_gpu, get_link
-from model.simulate import (
+from model.hardware.profiles import get_gpu, get_link
+from model.serving.configs import ColocatedConfig, DisaggregatedConfig
+from model.sim.simulate import (
     CallableSteps,
     InstanceSpec,
     SimOptions,
@@ -23,6 +23,7 @@ from model.simulate import (
     simulate_colocated,
     simulate_disaggregated,
 )
+from model.workload.slo import SLO
 
 BIG = 10**9
 
@@ -258,8 +259,8 @@ def test_max_sim_time_stops_run():
 
 def test_light_load_ttft_is_prefill_time():
     # One request alone: TTFT = roofline prefill time; TPOT = mean decode step over its contexts.
-    from model.catalog import get_model
-    from model.roofline import Deployment, mean_tpot_s, prefill_cost
+    from model.llm.catalog import get_model
+    from model.physics.roofline import Deployment, mean_tpot_s, prefill_cost
 
     dep = Deployment(get_model("llama-3.1-8b"), H100)
     r = simulate(CONFIGS[0], "llama-3.1-8b", req([0.0], [1000], [50])).records
@@ -314,7 +315,7 @@ def test_goodput_brackets_the_slo_boundary():
     assert g.rate_rps > 0 and g.upper_rps / g.rate_rps - 1 <= 0.02 + 1e-9
     assert g.per_gpu_rps == pytest.approx(g.rate_rps / 2)
     assert g.attainment_at_rate >= 0.9
-    from model.arrivals import scale_to_rate
+    from model.workload.arrivals import scale_to_rate
 
     above = SimRequests(
         scale_to_rate(requests.arrival_s, g.upper_rps), requests.prompt_tokens, requests.output_tokens

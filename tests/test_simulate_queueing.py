@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.queueing import md1_wait, mmc_wait
-from model.simulate import CallableSteps, InstanceSpec, SimOptions, SimRequests, simulate_disaggregated
+from model.queueing.mgc import md1_wait, mmc_wait
+from model.sim.simulate import CallableSteps, InstanceSpec, SimOptions, SimRequests, simulate_disaggregated
 
 N = 25_000
 SEEDS = (11, 12, 13, 14)

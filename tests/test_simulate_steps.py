@@ -5,14 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.catalog import get_model
-from model.comm import transfer_time_s
-from model.configs import SLO, ColocatedConfig, DisaggregatedConfig
-from model.profiles import get_gpu, get_link
-from model.roofline import Deployment, decode_step_cost, mixed_step_cost, prefill_cost
-from model.sim_steps import KVTransfer, RooflineSteps
-from model.simulate import simulate, trace_requests
-from model.traces import load_trace
+from model.hardware.collectives import transfer_time_s
+from model.hardware.profiles import get_gpu, get_link
+from model.llm.catalog import get_model
+from model.physics.roofline import Deployment, decode_step_cost, mixed_step_cost, prefill_cost
+from model.serving.configs import ColocatedConfig, DisaggregatedConfig
+from model.sim.simulate import simulate, trace_requests
+from model.sim.steps import KVTransfer, RooflineSteps
+from model.workload.slo import SLO
+from model.workload.traces import load_trace
 from tests.conftest import SHARED_TRACES
 
 DEPS = [
@@ -102,7 +103,7 @@ def test_real_trace_both_architectures(name):
 def test_lone_request_transfer_exposure_on_a_slow_link(layerwise):
     # Llama-3.1-70B, TP2 -> TP2 over 10 GbE (2 lanes): layer-wise exposes max(t, N t - S + S/N) with
     # t = latency + bytes / (lanes x bw x eff) / N (pipelining bound); whole-KV exposes N=1 message.
-    from model.simulate import SimRequests
+    from model.sim.simulate import SimRequests
 
     arch, gpu, link = get_model("llama-3.1-70b"), get_gpu("h100-sxm"), get_link("eth-10g")
     dep = Deployment(arch, gpu, tp=2)

@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from model import symbolic as S
-from model.arch import kv_bytes_per_token
-from model.batching import decode_pool
-from model.catalog import get_model
-from model.comm import allreduce_time_s
-from model.disaggregated import transfer_components
 from model.errors import InputError
-from model.profiles import get_gpu
-from model.queueing import erlang_c, mg1_wait, mmc_wait
-from model.roofline import Deployment, decode_step_cost, prefill_cost
+from model.hardware.collectives import allreduce_time_s
+from model.hardware.profiles import get_gpu
+from model.llm.arch import kv_bytes_per_token
+from model.llm.catalog import get_model
+from model.physics.roofline import Deployment, decode_step_cost, prefill_cost
+from model.queueing.decode_batch import solve_batch
+from model.queueing.mgc import erlang_c, mg1_wait, mmc_wait
+from model.serving.disaggregated import transfer_components
+from model.symbolic import formulas as S
 
 
 def _exposed(
@@ -197,14 +197,24 @@ def test_erlang_c_and_mmc() -> None:
 # Decode batch and colocated
 
 
+def _pool(rate_rps: float, mean_out: float, t0: float, t1: float, cap: float) -> tuple[float, float, bool]:
+    """Numeric reference: the planner's Little's-law batch solver on a fine linear grid (affine step).
+
+    Returns (B*, TPOT = s(B*), stable)."""
+    grid = np.linspace(0.0, cap, 200_001)
+    per_token = (t0 + t1 * np.maximum(grid, 1.0))[None, :]
+    sol = solve_batch(np.array([rate_rps * mean_out]), grid, per_token, np.array([cap]))
+    return float(sol.batch[0]), float(sol.per_token_s[0]), bool(sol.below_cap[0])
+
+
 def test_decode_fixed_point_matches_decode_pool() -> None:
     v = {"rate_rps": 30, "mean_output_tokens": 200, "step_time_intercept_s": 0.02, "step_time_slope_s": 1e-4}
     # demand 6000 tok/s: B* = 6000 x 0.02 / (1 - 0.6) = 300; TPOT = 0.02 + 300 x 1e-4 = 50 ms
     assert S.formula("decode_batch").evaluate(v) == pytest.approx(300.0, rel=1e-12)
     assert S.formula("decode_tpot").evaluate(v) == pytest.approx(0.05, rel=1e-12)
-    pool = decode_pool(30.0, 200.0, lambda b: 0.02 + 1e-4 * b, 1000)
-    assert float(pool.batch_size) == pytest.approx(300.0, rel=1e-9)
-    assert float(pool.tpot_s) == pytest.approx(0.05, rel=1e-9)
+    batch, tpot, _ = _pool(30.0, 200.0, 0.02, 1e-4, 1000)
+    assert batch == pytest.approx(300.0, rel=1e-9)
+    assert tpot == pytest.approx(0.05, rel=1e-9)
     assert S.formula("decode_tpot").evaluate(v | {"rate_rps": 50}) == math.inf  # 50 x 200 x 1e-4 = 1
 
 
@@ -303,8 +313,7 @@ def test_break_even_prompt_tokens() -> None:
 def test_max_rate_for_tpot() -> None:
     t = S.max_rate_for_tpot(0.02, 1e-4, 200, 0.05)
     assert float(t) == pytest.approx(30.0, rel=1e-12) and t.binding == "tpot"  # (1 - 0.4) / 0.02
-    pool = decode_pool(t.value, 200.0, lambda b: 0.02 + 1e-4 * b, 10_000)
-    assert float(pool.tpot_s) == pytest.approx(0.05, rel=1e-9)
+    assert _pool(t.value, 200.0, 0.02, 1e-4, 10_000)[1] == pytest.approx(0.05, rel=1e-9)
     colo = S.max_rate_for_tpot(0.02, 1e-4, 200, 0.05, mean_prefill_s=0.1)
     assert float(colo) == pytest.approx(0.6 / 0.12, rel=1e-12)  # 5 req/s
     v = {
@@ -318,8 +327,8 @@ def test_max_rate_for_tpot() -> None:
     capped = S.max_rate_for_tpot(0.02, 1e-4, 200, 0.05, max_batch=64)
     # B* = 64 at lambda = 64 / (200 x 0.02 + 64 x 200 x 1e-4) = 64 / 5.28 = 12.12 req/s
     assert capped.binding == "kv capacity" and float(capped) == pytest.approx(64 / 5.28, rel=1e-12)
-    assert not bool(decode_pool(capped.value * 1.001, 200.0, lambda b: 0.02 + 1e-4 * b, 64).stable)
-    assert bool(decode_pool(capped.value * 0.999, 200.0, lambda b: 0.02 + 1e-4 * b, 64).stable)
+    assert not _pool(capped.value * 1.001, 200.0, 0.02, 1e-4, 64)[2]
+    assert _pool(capped.value * 0.999, 200.0, 0.02, 1e-4, 64)[2]
     miss = S.max_rate_for_tpot(0.06, 1e-4, 200, 0.05)
     assert miss.value == 0.0 and not miss.attainable
     assert S.max_rate_for_tpot(0.02, 0.0, 200, 0.05).value == math.inf

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from model.errors import InputError
-from model.traces import (
+from model.workload.presets import Workload
+from model.workload.traces import (
     TraceFormatError,
     load_azure_csv,
     load_burstgpt_csv,
@@ -17,7 +18,6 @@ from model.traces import (
     load_mooncake_jsonl,
     load_trace,
 )
-from model.workload import Workload
 
 SHARED_TRACES = Path(__file__).parents[1] / ".." / "shared" / "traces"
 

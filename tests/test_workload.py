@@ -9,10 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.arrivals import GammaRenewal, Poisson, TraceReplay, scale_to_rate
 from model.errors import InputError, UnknownNameError
-from model.traces import Trace
-from model.workload import (
+from model.workload.arrivals import GammaRenewal, Poisson, TraceReplay, scale_to_rate
+from model.workload.presets import (
     Empirical,
     Fixed,
     LogNormal,
@@ -23,6 +22,7 @@ from model.workload import (
     get_workload,
     list_workloads,
 )
+from model.workload.traces import Trace
 
 RNG = np.random.default_rng
 

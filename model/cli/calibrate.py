@@ -6,7 +6,7 @@ import argparse
 import math
 from typing import Any
 
-from model.calibrate import (
+from model.calibrate.fit import (
     DEFAULT_FIT,
     FORMATS,
     PARAMETERS,

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from model.cli.common import add_profile_dir, print_json
-from model.estimate import Estimate, estimate
+from model.physics.estimate import Estimate, estimate
 
 
 def register(sub: Any) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from model.arch import active_params, describe, kv_bytes_per_token, params_b, total_params
-from model.catalog import get_model, list_models
 from model.cli.common import add_profile_dir, print_json, print_table
-from model.profiles import load_catalog, unique
+from model.hardware.profiles import load_catalog, unique
+from model.llm.arch import active_params, describe, kv_bytes_per_token, params_b, total_params
+from model.llm.catalog import get_model, list_models
 
 
 def register(sub: Any) -> None:

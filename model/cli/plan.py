@@ -9,11 +9,11 @@ import numpy as np
 
 from model.cli.common import add_profile_dir, print_json
 from model.errors import InputError
-from model.planner import plan
-from model.report import plan_dict
-from model.traces import load_trace
+from model.planner.plan import plan
+from model.planner.report import plan_dict
 from model.units import Kind, parse_quantity
-from model.workload import Workload
+from model.workload.presets import Workload
+from model.workload.traces import load_trace
 
 
 def _int_list(text: str, field: str) -> tuple[int, ...]:

@@ -7,12 +7,13 @@ import sys
 from typing import Any
 
 from model.cli.common import add_profile_dir, print_json, print_table, to_jsonable
-from model.configs import ARCHITECTURES, SLO, ColocatedConfig, DisaggregatedConfig
 from model.errors import InputError
-from model.profiles import get_gpu, get_link
-from model.simulate import SimOptions, SimResult, poisson_requests, simulate, trace_requests
-from model.traces import load_trace
+from model.hardware.profiles import get_gpu, get_link
+from model.serving.configs import ARCHITECTURES, ColocatedConfig, DisaggregatedConfig
+from model.sim.simulate import SimOptions, SimResult, poisson_requests, simulate, trace_requests
 from model.units import Kind, parse_quantity
+from model.workload.slo import SLO
+from model.workload.traces import load_trace
 
 # Largest run the CLI accepts: ~10 s per 100k requests, so 10M is a long but bounded run.
 MAX_REQUESTS = 10_000_000

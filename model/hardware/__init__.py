@@ -1,0 +1,1 @@
+"""Hardware layer: GPU, link and node profiles (with sources), collectives, numeric formats."""

@@ -1,0 +1,111 @@
+"""Communication costs: ring all-reduce for tensor parallelism, point-to-point transfers (KV cache,
+pipeline activations), and which link a tensor-parallel group uses by default.
+
+All inputs and outputs are SI floats or numpy arrays (bytes, seconds, bytes/s).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from model.errors import InputError, UnknownNameError
+from model.hardware.profiles import GPU, Link, get_link
+
+ArrayLike = float | int | np.ndarray
+
+# The built-in link whose latency and efficiency stand in for an NVLink *bridge* (a two-GPU
+# NVLink connector, e.g. H100 PCIe, RTX 3090), which has no link profile of its own.
+NVLINK_BRIDGE_TEMPLATE_LINK = "nvlink3"
+# GPUs an NVLink bridge joins: bridges connect pairs of cards (NVIDIA H100 PCIe product brief,
+# "NVLink bridge connects two GPUs"); a larger TP group falls back to PCIe.
+NVLINK_BRIDGE_MAX_GPUS = 2
+
+
+def _nonneg(name: str, value: ArrayLike) -> np.ndarray:
+    arr = np.asarray(value, dtype=float)
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise InputError(name, value, "finite numbers >= 0")
+    return arr
+
+
+def allreduce_time_s(
+    message_bytes: ArrayLike, n_gpus: ArrayLike, bandwidth_bytes_per_s: ArrayLike, latency_s: ArrayLike
+) -> np.ndarray:
+    """Time of one ring all-reduce of ``message_bytes`` over ``n_gpus`` GPUs.
+
+    t = 2 (n - 1) x (latency + (M / n) / bandwidth); 0 when n == 1.
+    A ring all-reduce is a reduce-scatter plus an all-gather, each n - 1 steps that move M / n
+    bytes per GPU (Patarasuk & Yuan 2009, "Bandwidth optimal all-reduce algorithms for clusters
+    of workstations", JPDC 69(2); NCCL docs, "Performance reported by NCCL tests": algbw and
+    busbw = algbw x 2(n-1)/n). ``bandwidth_bytes_per_s`` is the achievable per-direction
+    bandwidth of one GPU (line rate x efficiency); ``latency_s`` the per-step latency.
+    """
+    m = _nonneg("message_bytes", message_bytes)
+    n = np.asarray(n_gpus, dtype=float)
+    if not np.all(np.isfinite(n)) or np.any(n < 1) or np.any(n != np.round(n)):
+        raise InputError("n_gpus", n_gpus, "whole numbers >= 1")
+    bw = np.asarray(bandwidth_bytes_per_s, dtype=float)
+    if np.any(np.isnan(bw)) or np.any(bw <= 0):
+        raise InputError("bandwidth_bytes_per_s", bandwidth_bytes_per_s, "numbers > 0")
+    lat = _nonneg("latency_s", latency_s)
+    steps = 2.0 * (n - 1.0)
+    return np.asarray(steps * (lat + (m / n) / bw), dtype=float)
+
+
+def transfer_time_s(message_bytes: ArrayLike, link: Link, *, messages: ArrayLike = 1) -> np.ndarray:
+    """Time to move ``message_bytes`` over ``link`` as ``messages`` separate messages.
+
+    t = messages x latency + bytes / (bandwidth x efficiency); 0 for a ``same-gpu`` link (nothing
+    crosses it). The alpha-beta (Hockney 1994, "The communication challenge for MPP", Parallel
+    Computing 20(3)) model; efficiency is the measured fraction of line rate in the link profile.
+    """
+    m = _nonneg("message_bytes", message_bytes)
+    k = np.asarray(messages, dtype=float)
+    if not np.all(np.isfinite(k)) or np.any(k < 0):
+        raise InputError("messages", messages, "numbers >= 0")
+    if link.kind == "same-gpu":
+        return np.zeros(np.broadcast_shapes(m.shape, k.shape))
+    return np.asarray(k * link.latency_s + m / link.effective_bandwidth_bytes_per_s, dtype=float)
+
+
+def _normalise(kind: str) -> str:
+    return "".join(ch for ch in kind.lower() if ch.isalnum())
+
+
+def default_tp_link(gpu: GPU, tp: int = 2) -> Link:
+    """The link a TP group of ``tp`` ``gpu``s all-reduces over when none is given.
+
+    - NVLink/NVSwitch or xGMI: the built-in link profile named after ``gpu.interconnect_kind``
+      (``"NVLink 4"`` -> ``nvlink4``, ``"xGMI"`` -> ``xgmi``), as measured in its profile.
+    - An NVLink *bridge* (pairs of cards): the GPU's own interconnect bandwidth with the
+      ``nvlink3`` profile's latency and efficiency, for TP <= 2; larger groups use PCIe.
+    - Otherwise (``"none"``): PCIe peer-to-peer of the GPU's generation (``pcie-gen4-x16`` ...) at
+      the GPU's PCIe bandwidth.
+    """
+    kind = gpu.interconnect_kind.strip()
+    key = _normalise(kind)
+    if key and key != "none":
+        if "bridge" in key:
+            if tp <= NVLINK_BRIDGE_MAX_GPUS and gpu.interconnect_bandwidth_bytes_per_s > 0:
+                template = get_link(NVLINK_BRIDGE_TEMPLATE_LINK)
+                return dataclasses.replace(
+                    template,
+                    name=f"{gpu.name}-nvlink-bridge",
+                    full_name=f"{kind} ({gpu.full_name})",
+                    bandwidth_bytes_per_s=gpu.interconnect_bandwidth_bytes_per_s,
+                    aliases=(),
+                )
+        else:
+            try:
+                return get_link(key)
+            except UnknownNameError:
+                pass
+    pcie = get_link(f"pcie-gen{gpu.pcie_generation}-x16")
+    if math.isclose(pcie.bandwidth_bytes_per_s, gpu.pcie_bandwidth_bytes_per_s):
+        return pcie
+    return dataclasses.replace(
+        pcie, name=f"{gpu.name}-pcie", bandwidth_bytes_per_s=gpu.pcie_bandwidth_bytes_per_s, aliases=()
+    )

@@ -1,0 +1,237 @@
+"""LLM architecture description and the quantities derived from it (parameters, weight and KV bytes).
+
+Counting conventions (stated once, used everywhere):
+- A linear layer of shape (d_in, d_out) has d_in x d_out weights; biases and norm scales are left
+  out (they are < 0.1% of any catalog model).
+- Attention (MHA/GQA/MQA): Q and O are hidden x (heads x head_dim); K and V are hidden x
+  (kv_heads x head_dim) each (Ainslie et al. 2023, "GQA").
+- MLA (DeepSeek-V2/V3): Q through a low-rank q_lora_rank bottleneck (or directly), KV through a
+  kv_lora_rank latent plus a shared RoPE key of qk_rope_head_dim (DeepSeek-V2 paper, sec. 2.1).
+- MLP: gated (SwiGLU, Shazeer 2020) has three hidden x intermediate matrices, plain has two.
+- MoE layer: every routed and shared expert is a gated MLP of moe_intermediate_size plus a
+  hidden x experts router; a token uses experts_per_token routed experts and all shared ones
+  (Mixtral paper, sec. 2; DeepSeek-V3 report, sec. 2.1.2).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from model.errors import InputError
+from model.hardware.formats import bytes_per_element
+
+
+@dataclass(frozen=True)
+class LLMArch:
+    """A decoder-only transformer's shape. MoE fields are 0 for dense models; MLA fields 0 without MLA."""
+
+    name: str
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_embeddings: bool = False
+    gated_mlp: bool = True
+    num_experts: int = 0
+    experts_per_token: int = 0
+    num_shared_experts: int = 0
+    moe_intermediate_size: int = 0
+    num_dense_layers: int = 0  # layers with a dense MLP in an MoE model (DeepSeek's first_k_dense_replace)
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    learned_position_embeddings: int = 0  # rows of a learned position table (OPT); 0 for RoPE/ALiBi
+    max_context_tokens: int = 0
+    display_name: str = ""
+    source: str = ""
+    published_total_params: float = 0.0
+    published_active_params: float = 0.0
+    aliases: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        for name in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim", "vocab_size"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | np.integer) and value >= 1):
+                raise InputError(f"model {self.name}.{name}", value, "a whole number >= 1")
+        if self.num_heads % self.num_kv_heads:
+            raise InputError(
+                f"model {self.name}.num_kv_heads",
+                self.num_kv_heads,
+                f"a divisor of num_heads ({self.num_heads})",
+            )
+        if self.is_moe and not (1 <= self.experts_per_token <= self.num_experts):
+            raise InputError(
+                f"model {self.name}.experts_per_token",
+                self.experts_per_token,
+                f"1..num_experts ({self.num_experts})",
+            )
+        if not self.is_moe and self.intermediate_size < 1:
+            raise InputError(
+                f"model {self.name}.intermediate_size", self.intermediate_size, "a whole number >= 1"
+            )
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def num_moe_layers(self) -> int:
+        return self.num_layers - self.num_dense_layers if self.is_moe else 0
+
+    @property
+    def label(self) -> str:
+        return self.display_name or self.name
+
+
+def attention_params_per_layer(arch: LLMArch) -> int:
+    """Weights of one attention block: Q, K, V, O projections (GQA) or the MLA projections.
+
+    GQA: h*(n_h*d) [Q] + 2*h*(n_kv*d) [K,V] + (n_h*d)*h [O]  (Ainslie et al. 2023).
+    MLA: Q: h*r_q + r_q*n_h*(d_nope+d_rope) (or h*n_h*(d_nope+d_rope) without r_q);
+    KV: h*(r_kv + d_rope) + r_kv*n_h*(d_nope + d_v); O: n_h*d_v*h  (DeepSeek-V2, sec. 2.1).
+    """
+    h, n_h = arch.hidden_size, arch.num_heads
+    if arch.is_mla:
+        qk_dim = arch.qk_nope_head_dim + arch.qk_rope_head_dim
+        q = h * arch.q_lora_rank + arch.q_lora_rank * n_h * qk_dim if arch.q_lora_rank else h * n_h * qk_dim
+        kv = h * (arch.kv_lora_rank + arch.qk_rope_head_dim)
+        kv += arch.kv_lora_rank * n_h * (arch.qk_nope_head_dim + arch.v_head_dim)
+        return q + kv + n_h * arch.v_head_dim * h
+    d = arch.head_dim
+    return h * n_h * d + 2 * h * arch.num_kv_heads * d + n_h * d * h
+
+
+def mlp_params(arch: LLMArch, intermediate_size: int) -> int:
+    """Weights of one MLP: 3*h*I when gated (SwiGLU), else 2*h*I (Vaswani et al. 2017)."""
+    return (3 if arch.gated_mlp else 2) * arch.hidden_size * intermediate_size
+
+
+def embedding_params(arch: LLMArch) -> int:
+    """Token embedding (V*h), the LM head (V*h unless tied) and a learned position table if any."""
+    table = arch.vocab_size * arch.hidden_size
+    head = 0 if arch.tie_embeddings else table
+    return table + head + arch.learned_position_embeddings * arch.hidden_size
+
+
+def lm_head_params(arch: LLMArch) -> int:
+    """The output projection h x V; it is used by every token that needs logits, tied or not."""
+    return arch.vocab_size * arch.hidden_size
+
+
+def ffn_params(arch: LLMArch, *, active: bool) -> int:
+    """All MLP/MoE weights of the model; with ``active`` only those one token uses.
+
+    Dense model: L * mlp(I). MoE: dense layers * mlp(I) + moe layers * (router h*E +
+    (E or top-k, + shared) * mlp(I_moe)).
+    """
+    if not arch.is_moe:
+        return arch.num_layers * mlp_params(arch, arch.intermediate_size)
+    experts = (arch.experts_per_token if active else arch.num_experts) + arch.num_shared_experts
+    per_moe_layer = arch.hidden_size * arch.num_experts + experts * mlp_params(
+        arch, arch.moe_intermediate_size
+    )
+    return (
+        arch.num_dense_layers * mlp_params(arch, arch.intermediate_size) + arch.num_moe_layers * per_moe_layer
+    )
+
+
+def total_params(arch: LLMArch) -> int:
+    """All weights: embeddings + L * attention + every MLP/expert (see module conventions)."""
+    return (
+        embedding_params(arch)
+        + arch.num_layers * attention_params_per_layer(arch)
+        + ffn_params(arch, active=False)
+    )
+
+
+def active_params(arch: LLMArch) -> int:
+    """Weights one token's forward pass uses (MoE: top-k routed + shared experts)."""
+    return (
+        embedding_params(arch)
+        + arch.num_layers * attention_params_per_layer(arch)
+        + ffn_params(arch, active=True)
+    )
+
+
+def expert_params(arch: LLMArch) -> int:
+    """Weights of one routed expert (0 for dense models)."""
+    return mlp_params(arch, arch.moe_intermediate_size) if arch.is_moe else 0
+
+
+def weight_bytes(arch: LLMArch, dtype: str) -> float:
+    """Bytes to hold every weight in ``dtype`` (embeddings included): total_params x bytes/element."""
+    return total_params(arch) * bytes_per_element(dtype)
+
+
+def kv_heads_per_gpu(arch: LLMArch, tp: np.ndarray | int) -> np.ndarray:
+    """KV heads each tensor-parallel rank stores: n_kv / TP, at least 1 (heads are replicated when
+    TP exceeds n_kv, as vLLM and Megatron do for GQA)."""
+    tp_arr = np.asarray(tp)
+    return np.maximum(np.ceil(arch.num_kv_heads / tp_arr), 1.0)
+
+
+def kv_bytes_per_token(arch: LLMArch, kv_dtype: str = "bf16") -> float:
+    """KV-cache bytes one token adds across all GPUs of an unsharded replica.
+
+    MHA/GQA: 2 (K and V) x layers x n_kv x head_dim x bytes (Pope et al. 2022, "Efficiently Scaling
+    Transformer Inference", sec. 2). MLA: layers x (kv_lora_rank + qk_rope_head_dim) x bytes: only
+    the compressed latent and the shared RoPE key are cached (DeepSeek-V2, sec. 2.1.3).
+    """
+    b = bytes_per_element(kv_dtype, "kv_dtype")
+    if arch.is_mla:
+        return arch.num_layers * (arch.kv_lora_rank + arch.qk_rope_head_dim) * b
+    return 2 * arch.num_layers * arch.num_kv_heads * arch.head_dim * b
+
+
+def kv_bytes_per_token_per_gpu(arch: LLMArch, kv_dtype: str, tp: np.ndarray | int) -> np.ndarray:
+    """KV bytes per token held by each GPU of a TP group.
+
+    GQA: 2 x L x kv_heads_per_gpu(TP) x d x bytes (replicated heads counted on every rank).
+    MLA: the latent is not split by heads, so every rank holds all of it (vLLM's MLA backend).
+    """
+    b = bytes_per_element(kv_dtype, "kv_dtype")
+    if arch.is_mla:
+        return np.broadcast_to(kv_bytes_per_token(arch, kv_dtype), np.shape(tp)).astype(float)
+    return 2.0 * arch.num_layers * kv_heads_per_gpu(arch, tp) * arch.head_dim * b
+
+
+def check_tp(arch: LLMArch, tp: int) -> None:
+    """TP must divide the attention heads (Megatron-LM's head split); raises naming the field."""
+    if not (isinstance(tp, int | np.integer) and tp >= 1):
+        raise InputError("tp", tp, "a whole number >= 1")
+    if arch.num_heads % tp:
+        divisors = [d for d in range(1, arch.num_heads + 1) if arch.num_heads % d == 0 and d <= 64]
+        raise InputError(
+            "tp", tp, f"a divisor of {arch.label}'s {arch.num_heads} attention heads: {divisors}"
+        )
+
+
+def describe(arch: LLMArch) -> dict[str, float | int | str | bool]:
+    """Every field plus the derived counts, for `pdplan show model` and the UI."""
+    out: dict[str, float | int | str | bool] = {
+        k: (list(v) if isinstance(v, tuple) else v) for k, v in arch.__dict__.items()
+    }
+    out["total_params"] = total_params(arch)
+    out["active_params"] = active_params(arch)
+    out["kv_bytes_per_token_bf16"] = kv_bytes_per_token(arch, "bf16")
+    if arch.published_total_params:
+        out["total_params_error_pct"] = 100 * (total_params(arch) / arch.published_total_params - 1)
+    return out
+
+
+def params_b(value: float) -> str:
+    """Human form of a parameter count: 70.6B, 46.7B, 8.03B."""
+    return f"{value / 1e9:.3g}B" if math.isfinite(value) else "n/a"

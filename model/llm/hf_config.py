@@ -1,0 +1,236 @@
+"""Read a Hugging Face ``config.json`` (local file or dict, never the network) into an LLMArch.
+
+Key names differ by ``model_type``; this module maps the ones that decide cost and reports the
+fields it recognises but does not model (sliding windows, quantisation, extra prediction heads)
+in ``LLMArch.notes`` instead of guessing. Field meanings: the ``transformers`` configuration
+classes (LlamaConfig, MixtralConfig, Qwen2Config, OPTConfig, FalconConfig, BloomConfig,
+DeepseekV3Config).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from model.errors import ProfileError
+from model.llm.arch import LLMArch
+
+# model_type -> gated MLP (SwiGLU family) or plain two-matrix MLP
+GATED_MODEL_TYPES = {
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "qwen3_moe",
+    "gemma",
+    "gemma2",
+    "deepseek_v2",
+    "deepseek_v3",
+    "yi",
+    "phi3",
+    "olmo",
+    "olmo2",
+    "granite",
+    "internlm2",
+}
+PLAIN_MLP_MODEL_TYPES = {"opt", "bloom", "falcon", "gpt2", "gpt_neox", "gptj", "gpt_bigcode", "phi"}
+# Models whose config omits the FFN size because it is always 4 x hidden (BLOOM, Falcon modelling code).
+FFN_IS_4H = {"bloom", "falcon", "gpt2", "gpt_neox"}
+
+_NOT_MODELLED = {
+    "sliding_window": "sliding-window attention is not modelled (attention cost uses the full context)",
+    "quantization_config": "quantization_config is ignored; pass --dtype to set the weight format",
+    "num_nextn_predict_layers": "multi-token-prediction layers are not counted (DeepSeek-V3 MTP module)",
+}
+
+
+def _first(cfg: Mapping[str, Any], keys: tuple[str, ...], where: str, field: str, default: Any = None) -> Any:
+    for key in keys:
+        if key in cfg and cfg[key] is not None:
+            return cfg[key]
+    if default is not None:
+        return default
+    raise ProfileError(where, field, f"missing: none of {', '.join(keys)} is in the config")
+
+
+# Largest dimension a config may give (hidden size, vocabulary, layers...): far beyond any real model.
+MAX_DIMENSION = 100_000_000
+
+
+def _int(value: Any, where: str, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DIMENSION:
+        raise ProfileError(
+            where, field, f"expected a whole number in [0, {MAX_DIMENSION}], got {str(value)[:40]!r}"
+        )
+    return value
+
+
+def arch_from_hf_config(cfg: Mapping[str, Any], *, name: str = "", where: str = "config.json") -> LLMArch:
+    """Map a Hugging Face config dict to an LLMArch; raises ProfileError naming the missing field."""
+    if not isinstance(cfg, Mapping):
+        raise ProfileError(where, "(file)", "expected a JSON object")
+    meta = cfg.get("_pdplan", {}) or {}
+    if not isinstance(meta, Mapping):
+        raise ProfileError(where, "_pdplan", f"expected an object, got {str(meta)[:40]!r}")
+    if not isinstance(meta.get("aliases", []), list):
+        raise ProfileError(where, "_pdplan.aliases", "expected a list of names")
+    if "hidden_size" not in cfg and "text_config" in cfg:
+        if not isinstance(cfg["text_config"], Mapping):
+            raise ProfileError(where, "text_config", "expected an object")
+        cfg = cfg["text_config"]
+    for key in ("max_position_embeddings", "seq_length"):
+        value = cfg.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ProfileError(where, key, f"expected a whole number >= 0, got {str(value)[:40]!r}")
+    for key in ("tie_word_embeddings", "new_decoder_architecture", "multi_query"):
+        if key in cfg and cfg[key] is not None and not isinstance(cfg[key], bool):
+            raise ProfileError(where, key, f"expected true or false, got {cfg[key]!r}")
+    model_type = str(cfg.get("model_type", "")).lower()
+    notes: list[str] = []
+    for key, why in _NOT_MODELLED.items():
+        if cfg.get(key):
+            notes.append(why)
+
+    hidden = _int(
+        _first(cfg, ("hidden_size", "n_embed", "d_model", "n_embd"), where, "hidden_size"),
+        where,
+        "hidden_size",
+    )
+    layers = _int(
+        _first(cfg, ("num_hidden_layers", "n_layer", "num_layers"), where, "num_hidden_layers"),
+        where,
+        "num_hidden_layers",
+    )
+    heads = _int(
+        _first(cfg, ("num_attention_heads", "n_head"), where, "num_attention_heads"),
+        where,
+        "num_attention_heads",
+    )
+    if model_type == "falcon" and not cfg.get("new_decoder_architecture") and cfg.get("multi_query"):
+        kv_heads = 1
+    else:
+        kv_heads = _int(
+            _first(cfg, ("num_key_value_heads", "num_kv_heads"), where, "num_key_value_heads", heads),
+            where,
+            "num_key_value_heads",
+        )
+    head_dim = cfg.get("head_dim") or hidden // max(heads, 1)
+
+    if model_type in GATED_MODEL_TYPES:
+        gated = True
+    elif model_type in PLAIN_MLP_MODEL_TYPES:
+        gated = False
+    else:
+        act = str(cfg.get("hidden_act", cfg.get("activation_function", ""))).lower()
+        gated = act in {"silu", "swiglu", "geglu"}
+        notes.append(
+            f"model_type {model_type or '(none)'!r} is not in the known list; "
+            f"MLP assumed {'gated' if gated else 'plain'} from activation {act or '(none)'!r}"
+        )
+
+    if model_type in FFN_IS_4H and not any(
+        cfg.get(k) for k in ("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size")
+    ):
+        intermediate = 4 * hidden
+    else:
+        intermediate = _int(
+            _first(
+                cfg,
+                ("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size"),
+                where,
+                "intermediate_size",
+            ),
+            where,
+            "intermediate_size",
+        )
+
+    experts = _int(
+        cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts") or 0,
+        where,
+        "num_experts",
+    )
+    moe_kwargs: dict[str, int] = {}
+    if experts:
+        moe_kwargs = {
+            "num_experts": experts,
+            "experts_per_token": _int(
+                _first(cfg, ("num_experts_per_tok",), where, "num_experts_per_tok"),
+                where,
+                "num_experts_per_tok",
+            ),
+            "num_shared_experts": _int(cfg.get("n_shared_experts") or 0, where, "n_shared_experts"),
+            "moe_intermediate_size": _int(
+                cfg.get("moe_intermediate_size") or intermediate, where, "moe_intermediate_size"
+            ),
+            "num_dense_layers": _int(cfg.get("first_k_dense_replace") or 0, where, "first_k_dense_replace"),
+        }
+        if (cfg.get("moe_layer_freq") or 1) != 1:
+            notes.append("moe_layer_freq != 1 is not modelled (every layer after the dense ones is MoE)")
+        if cfg.get("shared_expert_intermediate_size"):
+            notes.append("shared_expert_intermediate_size is counted as one shared expert of moe size")
+            moe_kwargs["num_shared_experts"] = max(1, moe_kwargs["num_shared_experts"])
+
+    mla_kwargs: dict[str, int] = {}
+    if cfg.get("kv_lora_rank"):
+        mla_kwargs = {
+            key: _int(cfg.get(key) or 0, where, key)
+            for key in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+        }
+        head_dim = mla_kwargs["qk_nope_head_dim"] + mla_kwargs["qk_rope_head_dim"]
+
+    learned_pos = 0
+    if model_type == "opt":
+        learned_pos = _int(cfg.get("max_position_embeddings", 2048), where, "max_position_embeddings") + 2
+        if cfg.get("word_embed_proj_dim", hidden) != hidden:
+            notes.append("word_embed_proj_dim != hidden_size: the projection matrices are not counted")
+
+    try:
+        return LLMArch(
+            name=str(meta.get("name") or name or cfg.get("_name_or_path") or model_type or "custom"),
+            hidden_size=hidden,
+            num_layers=layers,
+            num_heads=heads,
+            num_kv_heads=kv_heads,
+            head_dim=_int(head_dim, where, "head_dim"),
+            intermediate_size=intermediate,
+            vocab_size=_int(_first(cfg, ("vocab_size",), where, "vocab_size"), where, "vocab_size"),
+            tie_embeddings=bool(cfg.get("tie_word_embeddings", True)),  # transformers' default is True
+            gated_mlp=gated,
+            learned_position_embeddings=learned_pos,
+            max_context_tokens=int(cfg.get("max_position_embeddings") or cfg.get("seq_length") or 0),
+            display_name=str(meta.get("display_name", "")),
+            source=str(meta.get("source", where)),
+            published_total_params=float(meta.get("published_total_params", 0.0)),
+            published_active_params=float(meta.get("published_active_params", 0.0)),
+            aliases=tuple(str(a).lower() for a in meta.get("aliases", ())),
+            notes=tuple(notes),
+            **moe_kwargs,
+            **mla_kwargs,
+        )
+    except ValueError as err:
+        raise ProfileError(where, "(model)", str(err)) from None
+
+
+def load_hf_config(path: str | Path, *, max_bytes: int = 2_000_000) -> LLMArch:
+    """Read a local ``config.json`` file (size-limited, plain JSON, no code execution)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ProfileError(p.name, "(file)", "no such file")
+    if p.stat().st_size > max_bytes:
+        raise ProfileError(p.name, "(file)", f"larger than {max_bytes} bytes; a config.json is a few kB")
+    return parse_hf_config_text(p.read_text(encoding="utf-8", errors="replace"), where=p.name, name=p.stem)
+
+
+def parse_hf_config_text(text: str, *, where: str = "config.json", name: str = "") -> LLMArch:
+    """Parse config.json text (used by the CLI and by uploads in the web app)."""
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ProfileError(where, f"line {err.lineno}", f"not valid JSON: {err.msg}") from None
+    except (RecursionError, ValueError) as err:  # absurd nesting or a number too long to read
+        raise ProfileError(where, "(file)", f"not a readable config: {str(err)[:80]}") from None
+    return arch_from_hf_config(cfg, name=name if name != "config" else "", where=where)

@@ -1,0 +1,166 @@
+"""One-call estimate for a model on a GPU group: prefill, decode, TPOT and memory fit.
+
+The API behind ``pdplan estimate``; every number comes from :mod:`model.roofline` and
+:mod:`model.memory`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from model.errors import InputError
+from model.hardware.profiles import GPU, get_gpu
+from model.llm.arch import LLMArch
+from model.llm.catalog import get_model
+from model.physics.memory import MemoryFit, memory_fit
+from model.physics.roofline import (
+    Deployment,
+    StepCost,
+    decode_step_cost,
+    generation_time_s,
+    mean_tpot_s,
+    prefill_cost,
+)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Latency and memory of one static batch of ``batch`` requests of ``isl`` prompt and ``osl``
+    output tokens on one instance. Times in seconds, sizes in bytes."""
+
+    model: str
+    gpu: str
+    tp: int
+    pp: int
+    dtype: str
+    kv_dtype: str
+    isl: int
+    osl: int
+    batch: int
+    prefill_s: float
+    prefill_bound: str
+    decode_step_s: float
+    decode_bound: str
+    decode_context_tokens: float
+    tpot_s: float
+    generation_s: float
+    output_tokens_per_s: float
+    kv_bytes_per_token: float
+    kv_bytes_per_token_per_gpu: float
+    kv_bytes_per_request: float
+    weight_bytes_per_gpu: float
+    kv_capacity_tokens: float
+    max_batch: int
+    fits: bool
+    reason: str
+    prefill: StepCost
+    decode: StepCost
+    memory: MemoryFit
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict: the headline numbers plus the prefill/decode/memory breakdown."""
+
+        def scalar(x: Any) -> Any:
+            arr = np.asarray(x)
+            return arr.item() if arr.ndim == 0 or arr.size == 1 else arr.tolist()
+
+        def step(c: StepCost) -> dict[str, Any]:
+            return {k: scalar(v) for k, v in c.__dict__.items()}
+
+        head = {k: v for k, v in self.__dict__.items() if k not in ("prefill", "decode", "memory")}
+        mem = {k: scalar(v) for k, v in self.memory.__dict__.items()}
+        return {
+            **head,
+            "breakdown": {"prefill": step(self.prefill), "decode": step(self.decode), "memory": mem},
+        }
+
+
+def _whole(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise InputError(name, value, f"a whole number >= {minimum}")
+    return int(value)
+
+
+def estimate(
+    model: str | LLMArch,
+    gpu: str | GPU,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    dtype: str = "bf16",
+    kv_dtype: str | None = None,
+    isl: int,
+    osl: int,
+    batch: int = 1,
+    profile_dirs: str | Path | Sequence[str | Path] | None = None,
+    max_batched_tokens: int = 8192,
+    gpu_memory_utilization: float = 0.9,
+) -> Estimate:
+    """Estimate one configuration. ``model``/``gpu`` accept names, file paths or objects.
+
+    prefill_s: one prefill step of ``batch`` prompts of ``isl`` tokens; decode_step_s: one decode
+    step at ``batch`` and context isl + osl / 2; tpot_s: mean decode step over the growing context
+    (:func:`model.physics.roofline.mean_tpot_s`); generation_s = prefill + (osl - 1) decode steps;
+    max_batch: concurrent sequences of isl + osl tokens whose KV fits; ``fits`` also requires the
+    batch to fit that KV cache and isl + osl to fit the model's context window.
+    """
+    isl = _whole("isl", isl, 1)
+    osl = _whole("osl", osl, 1)
+    batch = _whole("batch", batch, 1)
+    arch = get_model(model)
+    g = get_gpu(gpu, profile_dirs)
+    dep = Deployment(arch, g, tp=tp, pp=pp, weight_dtype=dtype, kv_dtype=kv_dtype)
+    pre = prefill_cost(dep, isl, batch=batch)
+    ctx = isl + osl / 2.0
+    dec = decode_step_cost(dep, batch, ctx)
+    tpot = float(mean_tpot_s(dep, batch, isl, osl))
+    gen = float(generation_time_s(dep, batch, isl, osl))
+    mem = memory_fit(
+        dep, max_batched_tokens=max_batched_tokens, gpu_memory_utilization=gpu_memory_utilization
+    )
+    max_batch = int(mem.max_batch(isl + osl))
+    fits, reason = bool(mem.fits), mem.reason
+    if fits and arch.max_context_tokens and isl + osl > arch.max_context_tokens:
+        fits = False
+        reason = f"{isl + osl:,} tokens exceed {arch.label}'s context window of {arch.max_context_tokens:,}"
+    elif fits and max_batch < batch:
+        fits = False
+        reason = (
+            f"the KV cache holds {float(mem.kv_capacity_tokens):,.0f} tokens: {max_batch} sequence(s) of "
+            f"{isl + osl:,} tokens, fewer than the batch of {batch}"
+        )
+    return Estimate(
+        model=arch.name,
+        gpu=g.name,
+        tp=tp,
+        pp=pp,
+        dtype=dtype,
+        kv_dtype=dep.kv_dtype_resolved,
+        isl=isl,
+        osl=osl,
+        batch=batch,
+        prefill_s=float(pre.time_s),
+        prefill_bound=str(pre.bound),
+        decode_step_s=float(dec.time_s),
+        decode_bound=str(dec.bound),
+        decode_context_tokens=ctx,
+        tpot_s=tpot,
+        generation_s=gen,
+        output_tokens_per_s=batch * osl / gen,
+        kv_bytes_per_token=dep.kv_bytes_per_token,
+        kv_bytes_per_token_per_gpu=dep.kv_bytes_per_token_per_gpu,
+        kv_bytes_per_request=dep.kv_bytes_per_token * (isl + osl),
+        weight_bytes_per_gpu=dep.weight_bytes_per_gpu,
+        kv_capacity_tokens=float(mem.kv_capacity_tokens),
+        max_batch=max_batch,
+        fits=fits,
+        reason=reason,
+        prefill=pre,
+        decode=dec,
+        memory=mem,
+    )

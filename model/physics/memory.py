@@ -1,0 +1,154 @@
+"""GPU memory fit of one model instance, vLLM style: weights + activation workspace + runtime reserve
+inside ``gpu_memory_utilization`` x memory; whatever is left holds the KV cache.
+
+vLLM's worker profiles one forward pass of ``max_num_batched_tokens`` tokens, subtracts weights,
+the activation peak and non-torch memory from utilisation x total memory, and gives the rest to
+KV-cache blocks (vLLM docs, "Engine arguments: --gpu-memory-utilization, --max-num-batched-tokens";
+Kwon et al. 2023, "PagedAttention", sec. 4). An instance that does not fit is a result with the
+numbers, never an exception.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from model.errors import InputError
+from model.physics.roofline import ACTIVATION_BYTES, LOGIT_BYTES, Deployment
+
+GIB = 2.0**30
+# Non-torch memory each GPU process holds: CUDA context and kernel images, cuBLAS/cuDNN workspaces
+# and NCCL buffers. vLLM logs report "non_torch_memory" of ~0.5-1.2 GiB per GPU on H100/A100; 1 GiB.
+RUNTIME_LIBRARY_BYTES = 1.0 * GIB
+# CUDA-graph memory pool for decode batch sizes; vLLM logs "Graph capturing finished ... took
+# 0.3-1 GiB" for 7B-70B models; 0.5 GiB.
+CUDA_GRAPH_POOL_BYTES = 0.5 * GIB
+# Sequences whose logits the profiling pass materialises (vLLM's default max_num_seqs = 256).
+PROFILE_MAX_SEQS = 256
+# Tokens per KV-cache block (vLLM default block_size = 16); capacity and per-sequence use round to it.
+KV_BLOCK_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """Per-GPU memory budget of one instance. Arrays broadcast over max_batched_tokens and utilisation."""
+
+    fits: np.ndarray
+    weight_bytes_per_gpu: float
+    workspace_bytes_per_gpu: np.ndarray
+    reserve_bytes_per_gpu: float
+    usable_bytes_per_gpu: np.ndarray
+    kv_bytes_available_per_gpu: np.ndarray
+    kv_bytes_per_token_per_gpu: float
+    kv_capacity_tokens: np.ndarray
+    gpu_memory_bytes: float
+    n_gpus: int
+    reason: str
+
+    def max_batch(self, context_tokens: float | np.ndarray) -> np.ndarray:
+        """Concurrent sequences of ``context_tokens`` tokens whose KV fits: floor(blocks / blocks per
+        sequence), with paged 16-token blocks (a partly filled last block still takes a block)."""
+        ctx = np.asarray(context_tokens, dtype=float)
+        if not np.all(np.isfinite(ctx)) or np.any(ctx < 1):
+            raise InputError("context_tokens", context_tokens, "numbers >= 1")
+        blocks = np.floor(self.kv_capacity_tokens / KV_BLOCK_TOKENS)
+        per_seq = np.ceil(ctx / KV_BLOCK_TOKENS)
+        return np.floor(blocks / per_seq)
+
+
+def activation_workspace_bytes(dep: Deployment, max_batched_tokens: float | np.ndarray) -> np.ndarray:
+    """Peak activation memory of one forward pass of ``max_batched_tokens`` tokens, per GPU.
+
+    T x 2 bytes x (2 h [residual stream + normed input] + max(QKV width, 3 x MLP width) / TP)
+    + min(T, 256) x V / TP x 4 bytes (fp32 logits of the sampled rows). The live set of a layer is
+    the residual plus the widest intermediate: the gate/up output (2 I) and the activation (I) of
+    the MLP, or Q, K and V; with MoE, I is the per-token routed width (top-k + shared) x I_moe.
+    """
+    arch, tp = dep.arch, int(dep.tp)
+    t = np.asarray(max_batched_tokens, dtype=float)
+    if arch.is_moe:
+        width = (arch.experts_per_token + arch.num_shared_experts) * arch.moe_intermediate_size
+        width = max(width, arch.intermediate_size if arch.num_dense_layers else 0)
+    else:
+        width = arch.intermediate_size
+    qkv = (arch.num_heads + 2 * arch.num_kv_heads) * arch.head_dim
+    widest = max(qkv, (3 if arch.gated_mlp else 2) * width) / tp
+    per_token = (2 * arch.hidden_size + widest) * ACTIVATION_BYTES
+    logits = np.minimum(t, PROFILE_MAX_SEQS) * arch.vocab_size / tp * LOGIT_BYTES
+    return t * per_token + logits
+
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:.1f} GB"
+
+
+def memory_fit(
+    dep: Deployment,
+    *,
+    max_batched_tokens: float | np.ndarray = 8192,
+    gpu_memory_utilization: float | np.ndarray = 0.9,
+    reserve_bytes: float | None = None,
+) -> MemoryFit:
+    """Does ``dep`` fit, and how much KV cache is left?
+
+    usable = utilisation x GPU memory; KV = usable - weights / (TP x PP) - workspace - reserve;
+    KV capacity (tokens per instance) = KV per GPU / KV bytes per token per GPU, rounded down to
+    16-token blocks. ``reserve_bytes`` None -> RUNTIME_LIBRARY_BYTES + CUDA_GRAPH_POOL_BYTES.
+    """
+    mbt = np.asarray(max_batched_tokens, dtype=float)
+    if not np.all(np.isfinite(mbt)) or np.any(mbt < 1):
+        raise InputError("max_batched_tokens", max_batched_tokens, "numbers >= 1")
+    util = np.asarray(gpu_memory_utilization, dtype=float)
+    if not np.all(np.isfinite(util)) or np.any(util <= 0) or np.any(util > 1):
+        raise InputError("gpu_memory_utilization", gpu_memory_utilization, "fractions in (0, 1]")
+    reserve = RUNTIME_LIBRARY_BYTES + CUDA_GRAPH_POOL_BYTES if reserve_bytes is None else float(reserve_bytes)
+    if not (np.isfinite(reserve) and reserve >= 0):
+        raise InputError("reserve_bytes", reserve_bytes, "bytes >= 0")
+    mbt, util = np.broadcast_arrays(mbt, util)
+    mem = dep.gpu.memory_bytes
+    usable = util * mem
+    weights = dep.weight_bytes_per_gpu
+    workspace = activation_workspace_bytes(dep, mbt)
+    left = usable - weights - workspace - reserve
+    kv_tok = dep.kv_bytes_per_token_per_gpu
+    capacity = np.floor(np.maximum(left, 0.0) / kv_tok / KV_BLOCK_TOKENS) * KV_BLOCK_TOKENS
+    fits = capacity >= KV_BLOCK_TOKENS
+
+    u0, w0, l0, c0 = (
+        float(usable.flat[0]),
+        float(workspace.flat[0]),
+        float(left.flat[0]),
+        float(capacity.flat[0]),
+    )
+    where = f"{dep.n_gpus} x {dep.gpu.name}" if dep.n_gpus > 1 else f"one {dep.gpu.name}"
+    if weights > u0:
+        reason = (
+            f"needs {_gb(weights)} of weights per GPU, has {_gb(u0)} usable "
+            f"({float(util.flat[0]):.2f} x {_gb(mem)}) on {where}"
+        )
+    elif not bool(fits.flat[0]):
+        reason = (
+            f"needs {_gb(weights + w0 + reserve)} per GPU (weights {_gb(weights)} + workspace "
+            f"{_gb(w0)} + reserve {_gb(reserve)}), has {_gb(u0)} usable on {where}; no room for KV"
+        )
+    else:
+        reason = (
+            f"fits on {where}: weights {_gb(weights)} + workspace {_gb(w0)} + reserve {_gb(reserve)} "
+            f"per GPU, {_gb(l0)} left for KV = {c0:,.0f} tokens"
+        )
+    if fits.size > 1 and not (fits.all() or not fits.any()):
+        reason += f" (fits in {int(fits.sum())} of {fits.size} settings)"
+    return MemoryFit(
+        fits=fits,
+        weight_bytes_per_gpu=weights,
+        workspace_bytes_per_gpu=workspace,
+        reserve_bytes_per_gpu=reserve,
+        usable_bytes_per_gpu=usable,
+        kv_bytes_available_per_gpu=np.maximum(left, 0.0),
+        kv_bytes_per_token_per_gpu=kv_tok,
+        kv_capacity_tokens=capacity,
+        gpu_memory_bytes=mem,
+        n_gpus=dep.n_gpus,
+        reason=reason,
+    )

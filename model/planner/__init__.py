@@ -1,0 +1,1 @@
+"""Planner layer: enumeration, goodput search, ranking, verdict, flip thresholds, reports."""

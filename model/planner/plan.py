@@ -1,0 +1,501 @@
+"""The planner: enumerate configurations of each serving style, find their goodput, pick the best,
+and hand them to the verdict (model.planner.verdict).
+
+Two modes (DESIGN.md): a GPU budget (maximise goodput with at most ``gpus`` GPUs) or a target
+rate (find the fewest GPUs, or the lowest cost, that keep the SLOs at ``target_rate_rps``).
+Candidates that cannot run are counted by reason, never raised (an infeasible candidate is a
+value with a reason).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from model.errors import InputError
+from model.hardware.profiles import GPU, Link, Node, load_catalog
+from model.llm.arch import LLMArch
+from model.llm.catalog import get_model
+from model.planner.enumerate import (
+    DEFAULT_CHUNK_OPTIONS,
+    DEFAULT_TP_OPTIONS,
+    colocated_for_budget,
+    disaggregated_for_budget,
+    disaggregated_grid,
+    nics_per_gpu,
+    valid_tps,
+)
+from model.planner.goodput import config_goodput, goodput_rps, slo_ok
+from model.planner.types import BestConfig, Config, FailureImpact, Plan, PlanInputs
+from model.serving.candidates import CandidateSet, ColocatedSet, DisaggregatedSet, link_for, only
+from model.serving.configs import ColocatedConfig, DisaggregatedConfig
+from model.serving.evaluation import Evaluation, summarise
+from model.workload.presets import Workload, get_workload
+from model.workload.scenario import DEFAULT_SAMPLES, Scenario
+from model.workload.slo import SLO
+
+STYLES = ("colocated", "colocated-chunked", "disaggregated")
+# Largest GPU budget or search size: plans stay interactive (a 4096-GPU budget takes tens of seconds).
+MAX_GPUS = 4096
+
+
+# ---------------------------------------------------------------------------------------------
+# input resolution
+
+
+def _resolve_slo(slo, ttft_slo_s, tpot_slo_s, percentile, attainment) -> SLO:
+    if slo is not None:
+        return slo
+    if ttft_slo_s is None or tpot_slo_s is None:
+        raise InputError("slo", None, "an SLO(...) or both ttft_slo_s and tpot_slo_s")
+    return SLO(ttft_slo_s, tpot_slo_s, percentile, attainment)
+
+
+def resolve_inputs(
+    model: str | LLMArch,
+    gpu: str | GPU,
+    *,
+    workload: str | Workload,
+    slo: SLO | None = None,
+    ttft_slo_s: float | None = None,
+    tpot_slo_s: float | None = None,
+    percentile: float = 90.0,
+    attainment: float = 0.9,
+    link: str | Link = "ib-ndr-400",
+    decode_gpu: str | GPU | None = None,
+    node: str | Node | None = None,
+    gpus: int | None = None,
+    target_rate_rps: float | None = None,
+    dtype: str = "bf16",
+    kv_dtype: str | None = None,
+    tp_options: Sequence[int] = DEFAULT_TP_OPTIONS,
+    chunk_options: Sequence[int] = DEFAULT_CHUNK_OPTIONS,
+    layerwise: bool = True,
+    objective: str = "gpus",
+    margin: float = 0.10,
+    max_gpus: int = 256,
+    profile_dirs: str | Path | Sequence[str | Path] | None = None,
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = 0,
+    arrival_scv: float = 1.0,
+) -> PlanInputs:
+    """Look up names, validate ranges, and build the scenario; errors name the field.
+
+    ``arrival_scv`` is the squared coefficient of variation of inter-arrival gaps (1 = Poisson); the
+    prefill queues use it through the G/G/c approximation (model.queueing.mgc_wait).
+    """
+    if (gpus is None) == (target_rate_rps is None):
+        raise InputError(
+            "gpus / target_rate", (gpus, target_rate_rps), "exactly one of a GPU budget or a target rate"
+        )
+    if gpus is not None and (
+        isinstance(gpus, bool) or not isinstance(gpus, numbers.Integral) or not 1 <= gpus <= MAX_GPUS
+    ):
+        raise InputError("gpus", gpus, f"a whole number of GPUs in [1, {MAX_GPUS}]")
+    if gpus is not None:
+        gpus = int(gpus)
+    if target_rate_rps is not None and not (
+        isinstance(target_rate_rps, int | float) and math.isfinite(target_rate_rps) and target_rate_rps > 0
+    ):
+        raise InputError("target_rate", target_rate_rps, "a request rate > 0 req/s")
+    if objective not in ("gpus", "cost"):
+        raise InputError("objective", objective, "'gpus' or 'cost'")
+    if not (isinstance(margin, int | float) and 0 <= margin < 1):
+        raise InputError("margin", margin, "a fraction in [0, 1), e.g. 0.1")
+    if isinstance(max_gpus, bool) or not (
+        isinstance(max_gpus, numbers.Integral) and 1 <= max_gpus <= MAX_GPUS
+    ):
+        raise InputError("max_gpus", max_gpus, f"a whole number in [1, {MAX_GPUS}]")
+    for name, options in (("chunk_options", chunk_options), ("tp_options", tp_options)):
+        if isinstance(options, str) or not isinstance(options, Sequence) or not options:
+            raise InputError(name, options, "a non-empty list of whole numbers")
+    for c in chunk_options:
+        if isinstance(c, bool) or not (isinstance(c, numbers.Integral) and 16 <= c <= 65536):
+            raise InputError("chunk_options", c, "token budgets between 16 and 65536")
+    for t in tp_options:
+        if isinstance(t, bool) or not (isinstance(t, numbers.Integral) and 1 <= t <= 64):
+            raise InputError("tp_options", t, "TP degrees between 1 and 64")
+    catalog = load_catalog(profile_dirs)
+    g = catalog.gpu(gpu)
+    dg = catalog.gpu(decode_gpu) if decode_gpu is not None else g
+    li = catalog.link(link)
+    nd = catalog.node(node) if node is not None else None
+    intra = catalog.link(nd.intra_node_link) if nd is not None else None
+    arch = get_model(model)
+    usable = [t for t in tp_options if arch.num_heads % t == 0]
+    if not usable:
+        divisors = [d for d in (1, 2, 4, 8, 16, 32, 64) if arch.num_heads % d == 0]
+        raise InputError(
+            "tp_options",
+            list(tp_options),
+            f"TP degrees dividing {arch.label}'s {arch.num_heads} attention heads, e.g. {divisors}",
+        )
+    if nd is not None and nd.gpu not in (g.name, dg.name):
+        raise InputError("node", nd.name, f"a node profile of {g.name} GPUs (this one holds {nd.gpu})")
+    wl = workload if isinstance(workload, Workload) else get_workload(workload)
+    scn = Scenario(
+        arch,
+        wl,
+        _resolve_slo(slo, ttft_slo_s, tpot_slo_s, percentile, attainment),
+        dtype,
+        kv_dtype,
+        samples,
+        seed,
+        arrival_scv=arrival_scv,
+    )
+    return PlanInputs(
+        scn,
+        g,
+        dg,
+        li,
+        nd,
+        intra,
+        gpus,
+        target_rate_rps,
+        tuple(int(t) for t in tp_options),
+        tuple(int(c) for c in chunk_options),
+        layerwise,
+        objective,
+        float(margin),
+        int(max_gpus),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# candidates
+
+
+def _gpu_kinds(inp: PlanInputs) -> list[GPU]:
+    return [inp.gpu] if inp.decode_gpu == inp.gpu else [inp.gpu, inp.decode_gpu]
+
+
+def budget_sets(inp: PlanInputs, gpus: int) -> dict[str, CandidateSet]:
+    """Candidate sets of each style for a budget of ``gpus`` GPUs (every split, TP and chunk)."""
+    scn = inp.scenario
+    arch = scn.arch
+    tps = valid_tps(arch, inp.tp_options, gpus, inp.node)
+    colo: list[ColocatedConfig] = []
+    chunked: list[ColocatedConfig] = []
+    for g in _gpu_kinds(inp):
+        colo += colocated_for_budget(g, tps, gpus, None)
+        for c in inp.chunk_options:
+            chunked += colocated_for_budget(g, tps, gpus, c)
+    dis = (
+        disaggregated_for_budget(
+            inp.gpu, inp.decode_gpu, tps, tps, gpus, inp.link, inp.node, inp.intra_link, inp.layerwise
+        )
+        if gpus >= 2
+        else []
+    )
+    out: dict[str, CandidateSet] = {}
+    if colo:
+        out["colocated"] = ColocatedSet.build(scn, colo)
+    if chunked:
+        out["colocated-chunked"] = ColocatedSet.build(scn, chunked)
+    if dis:
+        out["disaggregated"] = DisaggregatedSet.build(scn, dis)
+    return out
+
+
+def _split_feasible(cands: CandidateSet, infeasible: Counter) -> CandidateSet:
+    fits = cands.fits()
+    for i in np.nonzero(~fits)[0]:
+        infeasible[cands.infeasible_reason(int(i))] += 1
+    return cands.subset(fits)
+
+
+def _rank(goodput: np.ndarray, gpus: np.ndarray, cost: np.ndarray) -> int:
+    """Index of the highest goodput; ties go to fewer GPUs, then lower cost."""
+    return int(np.lexsort((cost, gpus, -np.round(goodput, 9)))[0])
+
+
+def _binding_constraint(cands: CandidateSet, i: int, rate: float, slo: SLO) -> str:
+    """What stops the rate rising: the first SLO part that fails just above the goodput."""
+    sub = only(cands, i)
+    res = sub.evaluate(np.array([rate * 1.02 + 1e-9]))
+    if not res.stable[0]:
+        return f"stability: {res.unstable_reason[0]}"
+    q = slo.percentile / 100.0
+    lat = res.latency
+    ttft_ok = lat.ttft_cdf(np.array([[slo.ttft_s]])).mean() >= q
+    tpot_ok = lat.tpot_cdf(np.array([[slo.tpot_s]])).mean() >= q
+    if not ttft_ok and not tpot_ok:
+        return "TTFT and TPOT targets"
+    if not ttft_ok:
+        return f"TTFT target (p{slo.percentile:g} <= {slo.ttft_s * 1e3:g} ms)"
+    if not tpot_ok:
+        return f"TPOT target (p{slo.percentile:g} <= {slo.tpot_s * 1e3:g} ms)"
+    return f"SLO attainment target ({slo.attainment:.0%} of requests meeting both)"
+
+
+def _with_pool_sizes(
+    config: Config, *, n_prefill: int | None = None, n_decode: int | None = None, replicas: int | None = None
+) -> Config | None:
+    if isinstance(config, DisaggregatedConfig):
+        n_p = config.n_prefill if n_prefill is None else n_prefill
+        n_d = config.n_decode if n_decode is None else n_decode
+        return replace(config, n_prefill=n_p, n_decode=n_d) if n_p >= 1 and n_d >= 1 else None
+    r = config.replicas if replicas is None else replicas
+    return replace(config, replicas=r) if r >= 1 else None
+
+
+def failure_impact(scn: Scenario, config: Config, ev: Evaluation) -> FailureImpact:
+    """Goodput with one instance lost in each pool, and the work in flight on the lost instance.
+
+    In flight on a decode (or colocated) instance: its batch B; their prompts plus the tokens
+    generated so far (on average half the output) must be recomputed elsewhere. On a prefill
+    instance: the prompt in service (utilisation rho) is recomputed.
+    """
+    p = scn.prompt_tokens
+    per_seq = scn.decode_context_tokens  # the mean context a running sequence holds
+    if isinstance(config, DisaggregatedConfig):
+        after = {
+            "prefill": config_goodput(scn, _with_pool_sizes(config, n_prefill=config.n_prefill - 1)),
+            "decode": config_goodput(scn, _with_pool_sizes(config, n_decode=config.n_decode - 1)),
+        }
+        inflight = {"prefill": ev.prefill_utilisation, "decode": ev.decode_batch}
+        tokens = {"prefill": ev.prefill_utilisation * float(np.mean(p)), "decode": ev.decode_batch * per_seq}
+    else:
+        after = {"replica": config_goodput(scn, _with_pool_sizes(config, replicas=config.replicas - 1))}
+        inflight = {"replica": ev.decode_batch + ev.prefill_utilisation}
+        tokens = {"replica": ev.decode_batch * per_seq + ev.prefill_utilisation * float(np.mean(p))}
+    return FailureImpact(after, inflight, tokens)
+
+
+def best_of(
+    cands: CandidateSet, goodput: np.ndarray, scn: Scenario, *, with_failure: bool = True
+) -> BestConfig | None:
+    """The best candidate of a set by goodput, evaluated at its goodput."""
+    if len(cands.configs) == 0 or not np.any(goodput > 0):
+        return None
+    i = _rank(goodput, np.asarray(cands.n_gpus), np.asarray(cands.price_usd_per_hour))
+    rate = float(goodput[i])
+    sub = only(cands, i)
+    ev = summarise(sub, sub.evaluate(np.array([rate])), 0, scn, rate)
+    config = cands.configs[i]
+    return BestConfig(
+        architecture=config.architecture,
+        label=config.label(),
+        config=config,
+        n_gpus=int(config.n_gpus),
+        goodput_rps=rate,
+        goodput_rps_per_gpu=rate / config.n_gpus,
+        cost_usd_per_hour=float(np.asarray(cands.price_usd_per_hour)[i]),
+        at_goodput=ev,
+        binding_constraint=_binding_constraint(cands, i, rate, scn.slo),
+        failure=failure_impact(scn, config, ev) if with_failure else None,
+    )
+
+
+def _sweep_budget(inp: PlanInputs, gpus: int, infeasible: Counter) -> tuple[dict[str, BestConfig], int, dict]:
+    sets = budget_sets(inp, gpus)
+    best: dict[str, BestConfig] = {}
+    goodputs: dict[str, tuple[CandidateSet, np.ndarray]] = {}
+    n = 0
+    for style, cands in sets.items():
+        n += len(cands.configs)
+        feasible = _split_feasible(cands, infeasible)
+        g = goodput_rps(feasible, inp.scenario.slo)
+        goodputs[style] = (feasible, g)
+        b = best_of(feasible, g, inp.scenario)
+        if b is not None:
+            best[style] = b
+    return best, n, goodputs
+
+
+def _objective(cands: CandidateSet, objective: str) -> np.ndarray:
+    return np.asarray(cands.n_gpus if objective == "gpus" else cands.price_usd_per_hour, dtype=float)
+
+
+def _cheapest_ok(cands: CandidateSet, ok: np.ndarray, inp: PlanInputs) -> BestConfig | None:
+    """Among candidates meeting the SLOs at the target rate, the one with the lowest objective."""
+    if not ok.any():
+        return None
+    obj = np.where(ok, _objective(cands, inp.objective), np.inf)
+    i = int(np.argmin(obj))
+    one = only(cands, i)
+    g = goodput_rps(one, inp.scenario.slo)
+    return best_of(one, g, inp.scenario)
+
+
+def _colocated_min(inp: PlanInputs, chunk: int | None, infeasible: Counter) -> tuple[BestConfig | None, int]:
+    arch = inp.scenario.arch
+    configs = [
+        ColocatedConfig(g, tp, r, chunk)
+        for g in _gpu_kinds(inp)
+        for tp in valid_tps(arch, inp.tp_options, inp.max_gpus, inp.node)
+        for r in range(1, inp.max_gpus // tp + 1)
+    ]
+    cands = _split_feasible(ColocatedSet.build(inp.scenario, configs), infeasible)
+    if not cands.configs:
+        return None, len(configs)
+    ok = slo_ok(cands.evaluate(np.full(len(cands.configs), inp.target_rate_rps)), inp.scenario.slo)
+    return _cheapest_ok(cands, ok, inp), len(configs)
+
+
+def _disaggregated_configs(
+    inp: PlanInputs, tp_p: np.ndarray, tp_d: np.ndarray, n_p: np.ndarray, n_d: np.ndarray, cross_node: bool
+) -> list[DisaggregatedConfig]:
+    """Configurations for arrays of (TP_p, TP_d, n_p, n_d); ``cross_node`` forces the NIC link."""
+    node_gpus = inp.node.gpus_per_node if inp.node is not None else None
+    intra = inp.intra_link if (inp.gpu == inp.decode_gpu and not cross_node) else None
+    out = []
+    for a, b, c, d in zip(tp_p, tp_d, n_p, n_d, strict=True):
+        a, b, c, d = int(a), int(b), int(c), int(max(d, 1))
+        link = link_for(c, a, d, b, inp.link, node_gpus, intra)
+        out.append(
+            DisaggregatedConfig(
+                inp.gpu, a, c, inp.decode_gpu, b, d, link, inp.layerwise, nics_per_gpu(inp.node)
+            )
+        )
+    return out
+
+
+def _intra_node_splits(inp: PlanInputs, tps: list[int]) -> tuple[np.ndarray, ...]:
+    """Every (TP_p, TP_d, n_p, n_d) up to max_gpus whose pools pair up inside nodes (see link_for)."""
+    if inp.node is None or inp.intra_link is None or inp.gpu != inp.decode_gpu:
+        return tuple(np.zeros(0, dtype=int) for _ in range(4))
+    g = inp.node.gpus_per_node
+    rows = []
+    for a in tps:
+        for b in tps:
+            for per_p in range(1, g // a + 1):
+                for per_d in range(1, (g - per_p * a) // b + 1):
+                    for k in range(1, inp.max_gpus // (per_p * a + per_d * b) + 1):
+                        rows.append((a, b, per_p * k, per_d * k))
+    if not rows:
+        return tuple(np.zeros(0, dtype=int) for _ in range(4))
+    arr = np.array(sorted(set(rows)))
+    return arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3]
+
+
+def _disaggregated_min(inp: PlanInputs, infeasible: Counter) -> tuple[BestConfig | None, int]:
+    """The cheapest disaggregated configuration that keeps the SLOs at the target rate.
+
+    Cross-node splits: for each (TP_p, TP_d, n_p), the fewest decode instances by bisection on n_d
+    (monotone over one link: more decode instances never raise TPOT or admission wait). Splits that
+    pair up inside nodes (faster link) are checked directly, since moving across the node boundary
+    changes the link and breaks that monotonicity.
+    """
+    arch = inp.scenario.arch
+    tps = valid_tps(arch, inp.tp_options, inp.max_gpus, inp.node)
+    base = [
+        (tp_p, tp_d, n_p)
+        for tp_p in tps
+        for tp_d in tps
+        for n_p in range(1, (inp.max_gpus - tp_d) // tp_p + 1)
+    ]
+    if not base:
+        return None, 0
+    tp_p = np.array([b[0] for b in base])
+    tp_d = np.array([b[1] for b in base])
+    n_p = np.array([b[2] for b in base])
+    hi = (inp.max_gpus - n_p * tp_p) // tp_d
+    lo = np.zeros_like(hi)
+
+    def ok_at(n_d: np.ndarray) -> np.ndarray:
+        cands = DisaggregatedSet.build(inp.scenario, _disaggregated_configs(inp, tp_p, tp_d, n_p, n_d, True))
+        res = cands.evaluate(np.full(len(n_d), inp.target_rate_rps))
+        return slo_ok(res, inp.scenario.slo) & cands.fits()
+
+    feasible = ok_at(hi)
+    while np.any(hi - lo > 1):
+        mid = (lo + hi) // 2
+        good = ok_at(np.maximum(mid, 1))
+        step = hi - lo > 1
+        hi = np.where(step & good, mid, hi)
+        lo = np.where(step & ~good, mid, lo)
+    configs = _disaggregated_configs(inp, tp_p, tp_d, n_p, np.maximum(hi, 1), True)
+    ok = list(feasible)
+    a, b, c, d = _intra_node_splits(inp, tps)
+    if len(a):
+        configs += _disaggregated_configs(inp, a, b, c, d, False)
+        intra = DisaggregatedSet.build(inp.scenario, configs[len(ok) :])
+        res = intra.evaluate(np.full(len(a), inp.target_rate_rps))
+        ok += list(slo_ok(res, inp.scenario.slo))
+    cands = DisaggregatedSet.build(inp.scenario, configs)
+    fits = cands.fits()
+    for i in np.nonzero(~fits)[0]:
+        infeasible[cands.infeasible_reason(int(i))] += 1
+    return _cheapest_ok(cands, np.array(ok, dtype=bool) & fits, inp), len(base) + len(a)
+
+
+def _sweep_target(inp: PlanInputs, infeasible: Counter) -> tuple[dict[str, BestConfig], int]:
+    best: dict[str, BestConfig] = {}
+    n = 0
+    b, k = _colocated_min(inp, None, infeasible)
+    n += k
+    if b:
+        best["colocated"] = b
+    chunked = []
+    for c in inp.chunk_options:
+        b, k = _colocated_min(inp, c, infeasible)
+        n += k
+        if b:
+            chunked.append(b)
+    if chunked:
+        key = (lambda x: x.n_gpus) if inp.objective == "gpus" else (lambda x: x.cost_usd_per_hour)
+        best["colocated-chunked"] = min(chunked, key=lambda x: (key(x), -x.goodput_rps))
+    b, k = _disaggregated_min(inp, infeasible)
+    n += k
+    if b:
+        best["disaggregated"] = b
+    return best, n
+
+
+def plan(model: str | LLMArch, gpu: str | GPU, *, thresholds: bool = True, **kwargs) -> Plan:
+    """Plan serving for ``model`` on ``gpu``: the verdict, its reasons and the best of each style.
+
+    Keyword arguments are those of :func:`resolve_inputs` (workload, SLOs, link, decode_gpu, node,
+    gpus or target_rate_rps, dtype, TP and chunk options, objective, margin, profile_dirs, ...).
+    ``thresholds`` False skips the flip-threshold searches (faster).
+    """
+    from model.planner.verdict import decide, flip_thresholds
+
+    inp = resolve_inputs(model, gpu, **kwargs)
+    infeasible: Counter = Counter()
+    if inp.gpus is not None:
+        best, n, goodputs = _sweep_budget(inp, inp.gpus, infeasible)
+    else:
+        best, n = _sweep_target(inp, infeasible)
+        goodputs = {}
+    verdict, reasons = decide(inp, best, infeasible, goodputs, n)
+    flips = flip_thresholds(inp, best, goodputs, verdict) if thresholds and best else ()
+    return Plan(verdict, tuple(reasons), best, tuple(flips), dict(infeasible), n, inp)
+
+
+def pool_map(
+    inp: PlanInputs, prefill_tp: int, decode_tp: int, gpus: int | None = None
+) -> dict[str, np.ndarray]:
+    """Goodput of every (n_prefill, n_decode) with n_p x TP_p + n_d x TP_d <= gpus: the pool-size map.
+
+    Returns arrays n_prefill, n_decode, n_gpus, goodput_rps, goodput_rps_per_gpu and fits.
+    """
+    budget = gpus or inp.gpus or inp.max_gpus
+    configs = disaggregated_grid(
+        inp.gpu, inp.decode_gpu, prefill_tp, decode_tp, budget, inp.link, inp.layerwise
+    )
+    if not configs:
+        empty = np.zeros(0)
+        return {
+            k: empty
+            for k in ("n_prefill", "n_decode", "n_gpus", "goodput_rps", "goodput_rps_per_gpu", "fits")
+        }
+    cands = DisaggregatedSet.build(inp.scenario, configs)
+    fits = cands.fits()
+    g = np.where(fits, goodput_rps(cands, inp.scenario.slo), 0.0)
+    n_gpus = np.asarray(cands.n_gpus)
+    return {
+        "n_prefill": np.array([c.n_prefill for c in configs]),
+        "n_decode": np.array([c.n_decode for c in configs]),
+        "n_gpus": n_gpus,
+        "goodput_rps": g,
+        "goodput_rps_per_gpu": g / n_gpus,
+        "fits": fits,
+    }

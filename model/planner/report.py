@@ -1,0 +1,201 @@
+"""Plain-data views of plans and evaluations for the front ends (CLI JSON, web app, notebooks):
+JSON-ready dictionaries, latency-versus-rate sweeps and roofline operating points. No new
+modelling here: every number comes from the planner, the serving model or the roofline layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from model.physics.roofline import Deployment, decode_step_cost, prefill_cost
+from model.planner.types import BestConfig, Plan
+from model.serving.candidates import build_set
+from model.serving.common import StyleResult
+from model.serving.configs import ColocatedConfig, DisaggregatedConfig
+from model.workload.scenario import Scenario
+
+
+def _plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.repr}
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _plain(obj.tolist())
+    if isinstance(obj, np.generic):
+        return _plain(obj.item())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    return obj
+
+
+def config_dict(config: ColocatedConfig | DisaggregatedConfig) -> dict[str, Any]:
+    """A configuration as names and numbers (profiles by name)."""
+    if isinstance(config, DisaggregatedConfig):
+        return {
+            "architecture": "disaggregated",
+            "prefill_gpu": config.prefill_gpu.name,
+            "prefill_tp": config.prefill_tp,
+            "n_prefill": config.n_prefill,
+            "decode_gpu": config.decode_gpu.name,
+            "decode_tp": config.decode_tp,
+            "n_decode": config.n_decode,
+            "link": config.link.name,
+            "layerwise": config.layerwise,
+            "n_gpus": config.n_gpus,
+        }
+    return {
+        "architecture": config.architecture,
+        "gpu": config.gpu.name,
+        "tp": config.tp,
+        "replicas": config.replicas,
+        "chunk_tokens": config.chunk_tokens,
+        "n_gpus": config.n_gpus,
+    }
+
+
+def best_dict(b: BestConfig) -> dict[str, Any]:
+    """One style's best configuration: the JSON ``best`` entry of `pdplan plan`."""
+    ev = b.at_goodput
+    out = {
+        **config_dict(b.config),
+        "label": b.label,
+        "goodput_rps": b.goodput_rps,
+        "goodput_rps_per_gpu": b.goodput_rps_per_gpu,
+        "cost_usd_per_hour": b.cost_usd_per_hour,
+        "binding_constraint": b.binding_constraint,
+        "ttft_p50_s": ev.ttft_s.p50,
+        "ttft_p90_s": ev.ttft_s.p90,
+        "ttft_p99_s": ev.ttft_s.p99,
+        "tpot_p50_s": ev.tpot_s.p50,
+        "tpot_p90_s": ev.tpot_s.p90,
+        "tpot_p99_s": ev.tpot_s.p99,
+        "ttft_components_s": ev.ttft_components_s,
+        "energy_j_per_output_token": ev.energy_j_per_output_token,
+        "cost_usd_per_million_output_tokens": ev.cost_usd_per_million_output_tokens,
+    }
+    at = {k: v for k, v in _plain(ev).items() if k != "config"}
+    out["at_goodput"] = at
+    if b.failure is not None:
+        out["failure"] = _plain(b.failure)
+    return _plain(out)
+
+
+def plan_dict(plan: Plan) -> dict[str, Any]:
+    """The whole plan as JSON-ready data (the `pdplan plan --json` schema)."""
+    inp = plan.inputs
+    scn = inp.scenario
+    return _plain(
+        {
+            "verdict": plan.verdict,
+            "reasons": list(plan.reasons),
+            "best": {style: best_dict(b) for style, b in plan.best.items()},
+            "flip_thresholds": [dataclasses.asdict(f) for f in plan.flip_thresholds],
+            "infeasible": plan.infeasible,
+            "candidates_evaluated": plan.candidates_evaluated,
+            "mode": plan.mode,
+            "inputs": {
+                "model": scn.arch.name,
+                "gpu": inp.gpu.name,
+                "decode_gpu": inp.decode_gpu.name,
+                "link": inp.link.name,
+                "node": inp.node.name if inp.node else None,
+                "gpus": inp.gpus,
+                "target_rate_rps": inp.target_rate_rps,
+                "workload": scn.workload.name,
+                "dtype": scn.weight_dtype,
+                "kv_dtype": scn.kv_dtype_resolved,
+                "ttft_slo_s": scn.slo.ttft_s,
+                "tpot_slo_s": scn.slo.tpot_s,
+                "percentile": scn.slo.percentile,
+                "attainment": scn.slo.attainment,
+                "margin": inp.margin,
+                "objective": inp.objective,
+                "mean_prompt_tokens": scn.mean_prompt_tokens,
+                "mean_output_tokens": scn.mean_output_tokens,
+            },
+        }
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class RateSweep:
+    """Latency of one configuration over a range of request rates (arrays over rates)."""
+
+    rate_rps: np.ndarray
+    ttft_p50_s: np.ndarray
+    ttft_p90_s: np.ndarray
+    ttft_p99_s: np.ndarray
+    tpot_p50_s: np.ndarray
+    tpot_p90_s: np.ndarray
+    tpot_p99_s: np.ndarray
+    attainment: np.ndarray
+    stable: np.ndarray
+
+
+def rate_sweep(
+    config: ColocatedConfig | DisaggregatedConfig, scenario: Scenario, rates_rps: np.ndarray
+) -> RateSweep:
+    """TTFT/TPOT percentiles and SLO attainment of ``config`` at each rate (one vectorised pass)."""
+    rates = np.asarray(rates_rps, dtype=float)
+    cands = build_set(scenario, [config] * len(rates))
+    res: StyleResult = cands.evaluate(rates)
+    lat = res.latency
+    slo = scenario.slo
+    return RateSweep(
+        rates,
+        *(lat.ttft_percentile_s(q) for q in (0.5, 0.9, 0.99)),
+        *(lat.tpot_percentile_s(q) for q in (0.5, 0.9, 0.99)),
+        lat.attainment(slo.ttft_s, slo.tpot_s),
+        res.stable,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class RooflinePoint:
+    """One operating point on a GPU's roofline: arithmetic intensity and achieved FLOP/s."""
+
+    phase: str
+    gpu: str
+    intensity_flop_per_byte: float
+    achieved_flops_per_s: float
+    peak_flops_per_s: float
+    peak_bandwidth_bytes_per_s: float
+    bound: str
+
+
+def roofline_points(b: BestConfig, scenario: Scenario) -> list[RooflinePoint]:
+    """Prefill (mean prompt, batch 1) and decode (batch at goodput) operating points of a best config."""
+    cfg = b.config
+    if isinstance(cfg, DisaggregatedConfig):
+        deps = {"prefill": (cfg.prefill_gpu, cfg.prefill_tp), "decode": (cfg.decode_gpu, cfg.decode_tp)}
+    else:
+        deps = {"prefill": (cfg.gpu, cfg.tp), "decode": (cfg.gpu, cfg.tp)}
+    out = []
+    for phase, (gpu, tp) in deps.items():
+        dep = Deployment(
+            scenario.arch, gpu, tp=tp, weight_dtype=scenario.weight_dtype, kv_dtype=scenario.kv_dtype_resolved
+        )
+        if phase == "prefill":
+            cost = prefill_cost(dep, max(scenario.mean_prompt_tokens, 1.0))
+        else:
+            cost = decode_step_cost(dep, max(b.at_goodput.decode_batch, 1.0), scenario.decode_context_tokens)
+        flops_gpu = float(cost.flops)
+        out.append(
+            RooflinePoint(
+                phase,
+                gpu.name,
+                float(cost.arithmetic_intensity),
+                flops_gpu / float(cost.time_s),
+                dep.peak_flops_per_s,
+                gpu.memory_bandwidth_bytes_per_s,
+                str(cost.bound),
+            )
+        )
+    return out

@@ -1,0 +1,87 @@
+"""The planner's inputs and results: frozen dataclasses shared by the search, verdict and report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from model.hardware.profiles import GPU, Link, Node
+from model.serving.configs import ColocatedConfig, DisaggregatedConfig
+from model.serving.evaluation import Evaluation
+from model.workload.scenario import Scenario
+
+Config = ColocatedConfig | DisaggregatedConfig
+
+
+@dataclass(frozen=True)
+class FailureImpact:
+    """What losing one instance costs: goodput with one instance fewer in each pool, and the work
+    in flight on the lost instance (requests and the tokens that must be recomputed)."""
+
+    goodput_after_loss_rps: dict[str, float]
+    requests_in_flight: dict[str, float]
+    tokens_recomputed: dict[str, float]
+
+
+@dataclass(frozen=True)
+class BestConfig:
+    """The best configuration of one style, with its goodput and its metrics at that rate."""
+
+    architecture: str
+    label: str
+    config: Config
+    n_gpus: int
+    goodput_rps: float
+    goodput_rps_per_gpu: float
+    cost_usd_per_hour: float
+    at_goodput: Evaluation
+    binding_constraint: str
+    failure: FailureImpact | None = None
+
+
+@dataclass(frozen=True)
+class FlipThreshold:
+    """A value of one input at which the verdict would change."""
+
+    parameter: str
+    value: float
+    unit: str
+    current: float
+    text: str
+    method: str = "numeric"
+
+
+@dataclass(frozen=True, eq=False)
+class PlanInputs:
+    """Resolved inputs of one plan (profiles, scenario, search space)."""
+
+    scenario: Scenario
+    gpu: GPU
+    decode_gpu: GPU
+    link: Link
+    node: Node | None
+    intra_link: Link | None
+    gpus: int | None
+    target_rate_rps: float | None
+    tp_options: tuple[int, ...]
+    chunk_options: tuple[int, ...]
+    layerwise: bool
+    objective: str
+    margin: float
+    max_gpus: int
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """The planner's answer: verdict, reasons with numbers, best of each style, flip thresholds."""
+
+    verdict: str
+    reasons: tuple[str, ...]
+    best: dict[str, BestConfig]
+    flip_thresholds: tuple[FlipThreshold, ...]
+    infeasible: dict[str, int]
+    candidates_evaluated: int
+    inputs: PlanInputs = field(repr=False)
+
+    @property
+    def mode(self) -> str:
+        return "budget" if self.inputs.gpus is not None else "target-rate"

@@ -1,0 +1,411 @@
+"""The verdict: colocated, colocated-chunked or disaggregated, by the rule in DESIGN.md, with the
+reasons (numbers) and the thresholds of link bandwidth, prompt length and rate that would flip it.
+
+Rule (DESIGN.md, "When to recommend disaggregation"): recommend it only when (a) interference
+between the phases is estimated and material (decode slowed by at least INTERFERENCE_MATERIAL in
+the best colocated configuration at its goodput), (b) the best colocated configuration does not
+already match it: disaggregated goodput must beat colocated by the margin at the same GPU budget
+(or, for a target rate, need at least the margin fewer GPUs or less cost), and (c) the transfer
+path keeps both targets (the disaggregated goodput is measured with the transfer in TTFT).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import replace
+
+import numpy as np
+
+from model.planner.goodput import config_goodput, goodput_rps
+from model.planner.types import BestConfig, FlipThreshold, PlanInputs
+from model.serving.candidates import CandidateSet, DisaggregatedSet
+from model.serving.configs import DisaggregatedConfig
+from model.serving.evaluation import summarise
+
+# Decode slowdown caused by prefill (TPOT / pure decode step - 1) above which interference counts
+# as material. DistServe (OSDI 2024, fig. 2) shows a single prefill in a decode batch slowing that
+# step several-fold; 10% is the smallest effect the planner treats as worth a split.
+INTERFERENCE_MATERIAL = 0.10
+# Disaggregated candidates kept when searching flip thresholds (the best by current goodput).
+THRESHOLD_TOP_K = 12
+_BISECTIONS = 12
+
+
+def _ms(x: float) -> str:
+    if not np.isfinite(x):
+        return "unbounded"
+    if x >= 0.9995:
+        return f"{x:.3g} s"
+    return f"{x * 1e3:.0f} ms" if x >= 0.1 else f"{x * 1e3:.3g} ms"
+
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:.3g} GB"
+
+
+def _size(x: float) -> str:
+    return _gb(x) if x >= 1e9 else f"{x / 1e6:.3g} MB"
+
+
+def interference(b: BestConfig) -> float:
+    """Decode slowdown from prefill in a colocated configuration at its goodput (0 if disaggregated)."""
+    ev = b.at_goodput
+    if b.architecture == "disaggregated" or not ev.decode_step_s > 0:
+        return 0.0
+    return max(ev.tpot_mean_s / ev.decode_step_s - 1.0, 0.0)
+
+
+def _colocated_best(inp: PlanInputs, best: dict[str, BestConfig]) -> BestConfig | None:
+    cands = [best[s] for s in ("colocated-chunked", "colocated") if s in best]
+    if not cands:
+        return None
+    if inp.gpus is not None:
+        return max(cands, key=lambda b: b.goodput_rps)  # chunked listed first wins ties
+    key = (lambda b: b.n_gpus) if inp.objective == "gpus" else (lambda b: b.cost_usd_per_hour)
+    return min(cands, key=key)
+
+
+def _gain(inp: PlanInputs, dis: BestConfig, col: BestConfig) -> float:
+    """Disaggregation's advantage: goodput ratio - 1 (budget) or resource ratio - 1 (target rate)."""
+    if inp.gpus is not None:
+        return dis.goodput_rps / col.goodput_rps - 1.0
+    if inp.objective == "gpus":
+        return col.n_gpus / dis.n_gpus - 1.0
+    if dis.cost_usd_per_hour <= 0:  # free hardware (a price of 0 in the profile)
+        return 0.0 if col.cost_usd_per_hour <= 0 else math.inf
+    return col.cost_usd_per_hour / dis.cost_usd_per_hour - 1.0
+
+
+def _style_line(b: BestConfig) -> str:
+    ev = b.at_goodput
+    return (
+        f"Best {b.architecture}: {b.label} ({b.n_gpus} GPUs, ${b.cost_usd_per_hour:.2f}/h): goodput "
+        f"{b.goodput_rps:.3g} req/s ({b.goodput_rps_per_gpu:.3g} per GPU) with p90 TTFT {_ms(ev.ttft_s.p90)} "
+        f"and p90 TPOT {_ms(ev.tpot_s.p90)}; limited by the {b.binding_constraint}."
+    )
+
+
+def _why_no_disaggregation(inp: PlanInputs, goodputs: dict) -> str:
+    """Explain, with numbers, why no disaggregated configuration meets the SLOs: the transfer and
+    the duplicated weights of the feasible split that comes closest (at a very low rate)."""
+    if "disaggregated" not in goodputs or not goodputs["disaggregated"][0].configs:
+        return "no disaggregated split fits the budget and memory"
+    cands = goodputs["disaggregated"][0]
+    res = cands.evaluate(np.full(len(cands.configs), 1e-3))
+    slo = inp.scenario.slo
+    i = int(np.argmax(res.latency.attainment(slo.ttft_s, slo.tpot_s)))
+    ev = summarise(cands, res, i, inp.scenario, 1e-3)  # the evaluation already made, row i
+    cfg = cands.configs[i]
+    return (
+        f"even the closest split ({cfg.label()}) reaches p90 TTFT {_ms(ev.ttft_s.p90)} against the "
+        f"{_ms(slo.ttft_s)} target at a near-zero rate: each request's KV "
+        f"({_size(ev.kv_bytes_per_request)} on average) "
+        f"crosses {cfg.link.name} in {_ms(ev.transfer_s)} on average, and the weights are held "
+        f"{ev.weight_copies} times ({_gb(ev.weight_bytes_total)})"
+    )
+
+
+def decide(
+    inp: PlanInputs,
+    best: dict[str, BestConfig],
+    infeasible: Counter,
+    goodputs: dict | None = None,
+    candidates: int = 1,
+) -> tuple[str, list[str]]:
+    """Apply the DESIGN.md rule; return the verdict and its reasons (sentences with numbers)."""
+    reasons: list[str] = []
+    where = f"{inp.gpus} GPUs" if inp.gpus is not None else f"{inp.target_rate_rps:g} req/s"
+    col = _colocated_best(inp, best)
+    dis = best.get("disaggregated")
+    if col is None and dis is None:
+        reasons.append(f"No configuration meets the SLOs ({where}).")
+        if inp.target_rate_rps is not None:
+            reasons.append(
+                f"The search stops at {inp.max_gpus} GPUs (max_gpus / --max-gpus); a larger target rate may "
+                "need more."
+            )
+        if infeasible:
+            top = ", ".join(f"{r} ({n})" for r, n in infeasible.most_common(3))
+            reasons.append(f"{sum(infeasible.values())} candidates cannot run: {top}.")
+        elif not candidates:
+            reasons.append(
+                f"No candidate was enumerated: no TP option in {list(inp.tp_options)} divides the "
+                f"{inp.scenario.arch.num_heads} attention heads and fits the GPU budget (or a node)."
+            )
+        else:
+            reasons.append(
+                "Every candidate that fits misses the TTFT or TPOT target even at a very low rate."
+            )
+        return "none", reasons
+    if col is None:
+        verdict = "disaggregated"
+        reasons.append(
+            f"Only disaggregated serving meets the SLOs ({where}): no colocated configuration does."
+        )
+    elif dis is None:
+        verdict = col.architecture
+        why = _why_no_disaggregation(inp, goodputs or {})
+        reasons.append(
+            f"{col.architecture} is recommended: no disaggregated configuration meets the SLOs ({where}); "
+            f"{why}."
+        )
+    else:
+        gain = _gain(inp, dis, col)
+        intf = interference(col)
+        material = intf >= INTERFERENCE_MATERIAL
+        measure = (
+            "goodput" if inp.gpus is not None else ("GPUs needed" if inp.objective == "gpus" else "cost")
+        )
+        if gain >= inp.margin and material:
+            verdict = "disaggregated"
+            reasons.append(
+                f"disaggregated is recommended: it beats the best colocated configuration on {measure} by "
+                f"{gain:.0%} (margin {inp.margin:.0%}), and prefill interference in colocated serving is "
+                f"material "
+                f"(decode slowed {intf:.0%}, threshold {INTERFERENCE_MATERIAL:.0%})."
+            )
+        else:
+            verdict = col.architecture
+            why = (
+                f"disaggregation changes {measure} by only {gain:+.0%} (needs +{inp.margin:.0%})"
+                if gain < inp.margin
+                else f"interference is not material (decode slowed {intf:.0%} < {INTERFERENCE_MATERIAL:.0%})"
+            )
+            reasons.append(f"{col.architecture} is recommended: {why}.")
+        reasons.append(
+            f"Interference in {col.label} at {col.goodput_rps:.3g} req/s: "
+            f"TPOT {_ms(col.at_goodput.tpot_mean_s)} "
+            f"against {_ms(col.at_goodput.decode_step_s)} for decode alone ({intf:+.0%})."
+        )
+    for style in ("colocated", "colocated-chunked", "disaggregated"):
+        if style in best:
+            reasons.append(_style_line(best[style]))
+    if dis is not None:
+        ev = dis.at_goodput
+        link = dis.config.link if isinstance(dis.config, DisaggregatedConfig) else None
+        copies_col = col.at_goodput.weight_copies if col is not None else 0
+        reasons.append(
+            f"Disaggregation costs: weights held {ev.weight_copies} times ({_gb(ev.weight_bytes_total)}) "
+            f"against {copies_col} copies colocated; each request moves "
+            f"{_size(ev.kv_bytes_per_request)} of KV over "
+            f"{link.name if link else 'the link'}, exposing {_ms(ev.transfer_s)} of TTFT "
+            f"(link utilisation {ev.link_utilisation:.0%})."
+        )
+    if infeasible:
+        top = "; ".join(f"{r} ({n})" for r, n in infeasible.most_common(2))
+        reasons.append(f"{sum(infeasible.values())} candidates could not run: {top}.")
+    return verdict, reasons
+
+
+# ---------------------------------------------------------------------------------------------
+# flip thresholds
+
+
+def _scaled_links(configs: list, factor: float, link_name: str | None = None) -> list:
+    """The configurations with their link's bandwidth scaled by ``factor``; with ``link_name``, only
+    those that cross that link (splits paired inside a node keep their intra-node link)."""
+    out = []
+    for c in configs:
+        if c.link.kind == "same-gpu" or (link_name is not None and c.link.name != link_name):
+            out.append(c)
+        else:
+            out.append(
+                replace(c, link=replace(c.link, bandwidth_bytes_per_s=c.link.bandwidth_bytes_per_s * factor))
+            )
+    return out
+
+
+def _log_bisect(fn, lo: float, hi: float, steps: int = _BISECTIONS) -> float | None:
+    """x in [lo, hi] (log scale) where the boolean fn flips, or None when it does not."""
+    f_lo, f_hi = fn(lo), fn(hi)
+    if f_lo == f_hi:
+        return None
+    a, b = np.log(lo), np.log(hi)
+    for _ in range(steps):
+        mid = 0.5 * (a + b)
+        if fn(float(np.exp(mid))) == f_lo:
+            a = mid
+        else:
+            b = mid
+    return float(np.exp(0.5 * (a + b)))
+
+
+def _top_disaggregated(goodputs: dict, k: int) -> list:
+    if "disaggregated" not in goodputs:
+        return []
+    cands, g = goodputs["disaggregated"]
+    order = np.argsort(-g)[:k]
+    return [cands.configs[i] for i in order if g[i] > 0] or [cands.configs[i] for i in order]
+
+
+def _dis_goodput(scn, configs: list) -> float:
+    if not configs:
+        return 0.0
+    return float(np.max(goodput_rps(DisaggregatedSet.build(scn, configs), scn.slo)))
+
+
+def transfer_break_even(inp: PlanInputs, dis: BestConfig) -> FlipThreshold | None:
+    """Closed form (model/symbolic/formulas.py): the link line rate at which a p90-length prompt's exposed KV
+    transfer just fits the TTFT slack left by queueing and prefill in the best disaggregated
+    configuration at its goodput."""
+    from model.symbolic.formulas import break_even_bandwidth
+
+    cfg = dis.config
+    if not isinstance(cfg, DisaggregatedConfig) or cfg.link.kind == "same-gpu":
+        return None
+    scn = inp.scenario
+    cands = DisaggregatedSet.build(scn, [cfg])
+    prompts = scn.prompt_tokens
+    i = int(np.argsort(prompts)[int(0.9 * (len(prompts) - 1))])
+    prefill_s = float(cands.prefill_tables[0].prefill_s[i])
+    ev = dis.at_goodput
+    slack = scn.slo.ttft_s - ev.queue_wait_s - prefill_s - ev.admission_wait_s - ev.link_wait_s
+    if not slack > 0:
+        return None
+    kv = float(prompts[i]) * scn.kv_bytes_per_token
+    lanes = cfg.transfer_lanes
+    th = break_even_bandwidth(
+        kv,
+        slack,
+        cfg.link.latency_s,
+        lanes,
+        cfg.link.efficiency,
+        layers=scn.arch.num_layers if cfg.layerwise else None,
+        prefill_s=prefill_s if cfg.layerwise else None,
+    )
+    if not th.attainable:
+        return None
+    gbit = th.value * 8 / 1e9
+    return FlipThreshold(
+        "transfer_break_even",
+        gbit,
+        "Gbit/s per lane",
+        cfg.link.bandwidth_bytes_per_s * 8 / 1e9,
+        f"a p90 prompt's KV ({_size(kv)}, {lanes} lane(s)) fits the {_ms(slack)} of TTFT left after queueing "
+        f"and prefill above {gbit:.3g} Gbit/s per lane ({th.binding}; closed form)",
+        method="closed-form",
+    )
+
+
+def flip_thresholds(
+    inp: PlanInputs,
+    best: dict[str, BestConfig],
+    goodputs: dict[str, tuple[CandidateSet, np.ndarray]],
+    verdict: str,
+) -> list[FlipThreshold]:
+    """Link bandwidth, prompt-length scale and rate at which the verdict would change (numeric search
+    over the best candidates; interference is held at its current estimate)."""
+    out: list[FlipThreshold] = []
+    col = _colocated_best(inp, best)
+    dis = best.get("disaggregated")
+    scn = inp.scenario
+    need = 1.0 + inp.margin
+    material = col is None or interference(col) >= INTERFERENCE_MATERIAL
+    top = (
+        _top_disaggregated(goodputs, THRESHOLD_TOP_K)
+        if inp.gpus is not None
+        else ([dis.config] if dis else [])
+    )
+    # The user's link between pools is the one whose speed is in question; splits paired inside a
+    # node keep their intra-node link while it is scaled.
+    networked = [c for c in top if c.link.kind != "same-gpu"]
+    crosses = any(c.link.name == inp.link.name for c in networked)
+    if networked and material and not crosses and inp.link.kind != "same-gpu":
+        now = inp.link.bandwidth_bytes_per_s * 8 / 1e9
+        out.append(
+            FlipThreshold(
+                "link_bandwidth",
+                0.0,
+                "Gbit/s",
+                now,
+                f"no speed of {inp.link.name} flips the verdict: the best splits pair prefill and decode "
+                f"instances inside a node, so their KV stays on {networked[0].link.name}",
+            )
+        )
+    if networked and material and crosses and inp.link.kind != "same-gpu":
+        line_rate = inp.link.bandwidth_bytes_per_s
+        if inp.gpus is not None:
+            g_col = col.goodput_rps if col else 0.0
+
+            def wins(f: float) -> bool:
+                return _dis_goodput(scn, _scaled_links(networked, f, inp.link.name)) >= need * g_col
+        else:
+            target = float(inp.target_rate_rps)
+
+            def wins(f: float) -> bool:
+                return _dis_goodput(scn, _scaled_links(networked, f, inp.link.name)) >= target
+
+        factor = _log_bisect(wins, 1e-4, 1e4)
+        if factor is None:
+            always = wins(1.0)
+            now = line_rate * 8 / 1e9
+            out.append(
+                FlipThreshold(
+                    "link_bandwidth",
+                    0.0 if always else math.inf,
+                    "Gbit/s",
+                    now,
+                    f"no link speed from {now * 1e-4:.3g} to {now * 1e4:.3g} Gbit/s flips the verdict: "
+                    + (
+                        "disaggregation wins at all of them"
+                        if always
+                        else "disaggregation loses at all of them"
+                    ),
+                )
+            )
+        else:
+            value = line_rate * factor * 8 / 1e9
+            side = "above" if wins(1e4) else "below"
+            out.append(
+                FlipThreshold(
+                    "link_bandwidth",
+                    value,
+                    "Gbit/s",
+                    line_rate * 8 / 1e9,
+                    f"disaggregation {'wins' if inp.gpus is not None else 'holds the target rate'} {side} "
+                    f"{value:.3g} Gbit/s of link line rate (now {line_rate * 8 / 1e9:.3g} Gbit/s)",
+                )
+            )
+    if inp.gpus is not None and col is not None and top:
+
+        def dis_wins(f: float) -> bool:
+            s2 = replace(scn, prompt_scale=scn.prompt_scale * f)
+            g_c = config_goodput(s2, col.config)
+            g_d = _dis_goodput(s2, top[:4])
+            return g_d >= need * g_c and g_d > 0
+
+        longest = float(np.max(scn.prompt_tokens + scn.output_tokens))
+        ceiling = scn.arch.max_context_tokens / longest if scn.arch.max_context_tokens else 8.0
+        factor = _log_bisect(dis_wins, 1.0 / 8.0, float(np.clip(ceiling, 1.0, 8.0)), steps=8)
+        if factor is not None:
+            mean_prompt = scn.mean_prompt_tokens
+            side = "shorter" if dis_wins(1.0 / 8.0) else "longer"
+            out.append(
+                FlipThreshold(
+                    "prompt_tokens",
+                    mean_prompt * factor,
+                    "tokens (mean prompt)",
+                    mean_prompt,
+                    f"disaggregation wins for mean prompts {side} than about {mean_prompt * factor:,.0f} "
+                    f"tokens (now {mean_prompt:,.0f}; all lengths scaled together)",
+                )
+            )
+    if dis is not None:
+        closed = transfer_break_even(inp, dis)
+        if closed is not None:
+            out.append(closed)
+    if inp.gpus is not None and col is not None and dis is not None:
+        lo_style, hi_style = sorted([col, dis], key=lambda b: b.goodput_rps)
+        out.append(
+            FlipThreshold(
+                "rate",
+                lo_style.goodput_rps,
+                "req/s",
+                lo_style.goodput_rps,
+                f"both styles meet the SLOs up to {lo_style.goodput_rps:.3g} req/s on {inp.gpus} GPUs; "
+                f"above it only "
+                f"{hi_style.architecture} does (up to {hi_style.goodput_rps:.3g} req/s)",
+            )
+        )
+    return out

@@ -1,0 +1,1 @@
+"""Queueing layer: M/G/c and friends, decode-batch models, latency distributions."""

@@ -1,0 +1,88 @@
+"""Steady-state continuous-batching batch size on a tabulated step-time curve, vectorised over
+candidates, and the KV-capacity admission queue.
+
+For each candidate the per-token time tau(B) (decode step time, possibly inflated by prefill
+stalls or mixed iterations) is known on the shared grid ``BATCH_GRID``. Little's law on the
+batch gives the fixed point B = lambda * E[O] * tau(B) (Yu et al., "Orca", OSDI 2022, for the
+iteration-level batching; Little 1961 for the law). The least root is found on the grid and
+refined by linear interpolation: no iteration, so thousands of candidates solve in one pass.
+This is the vectorised counterpart of :func:`model.batching.decode_pool` (same model; the tests
+check they agree).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from model.queueing.mgc import mgc_wait
+
+
+@dataclass(frozen=True, eq=False)
+class BatchSolution:
+    """Arrays over candidates: mean batch, per-token time, and whether a root exists below the cap."""
+
+    batch: np.ndarray
+    per_token_s: np.ndarray
+    below_cap: np.ndarray
+
+
+def interp_rows(x: np.ndarray, grid: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Linear interpolation of each row of ``values`` [C, G] (on the common ``grid``) at x [C]."""
+    idx = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, len(grid) - 2)
+    x0, x1 = grid[idx], grid[idx + 1]
+    w = np.clip((x - x0) / (x1 - x0), 0.0, 1.0)
+    rows = np.arange(values.shape[0])
+    a, b = values[rows, idx], values[rows, idx + 1]
+    with np.errstate(invalid="ignore"):
+        mixed = a * (1.0 - w) + b * w
+    return np.where(w <= 0, a, np.where(w >= 1, b, mixed))
+
+
+def solve_batch(
+    demand_tokens_per_s: np.ndarray, grid: np.ndarray, per_token_s: np.ndarray, max_batch: np.ndarray
+) -> BatchSolution:
+    """Least B in [0, max_batch] with B = demand x tau(B); tau given on ``grid`` as rows [C, G].
+
+    f(B) = B - demand tau(B) is negative at B = 0; the first grid point where f >= 0 brackets the
+    root, refined linearly. No root below ``max_batch`` -> ``below_cap`` False and B = max_batch.
+    """
+    demand = np.asarray(demand_tokens_per_s, dtype=float)[:, None]
+    with np.errstate(invalid="ignore"):
+        f = np.where(np.isfinite(per_token_s), grid[None, :] - demand * per_token_s, -np.inf)
+    valid = np.isfinite(per_token_s) & (grid[None, :] <= np.asarray(max_batch, dtype=float)[:, None])
+    crossed = (f >= 0) & valid
+    has = crossed.any(axis=1)
+    first = np.where(has, np.argmax(crossed, axis=1), len(grid) - 1)
+    lo = np.maximum(first - 1, 0)
+    rows = np.arange(len(first))
+    f0, f1 = f[rows, lo], f[rows, first]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = np.where(f1 != f0, -f0 / (f1 - f0), 1.0)
+    w = np.clip(np.where(first == 0, 1.0, w), 0.0, 1.0)
+    b = grid[lo] + w * (grid[first] - grid[lo])
+    b = np.where(has, b, np.asarray(max_batch, dtype=float))
+    tau = interp_rows(b, grid, per_token_s)
+    return BatchSolution(batch=b, per_token_s=tau, below_cap=has)
+
+
+def admission_wait(
+    rate_per_instance_rps: np.ndarray,
+    mean_output_tokens: float,
+    output_scv: float,
+    max_batch: np.ndarray,
+    per_token_at_cap_s: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(mean admission wait, stable) for a decode instance whose KV cache holds ``max_batch`` sequences.
+
+    The ``max_batch`` slots are the servers of an M/G/c queue with service E[O] x tau(max_batch)
+    and the output-length SCV (model.batching's documented model; Kimura's M/G/c approximation).
+    """
+    cap = np.maximum(np.floor(np.asarray(max_batch, dtype=float)), 1.0)
+    service = mean_output_tokens * np.asarray(per_token_at_cap_s, dtype=float)
+    finite = np.isfinite(service)
+    service = np.where(finite, np.maximum(service, 1e-12), 1.0)
+    res = mgc_wait(np.asarray(rate_per_instance_rps, dtype=float), service, output_scv, cap)
+    ok = res.stable & finite & (np.asarray(max_batch) >= 1)
+    return np.where(ok, res.mean_wait_s, np.inf), ok

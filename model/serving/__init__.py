@@ -1,0 +1,1 @@
+"""Serving layer: the serving styles (colocated, chunked, disaggregated) and their evaluation."""

@@ -1,0 +1,213 @@
+"""Candidate sets: many configurations of one style, evaluated together as arrays.
+
+A candidate set holds the tables its configurations need (one per GPU kind x TP x chunk) and
+index arrays into them, so ``evaluate(rates)`` runs the analytical model for every candidate
+in one vectorised pass (DESIGN.md: no Python loop per candidate in the hot path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from model.hardware.profiles import Link
+from model.serving.colocated import evaluate_colocated
+from model.serving.common import StyleResult
+from model.serving.configs import ColocatedConfig, DisaggregatedConfig
+from model.serving.disaggregated import evaluate_disaggregated
+from model.serving.phase_tables import InstanceTables, instance_tables
+from model.workload.scenario import Scenario
+
+
+class CandidateSet(Protocol):
+    scenario: Scenario
+    configs: list
+
+    def evaluate(self, rate_rps: np.ndarray) -> StyleResult: ...
+
+    def subset(self, mask: np.ndarray) -> CandidateSet: ...
+
+    @property
+    def n_gpus(self) -> np.ndarray: ...
+
+    @property
+    def price_usd_per_hour(self) -> np.ndarray: ...
+
+
+def _table_ids(keys: Sequence[tuple]) -> tuple[list[tuple], np.ndarray]:
+    unique: dict[tuple, int] = {}
+    idx = np.array([unique.setdefault(k, len(unique)) for k in keys], dtype=int)
+    return list(unique), idx
+
+
+@dataclass(frozen=True, eq=False)
+class ColocatedSet:
+    """Colocated configurations, all chunked or all unchunked."""
+
+    scenario: Scenario
+    configs: list[ColocatedConfig]
+    tables: list[InstanceTables] = field(default_factory=list)
+    table_index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
+
+    @classmethod
+    def build(cls, scenario: Scenario, configs: Sequence[ColocatedConfig]) -> ColocatedSet:
+        chunked = {c.chunk_tokens is None for c in configs}
+        if len(chunked) > 1:
+            raise ValueError("a ColocatedSet holds only chunked or only unchunked configurations")
+        keys, idx = _table_ids([(c.gpu, c.tp, c.chunk_tokens) for c in configs])
+        tables = [instance_tables(scenario, g, tp, ch, "colocated") for g, tp, ch in keys]
+        return cls(scenario, list(configs), tables, idx)
+
+    def evaluate(self, rate_rps: np.ndarray) -> StyleResult:
+        replicas = np.array([c.replicas for c in self.configs], dtype=float)
+        rate = np.broadcast_to(np.asarray(rate_rps, dtype=float), replicas.shape)
+        return evaluate_colocated(self.scenario, self.tables, self.table_index, replicas, rate)
+
+    def subset(self, mask: np.ndarray) -> ColocatedSet:
+        keep = np.nonzero(mask)[0]
+        return ColocatedSet(
+            self.scenario, [self.configs[i] for i in keep], self.tables, self.table_index[keep]
+        )
+
+    @property
+    def n_gpus(self) -> np.ndarray:
+        return np.array([c.n_gpus for c in self.configs], dtype=float)
+
+    @property
+    def price_usd_per_hour(self) -> np.ndarray:
+        return np.array([c.n_gpus * c.gpu.price_usd_per_hour for c in self.configs], dtype=float)
+
+    def fits(self) -> np.ndarray:
+        return np.array([self.tables[i].fits for i in self.table_index], dtype=bool)
+
+    def infeasible_reason(self, i: int) -> str:
+        return self.tables[self.table_index[i]].reason
+
+
+@dataclass(frozen=True, eq=False)
+class DisaggregatedSet:
+    """Disaggregated configurations (any mix of GPU kinds, TPs, pool sizes and links)."""
+
+    scenario: Scenario
+    configs: list[DisaggregatedConfig]
+    prefill_tables: list[InstanceTables] = field(default_factory=list)
+    decode_tables: list[InstanceTables] = field(default_factory=list)
+    prefill_index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
+    decode_index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
+
+    @classmethod
+    def build(cls, scenario: Scenario, configs: Sequence[DisaggregatedConfig]) -> DisaggregatedSet:
+        pkeys, pidx = _table_ids([(c.prefill_gpu, c.prefill_tp) for c in configs])
+        dkeys, didx = _table_ids([(c.decode_gpu, c.decode_tp) for c in configs])
+        pt = [instance_tables(scenario, g, tp, None, "prefill") for g, tp in pkeys]
+        dt = [instance_tables(scenario, g, tp, None, "decode") for g, tp in dkeys]
+        return cls(scenario, list(configs), pt, dt, pidx, didx)
+
+    def _links(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        lanes = np.array([c.transfer_lanes for c in self.configs], dtype=float)
+        bw = np.array([c.link.effective_bandwidth_bytes_per_s for c in self.configs], dtype=float)
+        lat = np.array([c.link.latency_s for c in self.configs], dtype=float)
+        lw = np.array([c.layerwise for c in self.configs], dtype=bool)
+        return lanes, bw, lat, lw
+
+    def evaluate(self, rate_rps: np.ndarray) -> StyleResult:
+        n_p = np.array([c.n_prefill for c in self.configs], dtype=float)
+        n_d = np.array([c.n_decode for c in self.configs], dtype=float)
+        rate = np.broadcast_to(np.asarray(rate_rps, dtype=float), n_p.shape)
+        lanes, bw, lat, lw = self._links()
+        return evaluate_disaggregated(
+            self.scenario,
+            self.prefill_tables,
+            self.decode_tables,
+            self.prefill_index,
+            self.decode_index,
+            n_p,
+            n_d,
+            lanes,
+            bw,
+            lat,
+            lw,
+            rate,
+        )
+
+    def subset(self, mask: np.ndarray) -> DisaggregatedSet:
+        keep = np.nonzero(mask)[0]
+        return DisaggregatedSet(
+            self.scenario,
+            [self.configs[i] for i in keep],
+            self.prefill_tables,
+            self.decode_tables,
+            self.prefill_index[keep],
+            self.decode_index[keep],
+        )
+
+    @property
+    def n_gpus(self) -> np.ndarray:
+        return np.array([c.n_gpus for c in self.configs], dtype=float)
+
+    @property
+    def price_usd_per_hour(self) -> np.ndarray:
+        return np.array(
+            [
+                c.n_prefill * c.prefill_tp * c.prefill_gpu.price_usd_per_hour
+                + c.n_decode * c.decode_tp * c.decode_gpu.price_usd_per_hour
+                for c in self.configs
+            ],
+            dtype=float,
+        )
+
+    def fits(self) -> np.ndarray:
+        p = np.array([t.fits for t in self.prefill_tables])[self.prefill_index]
+        d = np.array([t.fits for t in self.decode_tables])[self.decode_index]
+        return p & d
+
+    def infeasible_reason(self, i: int) -> str:
+        p = self.prefill_tables[self.prefill_index[i]]
+        if not p.fits:
+            return "prefill: " + p.reason
+        return "decode: " + self.decode_tables[self.decode_index[i]].reason
+
+
+def build_set(scenario: Scenario, configs: Sequence[ColocatedConfig | DisaggregatedConfig]) -> CandidateSet:
+    """The right candidate set for a homogeneous list of configurations."""
+    if all(isinstance(c, DisaggregatedConfig) for c in configs):
+        return DisaggregatedSet.build(scenario, configs)
+    return ColocatedSet.build(scenario, configs)
+
+
+def link_for(
+    n_prefill: int,
+    prefill_tp: int,
+    n_decode: int,
+    decode_tp: int,
+    link: Link,
+    node_gpus: int | None,
+    intra_link: Link | None,
+) -> Link:
+    """The link a split's KV crosses: the node's intra-node link when the pools can be paired inside
+    nodes, else ``link`` (the NIC).
+
+    The split fills k = ceil(GPUs / GPUs per node) nodes; when n_p and n_d both divide by k and each
+    node's share (n_p/k x TP_p + n_d/k x TP_d) fits in it, every prefill instance sends to a decode
+    instance in its own node (DistServe's low node-affinity placement, OSDI 2024 sec. 4.2, pairs the
+    instances of both phases within a node for the same reason).
+    """
+    if intra_link is None or node_gpus is None:
+        return link
+    used = n_prefill * prefill_tp + n_decode * decode_tp
+    k = -(-used // node_gpus)
+    if (
+        n_prefill % k == 0
+        and n_decode % k == 0
+        and (n_prefill // k) * prefill_tp + (n_decode // k) * decode_tp <= node_gpus
+    ):
+        return intra_link
+    return link
+
+
+def only(cands: CandidateSet, i: int) -> CandidateSet:
+    """The set holding candidate ``i`` alone (its tables are shared, not rebuilt)."""
+    return cands.subset(np.arange(len(cands.configs)) == i)

@@ -1,0 +1,76 @@
+"""Pieces shared by the colocated and disaggregated analytical models."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from model.queueing.latency import LatencyModel
+from model.queueing.mgc import WaitResult
+from model.serving.phase_tables import InstanceTables
+
+
+@dataclass(frozen=True, eq=False)
+class StyleResult:
+    """Analytical state of C candidates at their request rates (arrays over candidates).
+
+    TTFT components are means over the sampled requests; ``latency`` gives distributions.
+    """
+
+    latency: LatencyModel
+    stable: np.ndarray
+    queue_wait_mean_s: np.ndarray
+    prefill_mean_s: np.ndarray
+    transfer_mean_s: np.ndarray
+    link_wait_mean_s: np.ndarray
+    admission_wait_mean_s: np.ndarray
+    batch: np.ndarray
+    max_batch: np.ndarray
+    tpot_mean_s: np.ndarray
+    prefill_busy: np.ndarray  # fraction of time the prefill path is busy, per prefill instance
+    decode_busy: np.ndarray  # fraction of time a decode instance has a non-empty batch
+    link_utilisation: np.ndarray
+    kv_bytes_per_request: np.ndarray
+    unstable_reason: np.ndarray  # str per candidate, "" when stable
+    max_itl_s: np.ndarray  # longest gap between two tokens of a request (a step plus the worst stall)
+
+    @property
+    def ttft_mean_s(self) -> np.ndarray:
+        return np.where(self.stable, self.latency.fixed_s.mean(axis=1) + self.queue_wait_mean_s, np.inf)
+
+
+def stack(tables: Sequence[InstanceTables], attr: str) -> np.ndarray:
+    """Stack one attribute of every table along a new leading axis."""
+    return np.stack([np.asarray(getattr(t, attr), dtype=float) for t in tables])
+
+
+def moments(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-row mean, second moment and squared coefficient of variation of [C, S] samples."""
+    m1 = samples.mean(axis=1)
+    m2 = (samples**2).mean(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scv = np.where(m1 > 0, np.maximum(m2 / m1**2 - 1.0, 0.0), 0.0)
+    return m1, m2, scv
+
+
+def wait_tail(res: WaitResult, stable: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(P(W>0), E[W|W>0]) of a wait result, forced to (1, inf) where the candidate is unstable."""
+    prob = np.where(stable, res.prob_wait, 1.0)
+    cond = np.where(stable, res.cond_mean_wait_s, np.inf)
+    return prob, cond
+
+
+def first_reason(checks: Sequence[tuple[np.ndarray, str]], n: int) -> np.ndarray:
+    """Per candidate, the text of the first failed check (``ok`` False), else ""."""
+    out = np.full(n, "", dtype=object)
+    for ok, text in reversed(checks):
+        out = np.where(np.asarray(ok, dtype=bool), out, text)
+    return out
+
+
+def busy_fraction(mean_batch: np.ndarray) -> np.ndarray:
+    """P(batch non-empty) = 1 - exp(-B): the occupancy of an M/G/infinity system is Poisson with
+    mean B (Kleinrock 1975, vol. 1, sec. 4.4), used for the decode GPUs' busy time."""
+    return 1.0 - np.exp(-np.asarray(mean_batch, dtype=float))

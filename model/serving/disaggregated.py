@@ -1,0 +1,212 @@
+"""Disaggregated serving, analytically: a prefill pool and a decode pool joined by a link.
+
+Prefill pool: n_p instances share one FCFS queue, M/G/n_p with service = each prompt's share of a
+prefill step (DistServe, Zhong et al. OSDI 2024, sec. 3.1 models a prefill instance as M/D/1; the
+M/G/c form covers several instances and varied prompts). A busy instance batches the prompts that
+queued during its last step (``prefill_batch``), sharing the per-step fixed cost.
+
+Each request's prompt KV (prompt tokens x KV bytes per token, the whole replica's heads) then
+crosses the link on min(TP_p, TP_d) parallel lanes, each lane one GPU's link (a TP rank sends its
+own heads' KV, Splitwise sec. 4.3 / Mooncake's transfer engine):
+T = messages x latency + bytes / (lanes x bandwidth x efficiency).
+
+Layer-wise sending (Splitwise, Patel et al. ISCA 2024, sec. 4.3) pipelines the transfer of layer l
+with the compute of layers l+1..N. With per-layer compute c = S / N and per-layer transfer
+t = latency + T_bw / N, the last layer's KV lands at S + t when t <= c, or c + N t otherwise, so
+the exposed time is max(t, N t - S + c). Whole-request sending exposes latency + T_bw.
+
+Each prefill instance's lanes send its transfers FCFS and each decode instance's lanes receive
+theirs: an M/G/1 queue at each end with the link occupancy per request (latency + bytes / bandwidth)
+as service (Pollaczek-Khinchine mean wait, model.queueing.mgc.mg1_wait); both waits add to TTFT and
+either end at utilisation >= 1 is unstable. The decode pool is n_d continuous-batching instances:
+B = (lambda / n_d) E[O] t_dec(B), capped by KV capacity, with the slot admission queue of
+model.decode_batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from model.queueing.decode_batch import admission_wait, interp_rows, solve_batch
+from model.queueing.latency import LatencyModel
+from model.queueing.mgc import mg1_wait, mgc_wait
+from model.serving.common import StyleResult, busy_fraction, first_reason, moments, stack, wait_tail
+from model.serving.phase_tables import BATCH_GRID, InstanceTables
+from model.workload.scenario import Scenario
+
+
+def transfer_components(
+    scn: Scenario,
+    prefill_s: np.ndarray,
+    lanes: np.ndarray,
+    bandwidth_eff_bytes_per_s: np.ndarray,
+    latency_s: np.ndarray,
+    layerwise: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(KV bytes [S], exposed transfer time [C, S], link occupancy [C, S]) per sampled request.
+
+    Infinite bandwidth (a same-GPU link) gives zero transfer time.
+    """
+    kv_bytes = scn.prompt_tokens * scn.kv_bytes_per_token
+    layers = float(scn.arch.num_layers)
+    bw = (np.asarray(lanes, dtype=float) * np.asarray(bandwidth_eff_bytes_per_s, dtype=float))[:, None]
+    lat = np.asarray(latency_s, dtype=float)[:, None]
+    with np.errstate(divide="ignore"):
+        t_bw = np.where(np.isinf(bw), 0.0, kv_bytes[None, :] / bw)
+    per_layer = lat + t_bw / layers
+    pipelined = np.maximum(per_layer, layers * per_layer - prefill_s + prefill_s / layers)
+    whole = lat + t_bw
+    lw = np.asarray(layerwise, dtype=bool)[:, None]
+    exposed = np.where(lw, pipelined, whole)
+    # The wire is busy for the bytes plus one message latency: per-layer messages pipeline, so their
+    # latencies overlap the bytes of other layers and do not add busy time.
+    occupancy = whole
+    same_gpu = np.isinf(bw)
+    return kv_bytes, np.where(same_gpu, 0.0, exposed), np.where(same_gpu, 0.0, occupancy)
+
+
+# Prompt tokens a prefill instance batches into one step (vLLM's default max_num_batched_tokens,
+# the same cap the simulator uses).
+PREFILL_TOKEN_CAP = 8192
+# Damped fixed-point iterations for the prefill batch size (converges to < 1% in a handful).
+PREFILL_BATCH_ITERATIONS = 8
+
+
+def prefill_batch(
+    scn: Scenario, rate_rps: np.ndarray, n_prefill: np.ndarray, alone_s: np.ndarray, fixed_s: np.ndarray
+) -> np.ndarray:
+    """Mean number of prompts a prefill instance batches per step (>= 1), per candidate.
+
+    A free instance takes every prompt queued for it into its next step (FCFS batching up to
+    PREFILL_TOKEN_CAP tokens, as vLLM does), so a step carries its own prompt plus those waiting:
+    k = 1 + L_q / n_p, with L_q = lambda W_q the mean queue (Little's law). The per-step fixed time F
+    (overhead, launches, exposed weight reads) is then shared, a prompt's share of the server being
+    v + F / k, which in turn lowers W_q: the fixed point is found by damped iteration from k = 1 (or
+    from the cap where the unbatched pool would be unstable).
+    """
+    lam = np.asarray(rate_rps, dtype=float)
+    n_p = np.asarray(n_prefill, dtype=float)
+    variable = alone_s - fixed_s
+    cap = max(
+        1.0, np.floor(PREFILL_TOKEN_CAP / max(float(np.mean(scn.prompt_tokens - scn.cached_tokens)), 1.0))
+    )
+    k = np.where(lam * alone_s.mean(axis=1) / n_p < 1.0, 1.0, cap)
+    for _ in range(PREFILL_BATCH_ITERATIONS):
+        share = variable + fixed_s / k[:, None]
+        es, _, scv = moments(share)
+        res = mgc_wait(lam, np.maximum(es, 1e-12), scv, n_p, scn.arrival_scv)
+        target = np.where(res.stable, 1.0 + lam * res.mean_wait_s / n_p, cap)
+        k = np.clip(0.5 * (k + np.clip(target, 1.0, cap)), 1.0, cap)
+    return k
+
+
+def evaluate_disaggregated(
+    scn: Scenario,
+    prefill_tables: Sequence[InstanceTables],
+    decode_tables: Sequence[InstanceTables],
+    prefill_index: np.ndarray,
+    decode_index: np.ndarray,
+    n_prefill: np.ndarray,
+    n_decode: np.ndarray,
+    lanes: np.ndarray,
+    bandwidth_eff_bytes_per_s: np.ndarray,
+    latency_s: np.ndarray,
+    layerwise: np.ndarray,
+    rate_rps: np.ndarray,
+) -> StyleResult:
+    """Analytical state of disaggregated candidates (arrays over candidates)."""
+    pi = np.asarray(prefill_index, dtype=int)
+    di = np.asarray(decode_index, dtype=int)
+    n_p = np.asarray(n_prefill, dtype=float)
+    n_d = np.asarray(n_decode, dtype=float)
+    rate = np.asarray(rate_rps, dtype=float)
+    n = len(pi)
+    out_tokens = scn.output_tokens
+    eo = float(out_tokens.mean())
+    scv_o = float(out_tokens.var() / eo**2)
+
+    alone = stack(prefill_tables, "prefill_s")[pi]
+    fixed = stack(prefill_tables, "prefill_fixed_s")[pi]
+    batch_k = prefill_batch(scn, rate, n_p, alone, fixed)
+    share = alone - fixed + fixed / batch_k[:, None]  # a prompt's share of its batched step
+    es, _, scv = moments(share)
+    rho_p = rate * es / n_p
+    # The queue wait over shares already counts the prompts served with it; its own compute is its
+    # unbatched prefill time.
+    queue = mgc_wait(rate, np.maximum(es, 1e-12), scv, n_p, scn.arrival_scv)
+    service = alone
+    kv_bytes, exposed, occupancy = transfer_components(
+        scn, service, lanes, bandwidth_eff_bytes_per_s, latency_s, layerwise
+    )
+    eocc, _, scv_occ = moments(occupancy)
+    # Both ends queue: a prefill instance's lanes send lambda / n_p transfers per second and a decode
+    # instance's lanes receive lambda / n_d; each end is an M/G/1 over the same occupancy, and the
+    # busier end bounds the link (an end at utilisation >= 1 is unstable).
+    link_rho = np.zeros_like(rate)
+    link_wait = np.zeros_like(rate)
+    link_ok = np.ones(rate.shape, dtype=bool)
+    for instances in (n_p, n_d):
+        end_rate = rate / instances
+        rho_end = end_rate * eocc
+        end = mg1_wait(end_rate, np.maximum(eocc, 1e-300), scv_occ)
+        ok_end = (rho_end < 1) | (eocc == 0)
+        link_ok &= ok_end
+        link_rho = np.maximum(link_rho, rho_end)
+        link_wait = link_wait + np.where(eocc == 0, 0.0, np.where(ok_end, end.mean_wait_s, np.inf))
+
+    dec = stack(decode_tables, "decode_step_s")[di]
+    max_batch = stack(decode_tables, "max_batch")[di]
+    rate_d = rate / n_d
+    sol = solve_batch(rate_d * eo, BATCH_GRID, dec, max_batch)
+    t_dec = sol.per_token_s
+    tau_cap = interp_rows(max_batch, BATCH_GRID, dec)
+    adm_mean, adm_ok = admission_wait(rate_d, eo, scv_o, max_batch, tau_cap)
+
+    fits_p = np.array([t.fits for t in prefill_tables])[pi]
+    fits_d = np.array([t.fits for t in decode_tables])[di]
+    below_cap = sol.below_cap & adm_ok
+    stable = fits_p & fits_d & queue.stable & link_ok & below_cap & (rate > 0)
+    reasons = first_reason(
+        [
+            (fits_p, "prefill instance does not fit in memory"),
+            (fits_d, "decode instance does not fit in memory"),
+            (queue.stable, "prefill pool saturated (utilisation >= 1)"),
+            (link_ok, "KV link saturated (utilisation >= 1)"),
+            (below_cap, "decode demand exceeds the decode pool's KV-cache capacity"),
+        ],
+        n,
+    )
+    prob, cond = wait_tail(queue, stable)
+    extra = np.where(np.isfinite(link_wait), link_wait, 0.0) + np.where(np.isfinite(adm_mean), adm_mean, 0.0)
+    fixed = service + exposed + extra[:, None]
+    np.zeros(n)
+    latency = LatencyModel(
+        wait_prob=prob,
+        wait_cond_mean_s=cond,
+        fixed_s=fixed,
+        tpot_base_s=t_dec,
+        stall_events=np.zeros_like(fixed),
+        stall_sizes_s=np.zeros((n, 1)),
+        output_tokens=out_tokens,
+        stable=stable,
+    )
+    return StyleResult(
+        latency=latency,
+        stable=stable,
+        queue_wait_mean_s=np.where(stable, queue.mean_wait_s, np.inf),
+        prefill_mean_s=es,
+        transfer_mean_s=exposed.mean(axis=1),
+        link_wait_mean_s=link_wait,
+        admission_wait_mean_s=adm_mean,
+        batch=sol.batch,
+        max_batch=max_batch,
+        tpot_mean_s=latency.mean_tpot_s(),
+        prefill_busy=np.minimum(rho_p, 1.0),
+        decode_busy=busy_fraction(sol.batch),
+        link_utilisation=np.minimum(link_rho, 1.0),
+        kv_bytes_per_request=np.full(n, float(kv_bytes.mean())),
+        unstable_reason=reasons,
+        max_itl_s=np.where(stable, t_dec, np.inf),
+    )

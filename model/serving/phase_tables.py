@@ -1,0 +1,177 @@
+"""Per-instance cost tables for one scenario, computed once from the roofline layer.
+
+The planner evaluates thousands of candidates at many request rates; the phase costs they need
+depend only on (GPU kind, TP, chunk size), so they are tabulated here: unchunked prefill time per
+sampled request, decode step time on a grid of batch sizes, chunked-prefill time on a grid of
+(decode batch x prompt length), and the memory fit. Every number comes from model.roofline and
+model.memory (no second performance model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from model.hardware.profiles import GPU
+from model.physics.memory import MemoryFit, memory_fit
+from model.physics.roofline import Deployment, decode_step_cost, mixed_step_cost, prefill_cost
+from model.workload.scenario import Scenario
+
+# Decode batch grid shared by every table: 0, then 1 .. 131072 geometrically (a batch below one
+# sequence still runs a batch-1 step); above every KV capacity in the catalog.
+BATCH_GRID = np.concatenate([[0.0], np.geomspace(1.0, 131072.0, 127)])
+# Prompt-length grid points for chunked-prefill tables (interpolated per sampled request).
+CHUNK_LENGTH_POINTS = 24
+# Smallest prompt chunk per iteration, as a fraction of the token budget, that the chunked model
+# tabulates; a decode batch leaving less room than this is treated as saturating the budget.
+MIN_CHUNK_FRACTION = 1.0 / 16.0
+# Workspace a decode-only instance reserves: one step of up to this many sequences' tokens.
+DECODE_ONLY_BATCHED_TOKENS = 2048
+
+
+@dataclass(frozen=True, eq=False)
+class InstanceTables:
+    """Tabulated costs of one instance kind (GPU, TP, optional chunk budget) under a scenario."""
+
+    dep: Deployment
+    fit: MemoryFit
+    fits: bool
+    reason: str
+    kv_capacity_tokens: float
+    max_batch: float  # sequences at the scenario's decode context that fit in the KV cache
+    prefill_s: np.ndarray  # [S] unchunked prefill time per sampled request
+    decode_step_s: np.ndarray  # [G] decode step time on BATCH_GRID at the decode context
+    chunk_tokens: int | None = None
+    chunk_batch_grid: np.ndarray | None = None  # [Gc] decode batches tabulated for chunking
+    chunked_prefill_s: np.ndarray | None = None  # [Gc, S] chunked prefill time per request at batch
+    prefill_fixed_s: np.ndarray | None = None  # [S] per-step part of prefill_s that batching shares
+
+
+def _deployment(scn: Scenario, gpu: GPU, tp: int) -> Deployment:
+    return Deployment(scn.arch, gpu, tp=tp, weight_dtype=scn.weight_dtype, kv_dtype=scn.kv_dtype_resolved)
+
+
+def _decode_table(dep: Deployment, context_tokens: float) -> np.ndarray:
+    b = np.maximum(BATCH_GRID, 1.0)
+    return np.asarray(decode_step_cost(dep, b, context_tokens).time_s, dtype=float)
+
+
+def _series_sum(lo: np.ndarray, hi: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """sum over integers i in [lo, hi] of (a + b i); 0 for an empty range."""
+    count = np.maximum(hi - lo + 1.0, 0.0)
+    return count * a + b * count * (lo + hi) / 2.0
+
+
+def chunked_prefill_sum_s(
+    dep: Deployment,
+    prompt_tokens: np.ndarray,
+    chunk_tokens: np.ndarray,
+    decode_batch: np.ndarray,
+    decode_context_tokens: float,
+    cached_tokens: np.ndarray | float = 0.0,
+) -> np.ndarray:
+    """Chunked prefill time, summed in closed form instead of chunk by chunk.
+
+    Same quantity as :func:`model.physics.roofline.chunked_prefill_time_s`: the sum over chunks i of
+    mixed_step_cost(chunk = c, prefix = i c) plus the last partial chunk. In a mixed step only the
+    attention FLOPs and the prefix KV read grow with the prefix, both linearly, so the compute and
+    memory times of full chunk i are A_c + B_c i and A_m + B_m i while communication and overhead
+    stay fixed; the sum of max(A_c + B_c i, A_m + B_m i) over i splits at the one index where the
+    two lines cross, leaving arithmetic series. Exact under that linearity (tests compare with the
+    chunk-by-chunk sum); O(1) per prompt instead of O(n / c).
+    """
+    n, c, db, cached = np.broadcast_arrays(
+        np.asarray(prompt_tokens, float),
+        np.asarray(chunk_tokens, float),
+        np.asarray(decode_batch, float),
+        np.asarray(cached_tokens, float),
+    )
+    ctx = float(max(decode_context_tokens, 1.0))
+    full = np.floor(n / c)
+    rest = n - full * c
+
+    def step(chunk, prefix):
+        return mixed_step_cost(
+            dep, chunk_tokens=chunk, chunk_prefix_tokens=prefix, decode_batch=db, decode_context_tokens=ctx
+        )
+
+    c0, c1 = step(c, cached), step(c, cached + c)
+    a_c, b_c = c0.compute_s, c1.compute_s - c0.compute_s
+    a_m, b_m = c0.memory_s, c1.memory_s - c0.memory_s
+    fixed = c0.time_s - np.maximum(c0.compute_s, c0.memory_s)
+    # Where does compute overtake memory (or the reverse)? d(i) = (a_c - a_m) + (b_c - b_m) i.
+    da, db_ = a_c - a_m, b_c - b_m
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cross = np.where(db_ != 0, -da / db_, np.inf)
+    last = full - 1.0
+    # Indices where compute is the larger: d(i) > 0.
+    lo_c = np.where(db_ > 0, np.clip(np.floor(cross) + 1.0, 0.0, full), 0.0)
+    hi_c = np.where(
+        db_ > 0,
+        last,
+        np.where(db_ < 0, np.clip(np.ceil(cross) - 1.0, -1.0, last), np.where(da > 0, last, -1.0)),
+    )
+    base = _series_sum(np.zeros_like(full), last, a_m, b_m)
+    extra = _series_sum(lo_c, hi_c, da, db_)
+    total = base + extra + full * fixed
+    tail = np.where(rest > 0, step(np.maximum(rest, 1.0), cached + full * c).time_s, 0.0)
+    return np.asarray(total + tail, dtype=float)
+
+
+def _chunked_table(dep: Deployment, scn: Scenario, chunk: int, batch_grid: np.ndarray) -> np.ndarray:
+    """Chunked prefill time [Gc, S]: tabulated on a geometric grid of prompt lengths (with the
+    workload's cached prefix at each length), interpolated at every sampled prompt."""
+    prompt = scn.prompt_tokens
+    lengths = np.unique(
+        np.geomspace(max(prompt.min(), 1.0), max(prompt.max(), 2.0), CHUNK_LENGTH_POINTS).round()
+    )
+    hit = scn.workload.prefix_cache_hit_rate
+    cached = np.minimum(np.floor(lengths * hit), lengths - 1.0)  # the rule of Scenario.cached_tokens
+    room = np.maximum(chunk - batch_grid, chunk * MIN_CHUNK_FRACTION)[:, None]
+    table = chunked_prefill_sum_s(
+        dep,
+        (lengths - cached)[None, :],
+        room,
+        batch_grid[:, None],
+        scn.decode_context_tokens,
+        cached[None, :],
+    )
+    return np.stack([np.interp(prompt, lengths, row) for row in table])
+
+
+@lru_cache(maxsize=256)
+def instance_tables(scn: Scenario, gpu: GPU, tp: int, chunk_tokens: int | None, role: str) -> InstanceTables:
+    """Tables for an instance of ``gpu`` x TP ``tp`` in ``role`` "colocated", "prefill" or "decode"."""
+    dep = _deployment(scn, gpu, tp)
+    prompt, cached = scn.prompt_tokens, scn.cached_tokens
+    if role == "decode":
+        batched = DECODE_ONLY_BATCHED_TOKENS
+    elif chunk_tokens is not None:
+        batched = chunk_tokens
+    else:
+        batched = float(np.max(prompt - cached))
+    fit = memory_fit(dep, max_batched_tokens=batched, gpu_memory_utilization=scn.gpu_memory_utilization)
+    capacity = float(fit.kv_capacity_tokens)
+    fits, reason = bool(fit.fits), fit.reason
+    longest = float(np.max(prompt + scn.output_tokens)) if role != "prefill" else float(np.max(prompt))
+    if fits and capacity < longest:
+        fits = False
+        reason = f"KV cache holds {capacity:,.0f} tokens, less than the longest request ({longest:,.0f})"
+    max_batch = float(fit.max_batch(max(scn.decode_context_tokens, 1.0))) if fits else 0.0
+    pre = np.asarray(prefill_cost(dep, prompt - cached, cached_tokens=cached).time_s, dtype=float)
+    dec = _decode_table(dep, scn.decode_context_tokens) if role != "prefill" else np.zeros_like(BATCH_GRID)
+    if role == "prefill":
+        # Two identical prompts in one step cost 2 S - F: F is the part paid once per step (overhead,
+        # kernel launches, exposed weight reads, all-reduce latency), which a batch of prompts shares.
+        two = np.asarray(
+            prefill_cost(dep, prompt - cached, cached_tokens=cached, batch=2).time_s, dtype=float
+        )
+        fixed = np.clip(2.0 * pre - two, 0.0, pre)
+        return InstanceTables(dep, fit, fits, reason, capacity, max_batch, pre, dec, prefill_fixed_s=fixed)
+    if chunk_tokens is None or role != "colocated":
+        return InstanceTables(dep, fit, fits, reason, capacity, max_batch, pre, dec)
+    grid = BATCH_GRID[chunk_tokens * (1.0 - MIN_CHUNK_FRACTION) > BATCH_GRID]
+    table = _chunked_table(dep, scn, chunk_tokens, grid)
+    return InstanceTables(dep, fit, fits, reason, capacity, max_batch, pre, dec, chunk_tokens, grid, table)

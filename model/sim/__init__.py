@@ -1,0 +1,1 @@
+"""Simulator layer: discrete-event replay of one trace through each serving style."""

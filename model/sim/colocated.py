@@ -1,0 +1,238 @@
+"""Colocated serving in the simulator: R replicas, each running prefill and decode with continuous
+batching, without or with chunked prefill.
+
+Scheduling per replica (iteration-level, Orca, Yu et al. OSDI 2022, sec. 3.2):
+
+- **No chunking (vLLM's default scheduler, prefill first)**: when requests wait and the head one
+  can be admitted, the next iteration is a prefill-only step over waiting prompts taken FCFS up to
+  ``max_batched_tokens`` prompt tokens (a longer prompt runs alone); every running decode stalls
+  for its whole duration (the interference DistServe, Zhong et al. OSDI 2024, sec. 2.2, measures).
+  Otherwise the iteration decodes one token for every running sequence.
+- **Chunked prefill (Sarathi-Serve, Agrawal et al. OSDI 2024, sec. 4)**: every iteration carries
+  all running decodes (one token each) plus prompt chunks filling the rest of the token budget
+  ``max_batched_tokens``: first the prompt already being prefilled, then newly admitted prompts
+  FCFS, several per iteration if they fit (vLLM's chunked-prefill scheduler does the same).
+
+KV capacity: a request is admitted only if its whole KV (prompt + output tokens) fits next to the
+reservations of the requests already admitted, so the running batch can never outgrow the cache and
+nothing is pre-empted (policy "queue": head-of-line FCFS waiting). This reserves more than vLLM,
+which allocates blocks as tokens appear and pre-empts by recompute when it runs out (Kwon et al.
+SOSP 2023, sec. 4.5); at high KV occupancy the simulator therefore admits fewer requests than vLLM.
+
+The first output token comes from the prefill iteration (it samples from the last prompt
+position); tokens 2 .. O come from the next O - 1 decode (or mixed) iterations. Routing: each
+arrival goes to the replica with the fewest unfinished requests (lowest index on ties).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from model.sim.engine import EventLoop, InstanceSpec, Recorder, retire_finished
+
+
+class Replica:
+    """One colocated replica's scheduler state."""
+
+    def __init__(self, idx: int, spec: InstanceSpec, loop: EventLoop, rec: Recorder, chunked: bool) -> None:
+        self.idx = idx
+        self.spec = spec
+        self.steps = spec.steps
+        self.loop = loop
+        self.rec = rec
+        self.chunked = chunked
+        self.kv_cap = spec.kv_capacity_tokens
+        self.budget = spec.max_batched_tokens
+        self.max_seqs = spec.max_num_seqs if spec.max_num_seqs is not None else 1 << 62
+        self.waiting: deque[int] = deque()
+        self.prefilling: list[list[int]] = []  # chunked: [request, prompt tokens done]
+        self.busy = False
+        self.kicked = False
+        self.running = 0
+        self.ctx = 0  # total KV tokens of running sequences
+        self.kv = 0  # reserved KV tokens
+        self.kv_high_water = 0
+        self.log: list[float] = []  # end time of every token-emitting iteration
+        self.finish: dict[int, list[int]] = {}
+        self.busy_s = 0.0
+        self.iter_start = 0.0
+
+    def load(self) -> int:
+        return len(self.waiting) + len(self.prefilling) + self.running
+
+    def enqueue(self, r: int) -> None:
+        self.waiting.append(r)
+        if not self.busy and not self.kicked:
+            # Start at the end of the current instant, so simultaneous arrivals share a batch.
+            self.kicked = True
+            self.loop.at(self.loop.now, self._kick, None)
+
+    def _kick(self, _: None) -> None:
+        self.kicked = False
+        if not self.busy:
+            self.start()
+
+    # ------------------------------------------------------------------ shared
+    def _reserve(self, r: int) -> bool:
+        need = self.rec.prompt[r] + self.rec.output[r]
+        if self.kv + need > self.kv_cap:
+            return False
+        self.kv += need
+        if self.kv > self.kv_high_water:
+            self.kv_high_water = self.kv
+        return True
+
+    def _first_token(self, r: int, now: float) -> None:
+        rec = self.rec
+        rec.prefill_end[r] = now
+        rec.first_token[r] = now
+        out = rec.output[r]
+        if out == 1:
+            rec.end[r] = now
+            self.kv -= rec.prompt[r] + 1
+            return
+        self.running += 1
+        self.ctx += rec.prompt[r] + 1
+        k = len(self.log)
+        rec.log_start[r] = k
+        self.finish.setdefault(k + out - 2, []).append(r)
+
+    def _decoded(self, batch: int, now: float) -> None:
+        """Book-keeping after an iteration that emitted one token for ``batch`` running sequences."""
+        if batch == 0:  # a prefill-only iteration: no sequence emitted a token
+            self.log.append(now)
+            return
+        retire_finished(self, batch, now)
+
+    def start(self) -> None:
+        if self.chunked:
+            self._start_chunked()
+        else:
+            self._start_plain()
+
+    # ------------------------------------------------------------------ prefill first, no chunking
+    def _start_plain(self) -> None:
+        loop, rec, waiting = self.loop, self.rec, self.waiting
+        now = loop.now
+        if waiting:
+            batch: list[int] = []
+            tokens = 0
+            room = self.max_seqs - self.running
+            while waiting and len(batch) < room:
+                r = waiting[0]
+                p = rec.prompt[r]
+                if batch and tokens + p > self.budget:
+                    break
+                if not self._reserve(r):
+                    break
+                waiting.popleft()
+                batch.append(r)
+                tokens += p
+                rec.prefill_start[r] = now
+            if batch:
+                loop.queued -= len(batch)
+                dt = self.steps.prefill_s([rec.prompt[r] for r in batch])
+                self.busy = True
+                self.iter_start = now
+                loop.at(now + dt, self._end_prefill, batch)
+                return
+        if self.running:
+            dt = self.steps.decode_s(self.running, self.ctx)
+            self.busy = True
+            self.iter_start = now
+            loop.at(now + dt, self._end_decode, self.running)
+            return
+        self.busy = False
+
+    def _end_prefill(self, batch: list[int]) -> None:
+        now = self.loop.now
+        self.busy_s += now - self.iter_start
+        for r in batch:
+            self._first_token(r, now)
+        self._start_plain()
+
+    def _end_decode(self, batch: int) -> None:
+        now = self.loop.now
+        self.busy_s += now - self.iter_start
+        self._decoded(batch, now)
+        self._start_plain()
+
+    # ------------------------------------------------------------------ chunked prefill
+    def _start_chunked(self) -> None:
+        loop, rec = self.loop, self.rec
+        now = loop.now
+        budget = self.budget - self.running
+        pieces: list[tuple[list[int], int]] = []
+        chunk = 0
+        prefix_weighted = 0
+        for entry in self.prefilling:
+            if budget <= 0:
+                break
+            c = min(rec.prompt[entry[0]] - entry[1], budget)
+            pieces.append((entry, c))
+            chunk += c
+            prefix_weighted += c * entry[1]
+            budget -= c
+        waiting = self.waiting
+        while budget > 0 and waiting and self.running + len(self.prefilling) < self.max_seqs:
+            r = waiting[0]
+            if not self._reserve(r):
+                break
+            waiting.popleft()
+            loop.queued -= 1
+            rec.prefill_start[r] = now
+            entry = [r, 0]
+            self.prefilling.append(entry)
+            c = min(rec.prompt[r], budget)
+            pieces.append((entry, c))
+            chunk += c
+            budget -= c
+        if chunk == 0 and self.running == 0:
+            self.busy = False
+            return
+        if chunk == 0:
+            dt = self.steps.decode_s(self.running, self.ctx)
+        else:
+            dt = self.steps.mixed_s(chunk, prefix_weighted / chunk, self.running, self.ctx)
+        self.busy = True
+        self.iter_start = now
+        loop.at(now + dt, self._end_chunked, (self.running, pieces))
+
+    def _end_chunked(self, arg: tuple[int, list[tuple[list[int], int]]]) -> None:
+        batch, pieces = arg
+        now = self.loop.now
+        self.busy_s += now - self.iter_start
+        self._decoded(batch, now)
+        rec = self.rec
+        for entry, c in pieces:
+            entry[1] += c
+        while self.prefilling and self.prefilling[0][1] >= rec.prompt[self.prefilling[0][0]]:
+            r = self.prefilling.pop(0)[0]
+            self._first_token(r, now)
+        self._start_chunked()
+
+
+def run_colocated(
+    spec: InstanceSpec, replicas: int, chunked: bool, loop: EventLoop, rec: Recorder
+) -> list[Replica]:
+    """Replay ``rec``'s requests through ``replicas`` colocated replicas; returns their final state."""
+    pool = [Replica(i, spec, loop, rec, chunked) for i in range(replicas)]
+    cap = spec.kv_capacity_tokens
+
+    def on_arrival(r: int) -> None:
+        if rec.prompt[r] + rec.output[r] > cap:
+            rec.rejected[r] = True
+            return
+        best = pool[0]
+        if replicas > 1:
+            best_load = best.load()
+            for rep in pool[1:]:
+                load = rep.load()
+                if load < best_load:
+                    best, best_load = rep, load
+        rec.instance[r] = best.idx
+        loop.queued += 1
+        best.enqueue(r)
+
+    loop.run(on_arrival)
+    return pool

@@ -1,0 +1,293 @@
+"""Disaggregated serving in the simulator: a prefill pool, a KV link, a decode pool.
+
+- **Prefill pool** (DistServe, Zhong et al. OSDI 2024, sec. 4; Splitwise, Patel et al. ISCA 2024,
+  sec. 4): one FCFS queue feeds every prefill instance; an idle instance takes the waiting prompts
+  FCFS up to ``max_batched_tokens`` prompt tokens (a longer prompt runs alone) as one prefill
+  iteration. A shared queue served by whichever instance frees first is the least-loaded routing
+  rule with exact knowledge, and makes the pool an FCFS multi-server queue (M/G/c-like).
+- **Decode routing and admission** (DistServe sec. 4.3, pull-based): each request is routed to the
+  decode instance with the fewest reserved plus pending KV tokens, and waits there (FCFS) until its
+  whole KV (prompt + output tokens) fits; then the decode instance reserves it and the KV transfer
+  starts. With ``layerwise`` the request is routed when its prefill starts, so the transfer can run
+  alongside the prefill (Splitwise sec. 4.3: each layer's KV is sent once it is computed); without
+  it, when its prefill ends.
+- **Link**: each prefill instance sends over its own ``link``; transfers from one prefill instance
+  are serialised FCFS (not bandwidth-shared). A transfer of T seconds
+  (model.hardware.collectives.transfer_time_s: one message per layer when layer-wise, one message otherwise)
+  starts at max(reservation, link free, data ready) where data is ready once the first layer is
+  computed (layer-wise: prefill start + prefill time / layers) or at prefill end, and ends at
+  start + T, but not before prefill end + T_last (the last layer's share, which cannot leave
+  before the prefill finishes). For a lone request this exposes max(T_last, T + S/N - S) of
+  the transfer, the pipelining bound of the planner's model.disaggregated.
+- **Decode pool**: continuous batching; a request whose KV has arrived joins at the next
+  iteration boundary. Its first token is delivered then (TTFT includes queue wait, prefill, the
+  decode-admission wait and the exposed transfer, as the planner defines it); tokens 2 .. O come
+  from its next O - 1 decode iterations.
+
+Prefill-side KV: a prompt's KV stays on its prefill instance from prefill start until its transfer
+ends; an instance takes a batch only if that KV fits next to what it still holds (otherwise the
+queue waits for transfers to drain, the back-pressure DistServe's pull-based transfer creates).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+from model.sim.engine import EventLoop, InstanceSpec, Recorder, retire_finished
+
+# (transfer_s, last_layer_s) of a request's KV, from its prompt tokens.
+TransferFn = Callable[[int], tuple[float, float]]
+
+
+class DecodeInstance:
+    """Continuous-batching decode instance with FCFS KV admission."""
+
+    def __init__(self, idx: int, spec: InstanceSpec, loop: EventLoop, rec: Recorder) -> None:
+        self.idx = idx
+        self.steps = spec.steps
+        self.loop = loop
+        self.rec = rec
+        self.kv_cap = spec.kv_capacity_tokens
+        self.max_seqs = spec.max_num_seqs if spec.max_num_seqs is not None else 1 << 62
+        self.pending: deque[int] = deque()
+        self.pending_tokens = 0
+        self.admitted = 0  # reserved but not finished (transferring, joining or running)
+        self.joins: list[int] = []
+        self.busy = False
+        self.kicked = False
+        self.running = 0
+        self.ctx = 0
+        self.kv = 0
+        self.kv_high_water = 0
+        self.log: list[float] = []
+        self.finish: dict[int, list[int]] = {}
+        self.busy_s = 0.0
+        self.iter_start = 0.0
+        self.on_admit: Callable[[int], None] = lambda r: None
+
+    def load_tokens(self) -> int:
+        return self.kv + self.pending_tokens
+
+    def enqueue(self, r: int) -> None:
+        self.pending.append(r)
+        self.pending_tokens += self.rec.prompt[r] + self.rec.output[r]
+        self.loop.queued += 1
+        self.try_admit()
+
+    def try_admit(self) -> None:
+        rec, pending = self.rec, self.pending
+        while pending and self.admitted < self.max_seqs:
+            r = pending[0]
+            need = rec.prompt[r] + rec.output[r]
+            if self.kv + need > self.kv_cap:
+                return
+            pending.popleft()
+            self.pending_tokens -= need
+            self.loop.queued -= 1
+            self.kv += need
+            self.admitted += 1
+            if self.kv > self.kv_high_water:
+                self.kv_high_water = self.kv
+            rec.decode_admit[r] = self.loop.now
+            self.on_admit(r)
+
+    def join(self, r: int) -> None:
+        """The request's KV has arrived: deliver its first token, batch it from the next iteration."""
+        rec = self.rec
+        now = self.loop.now
+        rec.first_token[r] = now
+        if rec.output[r] == 1:
+            rec.end[r] = now
+            self.kv -= rec.prompt[r] + 1
+            self.admitted -= 1
+            self.try_admit()
+            return
+        self.joins.append(r)
+        if not self.busy and not self.kicked:
+            # Start at the end of the current instant, so simultaneous joins share an iteration.
+            self.kicked = True
+            self.loop.at(now, self._kick, None)
+
+    def _kick(self, _: None) -> None:
+        self.kicked = False
+        if not self.busy:
+            self.start()
+
+    def start(self) -> None:
+        rec = self.rec
+        if self.joins:
+            k = len(self.log)
+            for r in self.joins:
+                self.running += 1
+                self.ctx += rec.prompt[r] + 1
+                rec.log_start[r] = k
+                self.finish.setdefault(k + rec.output[r] - 2, []).append(r)
+            self.joins.clear()
+        if self.running == 0:
+            self.busy = False
+            return
+        now = self.loop.now
+        self.busy = True
+        self.iter_start = now
+        self.loop.at(now + self.steps.decode_s(self.running, self.ctx), self._end, self.running)
+
+    def _end(self, batch: int) -> None:
+        now = self.loop.now
+        self.busy_s += now - self.iter_start
+        done = retire_finished(self, batch, now)
+        if done:
+            self.admitted -= done
+            self.try_admit()
+        self.start()
+
+
+class PrefillPool:
+    """Shared FCFS queue, ``n`` prefill instances, one outgoing link per instance."""
+
+    def __init__(
+        self,
+        spec: InstanceSpec,
+        n: int,
+        decode: list[DecodeInstance],
+        transfer: TransferFn,
+        layerwise: bool,
+        layers: int | None,
+        loop: EventLoop,
+        rec: Recorder,
+    ) -> None:
+        self.steps = spec.steps
+        self.first_layer = 0.0 if layers is None else 1.0 / layers
+        self.cap = spec.max_batched_tokens
+        self.max_seqs = spec.max_num_seqs if spec.max_num_seqs is not None else 1 << 62
+        self.n = n
+        self.decode = decode
+        self.transfer = transfer
+        self.layerwise = layerwise
+        self.loop = loop
+        self.rec = rec
+        self.queue: deque[int] = deque()
+        self.idle = list(range(n))
+        self.kv_cap = spec.kv_capacity_tokens
+        self.busy_s = [0.0] * n
+        self.link_free = [0.0] * n
+        self.link_busy_s = [0.0] * n
+        self.held = [0] * n  # prompt KV tokens waiting on the prefill side
+        self.held_high_water = [0] * n
+        self.kicked = False
+        for d in decode:
+            d.on_admit = self._admitted
+
+    def arrive(self, r: int) -> None:
+        self.queue.append(r)
+        self.loop.queued += 1
+        if self.idle and not self.kicked:
+            # Dispatch at the end of the current instant, so simultaneous arrivals share a batch.
+            self.kicked = True
+            self.loop.at(self.loop.now, self._kick, None)
+
+    def _kick(self, _: None) -> None:
+        self.kicked = False
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        loop, rec, queue, held = self.loop, self.rec, self.queue, self.held
+        while queue and self.idle:
+            # The idle instance holding the least KV takes the head, if its prompt's KV fits there.
+            i = min(self.idle, key=held.__getitem__)
+            room = self.kv_cap - held[i]
+            if rec.prompt[queue[0]] > room:
+                return  # retried when a transfer frees prefill-side KV
+            self.idle.remove(i)
+            now = loop.now
+            batch = [queue.popleft()]
+            tokens = rec.prompt[batch[0]]
+            limit = min(self.cap, room)
+            while queue and len(batch) < self.max_seqs and tokens + rec.prompt[queue[0]] <= limit:
+                r = queue.popleft()
+                batch.append(r)
+                tokens += rec.prompt[r]
+            loop.queued -= len(batch)
+            dt = self.steps.prefill_s([rec.prompt[r] for r in batch])
+            end = now + dt
+            self.busy_s[i] += dt
+            self.held[i] += tokens
+            if self.held[i] > self.held_high_water[i]:
+                self.held_high_water[i] = self.held[i]
+            for r in batch:
+                rec.prefill_start[r] = now
+                rec.prefill_end[r] = end  # known now: the step time is deterministic
+                rec.prefill_instance[r] = i
+            loop.at(end, self._end, (i, batch))
+            if self.layerwise:
+                for r in batch:
+                    self._route(r)
+
+    def _route(self, r: int) -> None:
+        best = self.decode[0]
+        if len(self.decode) > 1:
+            best_load = best.load_tokens()
+            for d in self.decode[1:]:
+                load = d.load_tokens()
+                if load < best_load:
+                    best, best_load = d, load
+        self.rec.instance[r] = best.idx
+        best.enqueue(r)
+
+    def _end(self, arg: tuple[int, list[int]]) -> None:
+        i, batch = arg
+        if not self.layerwise:
+            for r in batch:
+                self._route(r)
+        self.idle.append(i)
+        self._dispatch()
+
+    def _admitted(self, r: int) -> None:
+        """Decode KV reserved for ``r``: schedule its transfer on its prefill instance's link."""
+        rec = self.rec
+        i = rec.prefill_instance[r]
+        now = self.loop.now
+        ps, pe = rec.prefill_start[r], rec.prefill_end[r]
+        ready = ps + self.first_layer * (pe - ps) if self.layerwise else pe
+        t, t_last = self.transfer(rec.prompt[r])
+        start = max(now, self.link_free[i], ready)
+        end = max(start + t, rec.prefill_end[r] + t_last)
+        self.link_free[i] = end
+        self.link_busy_s[i] += t
+        rec.transfer_start[r] = start
+        rec.transfer_end[r] = end
+        self.loop.at(end, self._arrived, r)
+
+    def _arrived(self, r: int) -> None:
+        i = self.rec.prefill_instance[r]
+        self.held[i] -= self.rec.prompt[r]
+        if self.queue and i in self.idle and not self.kicked:
+            self.kicked = True
+            self.loop.at(self.loop.now, self._kick, None)
+        self.decode[self.rec.instance[r]].join(r)
+
+
+def run_disaggregated(
+    prefill: InstanceSpec,
+    n_prefill: int,
+    decode: InstanceSpec,
+    n_decode: int,
+    transfer: TransferFn,
+    layerwise: bool,
+    layers: int | None,
+    loop: EventLoop,
+    rec: Recorder,
+) -> tuple[PrefillPool, list[DecodeInstance]]:
+    """Replay ``rec``'s requests through the pools; returns their final state."""
+    dpool = [DecodeInstance(i, decode, loop, rec) for i in range(n_decode)]
+    ppool = PrefillPool(prefill, n_prefill, dpool, transfer, layerwise, layers, loop, rec)
+    p_cap, d_cap = prefill.kv_capacity_tokens, decode.kv_capacity_tokens
+
+    def on_arrival(r: int) -> None:
+        if rec.prompt[r] > p_cap or rec.prompt[r] + rec.output[r] > d_cap:
+            rec.rejected[r] = True
+            return
+        ppool.arrive(r)
+
+    loop.run(on_arrival)
+    return ppool, dpool

@@ -1,0 +1,279 @@
+"""Core of the discrete-event simulator: request input, step-time protocol, instance specs, the
+heap-based event loop and the per-request recorder.
+
+Time advances from event to event (a binary heap of (time, sequence number, handler, argument));
+arrivals are merged in from a sorted array rather than pushed onto the heap. Ties are broken
+deterministically: arrivals before other events at the same instant, then events in the order they
+were scheduled. Nothing here is random, so a run is a pure function of its inputs.
+
+The model of serving lives in :mod:`model.sim_colocated` and :mod:`model.sim_disaggregated`;
+step times come from a :class:`StepTimes` object, which for real runs is
+:class:`model.sim.steps.RooflineSteps` (the roofline layer, no second performance model) and in
+tests a set of hand-written callables (:class:`CallableSteps`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from model.errors import InputError
+
+__all__ = [
+    "CallableSteps",
+    "EventLoop",
+    "InstanceSpec",
+    "Recorder",
+    "SimOptions",
+    "SimRequests",
+    "StepTimes",
+]
+
+
+class StepTimes(Protocol):
+    """Duration of one engine iteration of an instance, seconds.
+
+    - ``prefill_s(prompts)``: one prefill-only iteration over whole prompts (token counts).
+    - ``decode_s(batch, context_tokens)``: one decode iteration of ``batch`` sequences whose KV
+      holds ``context_tokens`` tokens in total (each attends to its own context incl. its new token).
+    - ``mixed_s(chunk_tokens, chunk_prefix_tokens, decode_batch, decode_context_tokens)``: one
+      chunked-prefill iteration (Sarathi-Serve): ``chunk_tokens`` prompt tokens whose attention
+      also reads ``chunk_prefix_tokens`` earlier tokens (token-weighted mean over the prompts in
+      the chunk), with ``decode_batch`` decodes of ``decode_context_tokens`` total context.
+    """
+
+    def prefill_s(self, prompts: Sequence[int]) -> float: ...
+
+    def decode_s(self, batch: int, context_tokens: int) -> float: ...
+
+    def mixed_s(
+        self, chunk_tokens: int, chunk_prefix_tokens: float, decode_batch: int, decode_context_tokens: int
+    ) -> float: ...
+
+
+@dataclass(frozen=True)
+class CallableSteps:
+    """:class:`StepTimes` from three plain callables (hand-traceable tests, what-if studies)."""
+
+    prefill: Callable[[Sequence[int]], float]
+    decode: Callable[[int, int], float]
+    mixed: Callable[[int, float, int, int], float] | None = None
+
+    def prefill_s(self, prompts: Sequence[int]) -> float:
+        return float(self.prefill(prompts))
+
+    def decode_s(self, batch: int, context_tokens: int) -> float:
+        return float(self.decode(batch, context_tokens))
+
+    def mixed_s(
+        self, chunk_tokens: int, chunk_prefix_tokens: float, decode_batch: int, decode_context_tokens: int
+    ) -> float:
+        if self.mixed is None:
+            raise InputError("steps.mixed", None, "a mixed-iteration callable for chunked prefill")
+        return float(self.mixed(chunk_tokens, chunk_prefix_tokens, decode_batch, decode_context_tokens))
+
+
+def _whole(field_name: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise InputError(field_name, value, f"a whole number >= {minimum}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    """One serving instance (a TP group): its step times and limits.
+
+    ``kv_capacity_tokens``: KV-cache tokens the instance holds (model.physics.memory.memory_fit).
+    ``max_batched_tokens``: prompt tokens per prefill iteration (vLLM ``max_num_batched_tokens``)
+    or, for chunked prefill, the whole token budget per iteration (decodes + chunk).
+    ``max_num_seqs``: cap on sequences in the running batch (vLLM ``max_num_seqs``); None = KV only.
+    """
+
+    steps: Any
+    kv_capacity_tokens: int
+    max_batched_tokens: int
+    max_num_seqs: int | None = None
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("prefill_s", "decode_s", "mixed_s"):
+            if not callable(getattr(self.steps, name, None)):
+                raise InputError(
+                    "steps", self.steps, "an object with prefill_s, decode_s and mixed_s methods"
+                )
+        _whole("kv_capacity_tokens", self.kv_capacity_tokens, 1)
+        _whole("max_batched_tokens", self.max_batched_tokens, 1)
+        if self.max_num_seqs is not None:
+            _whole("max_num_seqs", self.max_num_seqs, 1)
+
+
+# Backlog (requests waiting for prefill or for decode admission) beyond which a run is stopped and
+# reported unstable. A stable queue rarely holds more than a few hundred requests; an overloaded one
+# crosses any fixed bound in time proportional to the bound, which keeps memory and run time bounded.
+DEFAULT_MAX_QUEUED_REQUESTS = 4096
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """Run controls.
+
+    ``max_queued_requests``: stop and report "unstable" when this many requests wait at once.
+    ``max_sim_time_s``: optional stop when simulated time passes this (also "unstable").
+    ``warmup_requests``: the first this-many requests (by arrival) are served but left out of the
+    summary statistics (the system starts empty).
+    ``progress``: called as progress(arrived, total) about every 1% of arrivals.
+    """
+
+    max_queued_requests: int = DEFAULT_MAX_QUEUED_REQUESTS
+    max_sim_time_s: float | None = None
+    warmup_requests: int = 0
+    progress: Callable[[int, int], None] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        _whole("max_queued_requests", self.max_queued_requests, 1)
+        _whole("warmup_requests", self.warmup_requests, 0)
+        t = self.max_sim_time_s
+        if t is not None and not (isinstance(t, int | float) and not isinstance(t, bool) and t > 0):
+            raise InputError("max_sim_time_s", t, "a time > 0 s or None")
+
+
+@dataclass(frozen=True, eq=False)
+class SimRequests:
+    """The requests to replay: arrival times (s, nondecreasing), prompt and output token counts."""
+
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        a = np.asarray(self.arrival_s, dtype=float)
+        p = np.asarray(self.prompt_tokens)
+        o = np.asarray(self.output_tokens)
+        if a.ndim != 1 or a.size == 0:
+            raise InputError("requests", f"{a.size} arrivals", "at least one request (an empty trace)")
+        if p.shape != a.shape or o.shape != a.shape:
+            raise InputError("requests", f"shapes {a.shape}, {p.shape}, {o.shape}", "equal-length 1-D arrays")
+        if not np.all(np.isfinite(a)) or np.any(a < 0) or np.any(np.diff(a) < 0):
+            raise InputError(
+                "arrival_s", "unsorted, negative or non-finite", "finite times >= 0, nondecreasing"
+            )
+        for name, v in (("prompt_tokens", p), ("output_tokens", o)):
+            if not np.all(np.isfinite(v)) or np.any(v < 1) or np.any(v != np.round(v)):
+                raise InputError(name, "non-integer or < 1", "whole token counts >= 1")
+        object.__setattr__(self, "arrival_s", a)
+        object.__setattr__(self, "prompt_tokens", p.astype(np.int64))
+        object.__setattr__(self, "output_tokens", o.astype(np.int64))
+
+    def __len__(self) -> int:
+        return int(self.arrival_s.size)
+
+    @property
+    def span_s(self) -> float:
+        """Time from first to last arrival."""
+        return float(self.arrival_s[-1] - self.arrival_s[0])
+
+
+class EventLoop:
+    """Heap-based event loop with arrivals merged from a sorted list; see the module docstring."""
+
+    __slots__ = ("_heap", "_seq", "arrival", "n", "now", "options", "queued", "stop_reason")
+
+    def __init__(self, arrival_s: list[float], options: SimOptions) -> None:
+        self._heap: list[tuple[float, int, Callable[[Any], None], Any]] = []
+        self._seq = 0
+        self.arrival = arrival_s
+        self.n = len(arrival_s)
+        self.now = 0.0
+        self.options = options
+        self.queued = 0  # requests waiting for prefill or for decode admission
+        self.stop_reason = ""
+
+    def at(self, t: float, fn: Callable[[Any], None], arg: Any) -> None:
+        """Call ``fn(arg)`` at time ``t``."""
+        heapq.heappush(self._heap, (t, self._seq, fn, arg))
+        self._seq += 1
+
+    def run(self, on_arrival: Callable[[int], None]) -> None:
+        """Process arrivals and events until none are left or a stop bound is hit."""
+        heap, arrival, n = self._heap, self.arrival, self.n
+        pop = heapq.heappop
+        opts = self.options
+        max_q = opts.max_queued_requests
+        max_t = math.inf if opts.max_sim_time_s is None else float(opts.max_sim_time_s)
+        progress = opts.progress
+        tick = max(n // 100, 1)
+        i = 0
+        while True:
+            if i < n and (not heap or arrival[i] <= heap[0][0]):
+                self.now = arrival[i]
+                on_arrival(i)
+                i += 1
+                if progress is not None and i % tick == 0:
+                    progress(i, n)
+                if self.queued > max_q:
+                    self.stop_reason = (
+                        f"unstable: more than {max_q} requests queued at t = {self.now:.3g} s "
+                        f"(after {i} of {n} arrivals)"
+                    )
+                    return
+            elif heap:
+                t, _, fn, arg = pop(heap)
+                self.now = t
+                fn(arg)
+            else:
+                return
+            if self.now > max_t:
+                self.stop_reason = f"unstable: simulated time passed max_sim_time_s = {max_t:g} s"
+                return
+
+
+class Recorder:
+    """Per-request timestamps, filled in during a run (plain lists for speed; NaN = never happened)."""
+
+    def __init__(self, req: SimRequests) -> None:
+        n = len(req)
+        nan = math.nan
+        self.arrival: list[float] = req.arrival_s.tolist()
+        self.prompt: list[int] = req.prompt_tokens.tolist()
+        self.output: list[int] = req.output_tokens.tolist()
+        self.prefill_start = [nan] * n
+        self.prefill_end = [nan] * n
+        self.decode_admit = [nan] * n  # disaggregated: decode KV reserved
+        self.transfer_start = [nan] * n
+        self.transfer_end = [nan] * n
+        self.first_token = [nan] * n
+        self.end = [nan] * n
+        self.instance = [-1] * n  # replica (colocated) or decode instance (disaggregated)
+        self.prefill_instance = [-1] * n
+        self.log_start = [-1] * n  # index of token 2 in the instance's token log
+        self.rejected = [False] * n
+
+
+def retire_finished(inst: Any, batch: int, now: float) -> int:
+    """Book-keeping after a decode iteration on a continuous-batching instance (colocated replica or
+    decode instance): log the step, grow the live context by one token per running sequence, and
+    release the sequences whose last token this step emitted (their end time, context and KV
+    reservation). Returns how many finished.
+
+    ``inst`` carries ``log`` (step end times), ``ctx`` (live context tokens), ``kv`` (reserved KV
+    tokens), ``running``, ``rec`` (the Recorder) and ``finish`` (step index -> requests ending there).
+    """
+    inst.log.append(now)
+    inst.ctx += batch
+    done = inst.finish.pop(len(inst.log) - 1, None)
+    if not done:
+        return 0
+    rec = inst.rec
+    for r in done:
+        rec.end[r] = now
+        tokens = rec.prompt[r] + rec.output[r]
+        inst.ctx -= tokens
+        inst.kv -= tokens
+    inst.running -= len(done)
+    return len(done)

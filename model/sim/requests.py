@@ -1,0 +1,51 @@
+"""Request sequences for the simulator: sampled from a workload preset, or taken from a trace."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from model.errors import InputError
+from model.sim.engine import SimRequests
+from model.workload.arrivals import ArrivalProcess, Poisson, scale_to_rate
+from model.workload.presets import Workload, get_workload
+from model.workload.traces import Trace
+
+__all__ = ["poisson_requests", "trace_requests"]
+
+
+def poisson_requests(
+    workload: str | Workload,
+    rate_rps: float,
+    n: int,
+    seed: int = 0,
+    arrivals: ArrivalProcess | None = None,
+) -> SimRequests:
+    """n requests with lengths from ``workload`` and arrivals from ``arrivals`` (default Poisson(rate)).
+
+    Deterministic for a seed: lengths and arrival gaps come from separate generators seeded from
+    ``seed``, so changing the rate rescales the same gaps.
+    """
+    wl = workload if isinstance(workload, Workload) else get_workload(workload)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InputError("requests", n, "a whole number of requests >= 1")
+    proc = arrivals if arrivals is not None else Poisson(rate_rps)
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise InputError("seed", seed, "a whole number >= 0")
+    len_rng, arr_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(int(seed)).spawn(2))
+    prompt, output = wl.sample_requests(n, len_rng)
+    return SimRequests(proc.arrival_times_s(n, arr_rng), prompt, output, source=f"{wl.name} @ {rate_rps:g}/s")
+
+
+def trace_requests(trace: Trace, n: int | None = None, rate_rps: float | None = None) -> SimRequests:
+    """The first ``n`` requests of a trace, optionally time-scaled to ``rate_rps`` (burst shape kept)."""
+    m = len(trace) if n is None else min(int(n), len(trace))
+    if m < 1:
+        raise InputError("requests", n, "at least one request")
+    t = trace.arrival_s[:m]
+    if rate_rps is not None:
+        if m < 2:
+            raise InputError("rate_rps", rate_rps, "a trace of at least two requests to rescale")
+        t = scale_to_rate(t, rate_rps)
+    return SimRequests(t, trace.prompt_tokens[:m], trace.output_tokens[:m], source=trace.source)

@@ -1,0 +1,411 @@
+"""Trace-driven discrete-event simulator: one arrival sequence through colocated or disaggregated
+serving, per-request records and summaries, and goodput by rate search.
+
+This is the independent check on the analytical planner: it shares only the phase-cost layer
+(model.roofline, model.memory, model.comm) and the configuration types (model.configs). The event
+loop lives in :mod:`model.sim_engine`, the schedulers in :mod:`model.sim_colocated` and
+:mod:`model.sim_disaggregated`, step-time tabulation in :mod:`model.sim_steps` and results in
+:mod:`model.sim_report`; their docstrings state each modelling choice.
+
+Entry points:
+
+- :func:`simulate` (a :class:`~model.serving.configs.ColocatedConfig` or
+  :class:`~model.serving.configs.DisaggregatedConfig`, a model, requests) -> :class:`SimResult`;
+- :func:`simulate_colocated`, :func:`simulate_disaggregated`: the same with explicit instance specs
+  (any :class:`~model.sim.engine.StepTimes`), for hand-traceable cases and what-if studies;
+- :func:`poisson_requests`, :func:`trace_requests`: build the request sequence;
+- :func:`goodput`: highest rate meeting the SLO, by bisection over time-scaled arrivals.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from model.errors import InputError
+from model.hardware.profiles import GPU
+from model.llm.arch import LLMArch
+from model.llm.catalog import get_model
+from model.physics.memory import memory_fit
+from model.physics.roofline import Deployment
+from model.serving.configs import ColocatedConfig, DisaggregatedConfig
+from model.sim.colocated import run_colocated
+from model.sim.disaggregated import TransferFn, run_disaggregated
+from model.sim.engine import (
+    CallableSteps,
+    EventLoop,
+    InstanceSpec,
+    Recorder,
+    SimOptions,
+    SimRequests,
+    StepTimes,
+)
+from model.sim.report import PoolStats, RequestRecords, SimSummary, records_from, summarise
+from model.sim.requests import poisson_requests, trace_requests
+from model.sim.steps import KVTransfer, RooflineSteps
+from model.workload.arrivals import scale_to_rate
+from model.workload.slo import SLO
+
+__all__ = [
+    "DEFAULT_PREFILL_TOKEN_CAP",
+    "CallableSteps",
+    "GoodputResult",
+    "InstanceSpec",
+    "SimOptions",
+    "SimRequests",
+    "SimResult",
+    "StepTimes",
+    "build_instance",
+    "goodput",
+    "poisson_requests",
+    "simulate",
+    "simulate_colocated",
+    "simulate_disaggregated",
+    "trace_requests",
+]
+
+# Prompt tokens per prefill iteration without chunking, and the activation workspace reserved for
+# it (vLLM's profiling default max_num_batched_tokens; model.physics.memory.memory_fit's default).
+DEFAULT_PREFILL_TOKEN_CAP = 8192
+# Activation workspace of a decode-only instance, the planner's value (model.phase_tables).
+DECODE_ONLY_BATCHED_TOKENS = 2048
+
+
+@dataclass(frozen=True, eq=False)
+class SimResult:
+    """Summary and per-request records of one run."""
+
+    summary: SimSummary
+    records: RequestRecords
+
+
+# ---------------------------------------------------------------------------------------- specs
+
+
+def build_instance(
+    arch: LLMArch,
+    gpu: GPU,
+    tp: int,
+    *,
+    max_batched_tokens: int,
+    workspace_tokens: int,
+    weight_dtype: str = "bf16",
+    kv_dtype: str | None = None,
+    gpu_memory_utilization: float = 0.9,
+    max_num_seqs: int | None = None,
+    field: str = "config",
+) -> tuple[InstanceSpec, Deployment]:
+    """An instance spec from the roofline (step times) and model.memory (KV capacity).
+
+    Raises InputError naming ``field`` when the weights and workspace leave no room for KV.
+    """
+    dep = Deployment(arch, gpu, tp=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    fit = memory_fit(dep, max_batched_tokens=workspace_tokens, gpu_memory_utilization=gpu_memory_utilization)
+    if not bool(fit.fits):
+        raise InputError(field, f"TP{tp} {gpu.name}", f"a configuration that fits in memory: {fit.reason}")
+    spec = InstanceSpec(
+        RooflineSteps(dep),
+        int(fit.kv_capacity_tokens),
+        int(max_batched_tokens),
+        max_num_seqs,
+        label=f"TP{tp} {gpu.name}",
+    )
+    return spec, dep
+
+
+# ---------------------------------------------------------------------------------------- runs
+
+
+def _makespan(rec: Recorder, loop: EventLoop) -> float:
+    return max(loop.now - rec.arrival[0], 0.0)
+
+
+def simulate_colocated(
+    spec: InstanceSpec,
+    replicas: int,
+    requests: SimRequests,
+    *,
+    chunked: bool = False,
+    slo: SLO | None = None,
+    options: SimOptions | None = None,
+    label: str = "",
+) -> SimResult:
+    """Replay ``requests`` through ``replicas`` colocated replicas of ``spec`` (see model.sim_colocated).
+
+    With ``chunked`` the token budget per iteration is ``spec.max_batched_tokens``.
+    """
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise InputError("replicas", replicas, "a whole number >= 1")
+    opts = options or SimOptions()
+    rec = Recorder(requests)
+    loop = EventLoop(rec.arrival, opts)
+    pool = run_colocated(spec, replicas, chunked, loop, rec)
+    makespan = _makespan(rec, loop)
+    records = records_from(rec, [r.log for r in pool], opts.warmup_requests)
+    busy = sum(r.busy_s for r in pool)
+    stats = PoolStats(
+        "colocated",
+        replicas,
+        busy / (replicas * makespan) if makespan > 0 else 0.0,
+        max(r.kv_high_water for r in pool),
+        spec.kv_capacity_tokens,
+    )
+    summary = summarise(
+        records,
+        architecture="colocated-chunked" if chunked else "colocated",
+        config=label or f"{replicas} x {spec.label}",
+        stop_reason=loop.stop_reason,
+        makespan_s=makespan,
+        pools=(stats,),
+        link_utilisation=0.0,
+        prefill_kv_held_high_water_tokens=0,
+        slo=slo,
+    )
+    return SimResult(summary, records)
+
+
+def simulate_disaggregated(
+    prefill: InstanceSpec,
+    n_prefill: int,
+    decode: InstanceSpec,
+    n_decode: int,
+    transfer: TransferFn,
+    requests: SimRequests,
+    *,
+    layerwise: bool = True,
+    layers: int | None = None,
+    slo: SLO | None = None,
+    options: SimOptions | None = None,
+    label: str = "",
+) -> SimResult:
+    """Replay ``requests`` through a prefill pool, a link and a decode pool (see model.sim_disaggregated).
+
+    ``transfer(prompt_tokens) -> (transfer_s, last_layer_s)`` is the KV transfer time. With
+    ``layerwise``, the first layer's KV is ready 1/``layers`` of the way through the prefill
+    (None: at prefill start).
+    """
+    if layers is not None and (isinstance(layers, bool) or not isinstance(layers, int) or layers < 1):
+        raise InputError("layers", layers, "a whole number of layers >= 1 or None")
+    for name, v in (("n_prefill", n_prefill), ("n_decode", n_decode)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InputError(name, v, "a whole number >= 1")
+    opts = options or SimOptions()
+    rec = Recorder(requests)
+    loop = EventLoop(rec.arrival, opts)
+    ppool, dpool = run_disaggregated(
+        prefill, n_prefill, decode, n_decode, transfer, layerwise, layers, loop, rec
+    )
+    makespan = _makespan(rec, loop)
+    records = records_from(rec, [d.log for d in dpool], opts.warmup_requests)
+
+    def util(busy: float, k: int) -> float:
+        return min(busy / (k * makespan), 1.0) if makespan > 0 else 0.0
+
+    pools = (
+        PoolStats(
+            "prefill",
+            n_prefill,
+            util(sum(ppool.busy_s), n_prefill),
+            max(ppool.held_high_water),
+            prefill.kv_capacity_tokens,
+        ),
+        PoolStats(
+            "decode",
+            n_decode,
+            util(sum(d.busy_s for d in dpool), n_decode),
+            max(d.kv_high_water for d in dpool),
+            decode.kv_capacity_tokens,
+        ),
+    )
+    summary = summarise(
+        records,
+        architecture="disaggregated",
+        config=label or f"{n_prefill} x {prefill.label} prefill + {n_decode} x {decode.label} decode",
+        stop_reason=loop.stop_reason,
+        makespan_s=makespan,
+        pools=pools,
+        link_utilisation=util(sum(ppool.link_busy_s), n_prefill),
+        prefill_kv_held_high_water_tokens=max(ppool.held_high_water),
+        slo=slo,
+    )
+    return SimResult(summary, records)
+
+
+def simulate(
+    config: ColocatedConfig | DisaggregatedConfig,
+    model: str | LLMArch,
+    requests: SimRequests,
+    *,
+    slo: SLO | None = None,
+    weight_dtype: str = "bf16",
+    kv_dtype: str | None = None,
+    gpu_memory_utilization: float = 0.9,
+    prefill_token_cap: int = DEFAULT_PREFILL_TOKEN_CAP,
+    max_num_seqs: int | None = None,
+    options: SimOptions | None = None,
+) -> SimResult:
+    """Simulate ``requests`` on ``config`` serving ``model``; step times from the roofline layer.
+
+    ``prefill_token_cap``: prompt tokens per prefill iteration without chunking (colocated and the
+    prefill pool); a longer prompt runs alone. Raises InputError if an instance does not fit.
+    """
+    arch = get_model(model)
+    if not isinstance(requests, SimRequests):
+        raise InputError(
+            "requests", type(requests).__name__, "a SimRequests (see poisson_requests, trace_requests)"
+        )
+    if isinstance(prefill_token_cap, bool) or not isinstance(prefill_token_cap, int) or prefill_token_cap < 1:
+        raise InputError("prefill_token_cap", prefill_token_cap, "a whole number of tokens >= 1")
+    longest = int(requests.prompt_tokens.max())
+    common = {
+        "weight_dtype": weight_dtype,
+        "kv_dtype": kv_dtype,
+        "gpu_memory_utilization": gpu_memory_utilization,
+        "max_num_seqs": max_num_seqs,
+    }
+    if isinstance(config, ColocatedConfig):
+        chunk = config.chunk_tokens
+        spec, _ = build_instance(
+            arch,
+            config.gpu,
+            config.tp,
+            max_batched_tokens=chunk if chunk else prefill_token_cap,
+            workspace_tokens=chunk if chunk else max(prefill_token_cap, longest),
+            **common,
+        )
+        return simulate_colocated(
+            spec,
+            config.replicas,
+            requests,
+            chunked=chunk is not None,
+            slo=slo,
+            options=options,
+            label=config.label(),
+        )
+    if isinstance(config, DisaggregatedConfig):
+        pspec, pdep = build_instance(
+            arch,
+            config.prefill_gpu,
+            config.prefill_tp,
+            max_batched_tokens=prefill_token_cap,
+            workspace_tokens=max(prefill_token_cap, longest),
+            field="prefill",
+            **common,
+        )
+        dspec, _ = build_instance(
+            arch,
+            config.decode_gpu,
+            config.decode_tp,
+            max_batched_tokens=DECODE_ONLY_BATCHED_TOKENS,
+            workspace_tokens=DECODE_ONLY_BATCHED_TOKENS,
+            field="decode",
+            **common,
+        )
+        lanes = config.transfer_lanes
+        xfer = KVTransfer(pdep.kv_bytes_per_token, config.link, arch.num_layers, config.layerwise, lanes)
+        return simulate_disaggregated(
+            pspec,
+            config.n_prefill,
+            dspec,
+            config.n_decode,
+            xfer,
+            requests,
+            layerwise=config.layerwise,
+            layers=arch.num_layers,
+            slo=slo,
+            options=options,
+            label=config.label(),
+        )
+    raise InputError("config", type(config).__name__, "a ColocatedConfig or DisaggregatedConfig")
+
+
+# ---------------------------------------------------------------------------------------- goodput
+
+# Relative width of the final rate bracket of the goodput search.
+GOODPUT_REL_TOL = 0.02
+# Rates below this (req/s) count as zero goodput.
+GOODPUT_MIN_RATE_RPS = 1e-3
+
+
+@dataclass(frozen=True)
+class GoodputResult:
+    """Highest rate (req/s) meeting the SLO, the runs that bracket it, and per-GPU goodput."""
+
+    rate_rps: float
+    per_gpu_rps: float
+    upper_rps: float
+    attainment_at_rate: float
+    runs: int
+    reason: str
+
+
+def goodput(
+    config: ColocatedConfig | DisaggregatedConfig,
+    model: str | LLMArch,
+    requests: SimRequests,
+    slo: SLO,
+    *,
+    start_rps: float = 1.0,
+    rel_tol: float = GOODPUT_REL_TOL,
+    **sim_kwargs: object,
+) -> GoodputResult:
+    """Largest rate at which the run meets ``slo`` (attainment and percentile targets; stable).
+
+    The arrival times of ``requests`` are rescaled to each trial rate (model.workload.arrivals.scale_to_rate,
+    which keeps the burst shape); lengths stay. Search: double or halve from ``start_rps`` to a
+    bracket, then bisect to ``rel_tol`` (DistServe's goodput, Zhong et al. OSDI 2024, sec. 2.1).
+    A configuration that does not fit has goodput 0 with the reason.
+    """
+    if not isinstance(slo, SLO):
+        raise InputError("slo", slo, "an SLO")
+    if len(requests) < 2:
+        raise InputError("requests", len(requests), "at least two requests to rescale in time")
+    if not (isinstance(start_rps, int | float) and math.isfinite(start_rps) and start_rps > 0):
+        raise InputError("start_rps", start_rps, "a rate > 0 req/s")
+    runs = 0
+    cache: dict[float, SimSummary] = {}
+
+    def trial(rate: float) -> SimSummary:
+        nonlocal runs
+        if rate not in cache:
+            req = SimRequests(
+                scale_to_rate(requests.arrival_s, rate),
+                requests.prompt_tokens,
+                requests.output_tokens,
+                requests.source,
+            )
+            cache[rate] = simulate(config, model, req, slo=slo, **sim_kwargs).summary  # type: ignore[arg-type]
+            runs += 1
+        return cache[rate]
+
+    try:
+        first = trial(float(start_rps))
+    except InputError as err:
+        if "fits in memory" in str(err):
+            return GoodputResult(0.0, 0.0, 0.0, math.nan, 0, str(err))
+        raise
+    lo, hi = (float(start_rps), math.inf) if first.meets_slo else (0.0, float(start_rps))
+    while math.isinf(hi):
+        r = lo * 2.0
+        if trial(r).meets_slo:
+            lo = r
+        else:
+            hi = r
+    while lo == 0.0:
+        r = hi / 2.0
+        if r < GOODPUT_MIN_RATE_RPS:
+            return GoodputResult(
+                0.0, 0.0, hi, trial(hi).attainment, runs, f"SLO missed even at {hi:.3g} req/s"
+            )
+        if trial(r).meets_slo:
+            lo = r
+        else:
+            hi = r
+    while hi / lo - 1.0 > rel_tol:
+        mid = math.sqrt(lo * hi)
+        if trial(mid).meets_slo:
+            lo = mid
+        else:
+            hi = mid
+    s = trial(lo)
+    return GoodputResult(lo, lo / config.n_gpus, hi, s.attainment, runs, "")

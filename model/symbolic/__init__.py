@@ -1,0 +1,1 @@
+"""Symbolic layer: sympy forms of the key formulas (LaTeX for the UI, closed-form break-evens)."""

@@ -1,0 +1,131 @@
+"""A planning scenario: model, dtypes, workload and SLOs, plus the request sample the analytical
+model integrates over.
+
+The analytical model needs distributions of per-request quantities (prefill time, KV bytes,
+TPOT). It evaluates them on a fixed, seeded sample of (prompt, output) pairs drawn from the
+workload, so every result is deterministic and every percentile is an average over that sample.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from model.errors import InputError
+from model.hardware.formats import bytes_per_element
+from model.llm.arch import LLMArch, kv_bytes_per_token
+from model.llm.catalog import get_model
+from model.workload.presets import Workload, get_workload
+from model.workload.slo import SLO
+
+DEFAULT_SAMPLES = 384
+
+
+def default_kv_dtype(weight_dtype: str) -> str:
+    """KV cache dtype when none is given: the weight dtype for 16- and 8-bit floats, else bf16."""
+    return weight_dtype if weight_dtype in ("bf16", "fp16", "fp8") else "bf16"
+
+
+@dataclass(frozen=True, eq=False)
+class Scenario:
+    """What is served and what "good" means: model, dtypes, workload, SLOs."""
+
+    arch: LLMArch
+    workload: Workload
+    slo: SLO
+    weight_dtype: str = "bf16"
+    kv_dtype: str | None = None
+    samples: int = DEFAULT_SAMPLES
+    seed: int = 0
+    gpu_memory_utilization: float = 0.9
+    prompt_scale: float = 1.0  # multiplies every sampled prompt length (what-if studies, flip thresholds)
+    arrival_scv: float = 1.0  # squared CV of inter-arrival gaps: 1 = Poisson, > 1 bursty (e.g. from a trace)
+
+    def __post_init__(self) -> None:
+        bytes_per_element(self.weight_dtype, "dtype")
+        bytes_per_element(self.kv_dtype_resolved, "kv_dtype")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or self.seed < 0:
+            raise InputError("seed", self.seed, "a whole number >= 0")
+        if not isinstance(self.arch, LLMArch):
+            raise InputError("model", self.arch, "an LLMArch (model.get_model(name))")
+        if not isinstance(self.workload, Workload):
+            raise InputError("workload", self.workload, "a Workload (model.get_workload(name))")
+        if not isinstance(self.slo, SLO):
+            raise InputError("slo", self.slo, "an SLO(ttft_s, tpot_s, ...)")
+        if not (isinstance(self.samples, int) and 16 <= self.samples <= 100_000):
+            raise InputError("samples", self.samples, "a whole number in [16, 100000]")
+        if not (isinstance(self.arrival_scv, int | float) and 0 < self.arrival_scv <= 1e4):
+            raise InputError(
+                "arrival_scv", self.arrival_scv, "a squared coefficient of variation in (0, 10000]"
+            )
+        if not (isinstance(self.prompt_scale, int | float) and 0 < self.prompt_scale <= 1000):
+            raise InputError("prompt_scale", self.prompt_scale, "a factor in (0, 1000]")
+        if not (0.1 <= self.gpu_memory_utilization <= 1.0):
+            raise InputError("gpu_memory_utilization", self.gpu_memory_utilization, "a fraction in [0.1, 1]")
+
+    @classmethod
+    def build(
+        cls,
+        model: str | LLMArch,
+        workload: str | Workload,
+        slo: SLO,
+        *,
+        dtype: str = "bf16",
+        kv_dtype: str | None = None,
+        samples: int = DEFAULT_SAMPLES,
+        seed: int = 0,
+    ) -> Scenario:
+        """Resolve names (catalog model, workload preset) and build a scenario."""
+        wl = workload if isinstance(workload, Workload) else get_workload(workload)
+        return cls(get_model(model), wl, slo, dtype, kv_dtype, samples, seed)
+
+    @property
+    def kv_dtype_resolved(self) -> str:
+        return self.kv_dtype or default_kv_dtype(self.weight_dtype)
+
+    @cached_property
+    def requests(self) -> tuple[np.ndarray, np.ndarray]:
+        """(prompt_tokens, output_tokens) of the seeded sample; output >= 2 so TPOT is defined."""
+        prompt, output = self.workload.sample_requests(self.samples, np.random.default_rng(self.seed))
+        prompt = np.round(prompt * self.prompt_scale)
+        return np.maximum(prompt, 1).astype(float), np.maximum(output, 2).astype(float)
+
+    @property
+    def prompt_tokens(self) -> np.ndarray:
+        return self.requests[0]
+
+    @property
+    def output_tokens(self) -> np.ndarray:
+        return self.requests[1]
+
+    @cached_property
+    def cached_tokens(self) -> np.ndarray:
+        """Prompt tokens already in a prefix cache (workload hit rate x prompt), whole tokens; at least the
+        last prompt token is always computed (engines recompute it to produce the first logits)."""
+        p = self.prompt_tokens
+        return np.minimum(np.floor(p * self.workload.prefix_cache_hit_rate), p - 1.0)
+
+    @cached_property
+    def decode_context_tokens(self) -> float:
+        """Time-averaged context of a sequence in the decode batch.
+
+        A request with prompt P and output O spends O steps in the batch at contexts P..P+O, mean
+        P + O/2; weighting by the O steps it stays (Little's law) gives E[O (P + O/2)] / E[O].
+        """
+        p, o = self.requests
+        return float(np.sum(o * (p + o / 2.0)) / np.sum(o))
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        return kv_bytes_per_token(self.arch, self.kv_dtype_resolved)
+
+    @property
+    def mean_output_tokens(self) -> float:
+        return float(np.mean(self.output_tokens))
+
+    @property
+    def mean_prompt_tokens(self) -> float:
+        return float(np.mean(self.prompt_tokens))
