@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from model.cli.common import add_profile_dir, print_json, print_table
-from model.hardware.profiles import load_catalog, unique
+from model.hardware.catalog import load_catalog, unique
 from model.llm.arch import active_params, describe, kv_bytes_per_token, params_b, total_params
 from model.llm.catalog import get_model, list_models
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from model.cli.common import add_profile_dir, print_json, print_table, to_jsonable
 from model.errors import InputError
-from model.hardware.profiles import get_gpu, get_link
+from model.hardware.catalog import get_gpu, get_link
 from model.serving.configs import ARCHITECTURES, ColocatedConfig, DisaggregatedConfig
 from model.sim.simulate import SimOptions, SimResult, poisson_requests, simulate, trace_requests
 from model.units import Kind, parse_quantity

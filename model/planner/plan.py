@@ -19,7 +19,10 @@ from pathlib import Path
 import numpy as np
 
 from model.errors import InputError
-from model.hardware.profiles import GPU, Link, Node, load_catalog
+from model.hardware.catalog import load_catalog
+from model.hardware.gpus import GPU
+from model.hardware.links import Link
+from model.hardware.nodes import Node
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.planner.enumerate import (

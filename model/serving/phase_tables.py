@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from model.hardware.profiles import GPU
+from model.hardware.gpus import GPU
 from model.physics.memory import MemoryFit, memory_fit
 from model.physics.roofline import Deployment, decode_step_cost, mixed_step_cost, prefill_cost
 from model.workload.scenario import Scenario

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 
 from model.errors import InputError
-from model.hardware.profiles import GPU
+from model.hardware.gpus import GPU
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.physics.memory import memory_fit
