@@ -349,6 +349,7 @@ def run_simulation(
             slo=scn.slo,
             weight_dtype=scn.weight_dtype,
             kv_dtype=scn.kv_dtype,
+            engine=scn.engine,
             options=options,
         ).summary
 
@@ -371,6 +372,7 @@ def run_sim_goodput(spec: Spec, plan: model.Plan, style: str, n: int, seed: int)
             start_rps=b.goodput_rps,
             weight_dtype=scn.weight_dtype,
             kv_dtype=scn.kv_dtype,
+            engine=scn.engine,
             options=sim.SimOptions(warmup_requests=n // 10),
         )
 

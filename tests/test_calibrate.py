@@ -24,8 +24,9 @@ from model.calibrate.fit import (
 from model.calibrate.measurements import classify_ttft
 from model.cli import main
 from model.errors import InputError, PdplanError
+from model.hardware.catalog import get_gpu, load_catalog
 from model.hardware.collectives import default_tp_link
-from model.hardware.profiles import get_gpu, gpu_from_toml, load_catalog
+from model.hardware.gpus import gpu_from_toml
 from model.llm.catalog import get_model
 from model.physics.estimate import estimate
 from model.physics.roofline import Deployment, mean_tpot_s, prefill_cost

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from model.hardware.profiles import get_gpu, get_link
+from model.hardware.catalog import get_gpu, get_link
 from model.llm.catalog import get_model as get_model_arch
 from model.physics.roofline import Deployment, chunked_prefill_time_s, decode_step_cost, prefill_cost
 from model.queueing.decode_batch import solve_batch

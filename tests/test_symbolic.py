@@ -11,8 +11,8 @@ import pytest
 import sympy as sp
 
 from model.errors import InputError
+from model.hardware.catalog import get_gpu
 from model.hardware.collectives import allreduce_time_s
-from model.hardware.profiles import get_gpu
 from model.llm.arch import kv_bytes_per_token
 from model.llm.catalog import get_model
 from model.physics.roofline import Deployment, decode_step_cost, prefill_cost

@@ -51,8 +51,9 @@ from model.calibrate.measurements import (
     parse_vllm_json,
 )
 from model.errors import InputError, PdplanError, UnknownNameError
+from model.hardware.catalog import load_catalog
 from model.hardware.collectives import default_tp_link
-from model.hardware.profiles import GPU, gpu_from_toml, load_catalog
+from model.hardware.gpus import GPU, gpu_from_toml
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.physics.roofline import Deployment, generation_time_s, mean_tpot_s, prefill_cost
@@ -797,7 +798,7 @@ def _comment(text: str) -> str:
 def calibrated_profile_toml(fit: GroupFit, *, when: _dt.datetime | None = None) -> str:
     """The calibrated GPU profile: the base profile's data with the [efficiency] values replaced,
     ``name`` = ``fit.profile_name``, no aliases, TOML comments recording the data it came from.
-    Validated with :func:`model.hardware.profiles.gpu_from_toml` before it is returned."""
+    Validated with :func:`model.hardware.gpus.gpu_from_toml` before it is returned."""
     base_path = Path(fit.base_profile_path)
     try:
         data = tomllib.loads(base_path.read_text(encoding="utf-8"))

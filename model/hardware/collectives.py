@@ -12,7 +12,9 @@ import math
 import numpy as np
 
 from model.errors import InputError, UnknownNameError
-from model.hardware.profiles import GPU, Link, get_link
+from model.hardware.catalog import get_link
+from model.hardware.gpus import GPU
+from model.hardware.links import Link
 
 ArrayLike = float | int | np.ndarray
 

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from model.errors import InputError
-from model.hardware.profiles import GPU, get_gpu
+from model.hardware.catalog import get_gpu
+from model.hardware.gpus import GPU
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.physics.memory import MemoryFit, memory_fit

@@ -11,7 +11,8 @@ import numbers
 from dataclasses import dataclass
 
 from model.errors import InputError
-from model.hardware.profiles import GPU, Link
+from model.hardware.gpus import GPU
+from model.hardware.links import Link
 
 ARCHITECTURES = ("colocated", "colocated-chunked", "disaggregated")
 
