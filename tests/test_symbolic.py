@@ -308,14 +308,10 @@ def test_break_even_prompt_tokens() -> None:
         0.05, rel=1e-12
     )
     # slow prefill (tail falls with n): only the per-layer branch bounds the length
-    slow = break_even_prompt_tokens(
-        3.125e9, 131072, 0.05, 1e-5, 1, 0.8, layers=32, prefill_s_per_token=1e-3
-    )
+    slow = break_even_prompt_tokens(3.125e9, 131072, 0.05, 1e-5, 1, 0.8, layers=32, prefill_s_per_token=1e-3)
     assert slow.binding == "per-layer transfer"
     assert float(slow) == pytest.approx(0.04999 * 32 * 2.5e9 / 131072, rel=1e-12)
-    none = break_even_prompt_tokens(
-        3.125e9, 131072, 0.05, 0.01, 1, 0.8, layers=32, prefill_s_per_token=5e-5
-    )
+    none = break_even_prompt_tokens(3.125e9, 131072, 0.05, 0.01, 1, 0.8, layers=32, prefill_s_per_token=5e-5)
     assert none.value == 0.0 and not none.attainable
     assert break_even_prompt_tokens(3.125e9, 0.0, 0.05, 1e-5, 1, 0.8).value == math.inf
 
@@ -357,9 +353,7 @@ def test_threshold_formulas_agree_with_solvers() -> None:
         {"kv_bytes": 1e9, "slack_s": 0.05, "link_latency_s": 1e-5, "lanes": 2, "link_efficiency": 0.8}
         | {"num_layers": 32, "prefill_s": 0.3}
     )
-    assert bw == pytest.approx(
-        break_even_bandwidth(1e9, 0.05, 1e-5, 2, 0.8, layers=32, prefill_s=0.3).value
-    )
+    assert bw == pytest.approx(break_even_bandwidth(1e9, 0.05, 1e-5, 2, 0.8, layers=32, prefill_s=0.3).value)
     rate = forms["max_rate_for_tpot"].evaluate(
         {
             "step_time_intercept_s": 0.02,
