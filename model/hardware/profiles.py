@@ -170,6 +170,7 @@ class Link:
         return self.bandwidth_bytes_per_s * self.efficiency
 
     def source(self, field_name: str) -> str:
+        """The citation recorded for ``field_name`` (e.g. ``"bandwidth"``)."""
         return _source_of(self.sources, field_name)
 
 
@@ -195,6 +196,7 @@ class Node:
                 raise InputError(f"{owner}.{name}", value, "a whole number in [1, 1024]")
 
     def source(self, field_name: str) -> str:
+        """The citation recorded for ``field_name`` (e.g. ``"bandwidth"``)."""
         return _source_of(self.sources, field_name)
 
 
