@@ -213,6 +213,7 @@ def _deployment(plan: model.Plan, gpu: model.GPU, tp: int) -> model.Deployment:
 def _math(key: str, _plan_obj: model.Plan, style: str, rate: float) -> list[tuple[str, str]]:
     from model.hardware.formats import bytes_per_element
     from model.symbolic import formulas as symbolic
+    from model.symbolic.roofline import decode_values, prefill_values
 
     plan = _plan_obj
     b = plan.best[style]
@@ -243,12 +244,12 @@ def _math(key: str, _plan_obj: model.Plan, style: str, rate: float) -> list[tupl
     add(
         "Prefill time (roofline, mean prompt)",
         ["prefill_time"],
-        lambda: symbolic.prefill_values(pre, max(scn.mean_prompt_tokens, 1.0)),
+        lambda: prefill_values(pre, max(scn.mean_prompt_tokens, 1.0)),
     )
     add(
         "Decode step time (roofline, batch at this rate)",
         ["decode_step_time"],
-        lambda: symbolic.decode_values(dec, max(ev.decode_batch, 1.0), max(scn.decode_context_tokens, 1.0)),
+        lambda: decode_values(dec, max(ev.decode_batch, 1.0), max(scn.decode_context_tokens, 1.0)),
     )
     if arch.kv_lora_rank:
         kv_names = ["kv_bytes_per_token_mla"]

@@ -19,7 +19,8 @@ from model.serving.evaluation import evaluate
 from model.serving.phase_tables import instance_tables
 from model.sim.engine import SimRequests
 from model.sim.simulate import simulate
-from model.workload.presets import Fixed, Workload
+from model.workload.lengths import Fixed
+from model.workload.presets import Workload
 from model.workload.scenario import Scenario
 from model.workload.slo import SLO
 

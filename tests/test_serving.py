@@ -17,7 +17,8 @@ from model.queueing.mgc import mgc_wait
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.serving.evaluation import evaluate
 from model.serving.phase_tables import BATCH_GRID, chunked_prefill_sum_s
-from model.workload.presets import Fixed, Workload
+from model.workload.lengths import Fixed
+from model.workload.presets import Workload
 from model.workload.scenario import Scenario
 from model.workload.slo import SLO
 

@@ -67,6 +67,7 @@ class Link:
         return self.bandwidth_bytes_per_s * self.efficiency
 
     def source(self, field_name: str) -> str:
+        """The citation recorded for ``field_name`` (e.g. ``"bandwidth"``)."""
         return source_of(self.sources, field_name)
 
 

@@ -32,6 +32,7 @@ class Node:
                 raise InputError(f"{owner}.{name}", value, "a whole number in [1, 1024]")
 
     def source(self, field_name: str) -> str:
+        """The citation recorded for ``field_name`` (e.g. ``"bandwidth"``)."""
         return source_of(self.sources, field_name)
 
 

@@ -86,4 +86,5 @@ class Plan:
 
     @property
     def mode(self) -> str:
+        """ "budget" when a GPU count was given, else "target-rate" (smallest GPUs for a rate)."""
         return "budget" if self.inputs.gpus is not None else "target-rate"

@@ -93,6 +93,7 @@ class Scenario:
 
     @property
     def kv_dtype_resolved(self) -> str:
+        """The KV-cache dtype: ``kv_dtype``, or the default for the weight dtype when None."""
         return self.kv_dtype or default_kv_dtype(self.weight_dtype)
 
     @cached_property
@@ -104,10 +105,12 @@ class Scenario:
 
     @property
     def prompt_tokens(self) -> np.ndarray:
+        """Prompt lengths (tokens) of the sampled requests."""
         return self.requests[0]
 
     @property
     def output_tokens(self) -> np.ndarray:
+        """Output lengths (tokens) of the sampled requests."""
         return self.requests[1]
 
     @cached_property
@@ -129,12 +132,15 @@ class Scenario:
 
     @property
     def kv_bytes_per_token(self) -> float:
+        """KV-cache bytes one token adds, at the resolved KV dtype (model.llm.arch.kv_bytes_per_token)."""
         return kv_bytes_per_token(self.arch, self.kv_dtype_resolved)
 
     @property
     def mean_output_tokens(self) -> float:
+        """Mean output length of the sampled requests (tokens)."""
         return float(np.mean(self.output_tokens))
 
     @property
     def mean_prompt_tokens(self) -> float:
+        """Mean prompt length of the sampled requests (tokens)."""
         return float(np.mean(self.prompt_tokens))
