@@ -210,10 +210,8 @@ def test_toy_style_through_the_cli(paired: PairedStyle, capsys: pytest.CaptureFi
     assert f"only with --style {NAME}" in capsys.readouterr().err
     assert main([*base, "--style", NAME, "--chunk", "512"]) == 2
     assert "only with --style colocated-chunked" in capsys.readouterr().err
-    code = main(
-        ["plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--workload", "chat"]
-        + ["--ttft-slo", "500ms", "--tpot-slo", "50ms", "--gpus", "2", "--no-thresholds", "--json"]
-    )
+    plan_args = ["plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--workload", "chat", "--gpus", "2"]
+    code = main([*plan_args, "--ttft-slo", "500ms", "--tpot-slo", "50ms", "--no-thresholds", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["best"][NAME]["pairs"] == 1
 
