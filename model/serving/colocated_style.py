@@ -41,7 +41,7 @@ class ColocatedStyle:
 
     @property
     def title(self) -> str:
-        return "colocated with chunked prefill" if self.chunked else "colocated (prefill-first)"
+        return "colocated with chunked prefill" if self.chunked else "colocated (no chunking)"
 
     @property
     def tie_order(self) -> int:

@@ -72,7 +72,7 @@ class DisaggregatedStyle:
     """n_p prefill instances x TP_p and n_d decode instances x TP_d, KV over a link."""
 
     name: str = "disaggregated"
-    title: str = "disaggregated prefill / decode pools"
+    title: str = "disaggregated prefill and decode pools"
     config_type: type = DisaggregatedConfig
     family: str = "disaggregated"
     tie_order: int = 0
