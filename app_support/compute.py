@@ -19,11 +19,11 @@ import numpy as np
 import streamlit as st
 
 import model
-from model.serving.configs import DisaggregatedConfig
+from model.serving.registry import style_names, style_of
 
 from .inputs import Spec, cached_config, cached_trace
 
-STYLES = ("colocated", "colocated-chunked", "disaggregated")
+STYLES = style_names()  # the registered serving styles (model.serving.registry), in plan order
 SWEEP_POINTS = 18
 # The pool-size map evaluates every (n_prefill, n_decode) split; beyond this many cells it is shown
 # for a smaller budget so it stays interactive (about 1 s for 500 cells).
@@ -123,11 +123,10 @@ def map_setup(plan: model.Plan) -> tuple[int, int, int]:
     disaggregated configuration (else of the best colocated one) and the plan's budget (target-rate
     mode: twice the GPUs the best disaggregated configuration needs)."""
     dis = plan.best.get("disaggregated")
-    if dis is not None and isinstance(dis.config, DisaggregatedConfig):
-        tp_p, tp_d = dis.config.prefill_tp, dis.config.decode_tp
-    elif plan.best:
-        tp = next(iter(plan.best.values())).config.tp
-        tp_p = tp_d = tp
+    chosen = dis if dis is not None else next(iter(plan.best.values()), None)
+    if chosen is not None:
+        deps = style_of(chosen.config).phase_deployments(chosen.config)
+        tp_p, tp_d = deps["prefill"][1], deps["decode"][1]
     else:
         tp_p = tp_d = max(plan.inputs.tp_options)
     if plan.inputs.gpus is not None:
@@ -221,11 +220,10 @@ def _math(key: str, _plan_obj: model.Plan, style: str, rate: float) -> list[tupl
     scn = plan.inputs.scenario
     arch = scn.arch
     cfg = b.config
-    if isinstance(cfg, DisaggregatedConfig):
-        pre = _deployment(plan, cfg.prefill_gpu, cfg.prefill_tp)
-        dec = _deployment(plan, cfg.decode_gpu, cfg.decode_tp)
-    else:
-        pre = dec = _deployment(plan, cfg.gpu, cfg.tp)
+    cfg_style = style_of(cfg)
+    deps = cfg_style.phase_deployments(cfg)
+    pre = _deployment(plan, *deps["prefill"])
+    dec = pre if deps["decode"] == deps["prefill"] else _deployment(plan, *deps["decode"])
     sections: list[tuple[str, str]] = []
 
     def add(title: str, names: list[str], values: Callable[[], dict[str, float]] | None) -> None:
@@ -267,8 +265,8 @@ def _math(key: str, _plan_obj: model.Plan, style: str, rate: float) -> list[tupl
         }
     kv_values["kv_element_bytes"] = bytes_per_element(scn.kv_dtype_resolved)
     add("KV-cache bytes per token", kv_names, lambda: kv_values)
-    if isinstance(cfg, DisaggregatedConfig) and cfg.link.kind != "same-gpu":
-        link = cfg.link
+    link = cfg_style.kv_link(cfg)
+    if link is not None:
         values = {
             "kv_bytes": ev.kv_bytes_per_request,
             "link_latency_s": link.latency_s,
@@ -284,7 +282,7 @@ def _math(key: str, _plan_obj: model.Plan, style: str, rate: float) -> list[tupl
             lambda: values,
         )
     add("Queueing and batching (symbolic)", ["mg1_wait", "mmc_wait", "decode_batch", "decode_tpot"], None)
-    if style != "disaggregated":
+    if cfg_style.family == "colocated":
         add("Colocated interference (symbolic)", ["colocated_stall_inflation", "colocated_tpot"], None)
     return sections
 

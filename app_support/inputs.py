@@ -23,7 +23,7 @@ import streamlit as st
 import model
 from model.errors import PdplanError
 from model.hardware.catalog import unique
-from model.planner.enumerate import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS
+from model.serving.enumeration import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS
 from model.units import Kind, parse_quantity
 
 from . import uploads

@@ -51,3 +51,19 @@ class InputError(PdplanError):
 
 class UnstableError(PdplanError):
     """A queue with utilisation >= 1 was asked for a finite (scalar) answer."""
+
+
+def check_whole(field: str, value: object, minimum: int = 1, maximum: int | None = None) -> int:
+    """``value`` as an int when it is a whole number (not a bool) in [minimum, maximum], else an
+    InputError naming ``field`` and the allowed range. The one whole-number check of the package."""
+    import numbers
+
+    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= minimum
+    if ok and maximum is not None:
+        ok = value <= maximum
+    if not ok:
+        allowed = (
+            f"a whole number >= {minimum}" if maximum is None else f"a whole number in [{minimum}, {maximum}]"
+        )
+        raise InputError(field, value, allowed)
+    return int(value)  # type: ignore[arg-type]

@@ -187,4 +187,4 @@ def test_simulate_rejects_disaggregated_flags_for_colocated(capsys) -> None:
         ]
     )
     err = capsys.readouterr().err
-    assert code == 2 and "--prefill" in err and "only with --architecture disaggregated" in err
+    assert code == 2 and "--prefill" in err and "only with --style disaggregated" in err

@@ -414,7 +414,7 @@ def test_nics_per_gpu_caps_transfer_lanes() -> None:
     # An L40S server has 4 GPUs and 2 NICs (node profile l40s-4): a TP4 -> TP4 transfer that leaves the
     # node crosses 2 lanes, not 4; inside the node (PCIe, per GPU) it keeps 4.
     from model.hardware.catalog import get_node
-    from model.planner.enumerate import nics_per_gpu
+    from model.serving.enumeration import nics_per_gpu
 
     l40s = get_gpu("l40s")
     node = get_node("l40s-4")

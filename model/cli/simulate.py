@@ -8,9 +8,10 @@ from typing import Any
 
 from model.cli.common import add_profile_dir, print_json, print_table, to_jsonable
 from model.errors import InputError
-from model.hardware.catalog import get_engine, get_gpu, get_link
+from model.hardware.catalog import get_engine, get_gpu
 from model.hardware.engines import Engine
-from model.serving.configs import ARCHITECTURES, ColocatedConfig, DisaggregatedConfig
+from model.serving.registry import get_style, style_names, styles
+from model.serving.style import CliFlag
 from model.sim.simulate import SimOptions, SimResult, poisson_requests, simulate, trace_requests
 from model.units import Kind, parse_quantity
 from model.workload.slo import SLO
@@ -20,6 +21,16 @@ from model.workload.traces import load_trace
 MAX_REQUESTS = 10_000_000
 
 DEFAULT_REQUESTS = 2000
+__all__ = ["DEFAULT_REQUESTS", "MAX_REQUESTS", "register", "run"]
+
+
+def _style_flags() -> dict[str, tuple[CliFlag, list[str]]]:
+    """Every registered style's flags (the first declaration of a flag wins) and who reads each."""
+    out: dict[str, tuple[CliFlag, list[str]]] = {}
+    for style in styles():
+        for f in style.cli_flags:
+            out.setdefault(f.flag, (f, []))[1].append(style.name)
+    return out
 
 
 def register(sub: Any) -> None:
@@ -30,23 +41,21 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--gpu", required=True, help="GPU name (colocated, and the prefill pool when disaggregated)"
     )
-    p.add_argument("--architecture", required=True, choices=ARCHITECTURES)
-    p.add_argument("--replicas", type=int, default=1, help="colocated replicas (default 1)")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree per instance (default 1)")
     p.add_argument(
-        "--chunk",
-        type=int,
-        default=None,
-        help="chunked-prefill token budget (colocated-chunked; default: the engine profile's chunk_tokens)",
+        "--style",
+        "--architecture",
+        dest="style",
+        required=True,
+        choices=style_names(),
+        help="serving style (--architecture is the former name of this flag)",
     )
+    for flag, (f, owners) in _style_flags().items():
+        used_by = "" if len(owners) == len(style_names()) else f" [{', '.join(owners)}]"
+        if f.switch:
+            p.add_argument(flag, action="store_true", default=None, help=f.help + used_by)
+        else:
+            p.add_argument(flag, type=f.type, default=None, help=f.help + used_by)
     p.add_argument("--engine", default="vllm", help="serving-engine profile (see `pdplan list engines`)")
-    p.add_argument("--prefill", type=int, default=None, help="prefill instances (disaggregated; default 1)")
-    p.add_argument("--prefill-tp", type=int, default=None, help="prefill TP (default --tp)")
-    p.add_argument("--decode", type=int, default=None, help="decode instances (disaggregated; default 1)")
-    p.add_argument("--decode-tp", type=int, default=None, help="decode TP (default --tp)")
-    p.add_argument("--decode-gpu", default=None, help="decode GPU (default --gpu)")
-    p.add_argument("--link", default=None, help="KV link between the pools (disaggregated; required)")
-    p.add_argument("--no-layerwise", action="store_true", help="send the KV after the prefill, not per layer")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--workload", help="workload preset (chat, code, summarization, rag, short, mixed)")
     src.add_argument("--trace", help="trace file (Azure, BurstGPT CSV or Mooncake JSONL)")
@@ -86,37 +95,20 @@ def _progress_bar() -> Any:
     return show
 
 
-def _config(args: argparse.Namespace, engine: Engine) -> ColocatedConfig | DisaggregatedConfig:
+def _config(args: argparse.Namespace, engine: Engine) -> Any:
+    """The chosen style's configuration from its flags; a flag of another style is an error.
+
+    A style's ``--chunk`` left unset takes the engine profile's ``chunk_tokens``."""
+    style = get_style(args.style)
+    own = {f.flag for f in style.cli_flags}
+    for flag, (f, owners) in _style_flags().items():
+        if flag not in own and getattr(args, f.dest, None) is not None:
+            raise InputError(flag, getattr(args, f.dest), f"only with --style {' or '.join(owners)}")
+    values = {f.dest: getattr(args, f.dest, None) for f in style.cli_flags}
+    if "chunk" in values and values["chunk"] is None:
+        values["chunk"] = engine.chunk_tokens
     dirs = args.profile_dir or None
-    gpu = get_gpu(args.gpu, dirs)
-    if args.architecture == "disaggregated":
-        if args.link is None:
-            raise InputError("--link", None, "a link name for the KV transfer (see `pdplan list links`)")
-        return DisaggregatedConfig(
-            gpu,
-            args.tp if args.prefill_tp is None else args.prefill_tp,
-            1 if args.prefill is None else args.prefill,
-            get_gpu(args.decode_gpu, dirs) if args.decode_gpu else gpu,
-            args.tp if args.decode_tp is None else args.decode_tp,
-            1 if args.decode is None else args.decode,
-            get_link(args.link, dirs),
-            layerwise=not args.no_layerwise,
-        )
-    for flag, value in (
-        ("--prefill", args.prefill),
-        ("--decode", args.decode),
-        ("--prefill-tp", args.prefill_tp),
-        ("--decode-tp", args.decode_tp),
-        ("--link", args.link),
-    ):
-        if value is not None:
-            raise InputError(flag, value, "only with --architecture disaggregated")
-    chunk = None
-    if args.architecture == "colocated-chunked":
-        chunk = args.chunk if args.chunk is not None else engine.chunk_tokens
-    elif args.chunk is not None:
-        raise InputError("--chunk", args.chunk, "only with --architecture colocated-chunked")
-    return ColocatedConfig(gpu, args.tp, args.replicas, chunk)
+    return style.config_from_cli(values, get_gpu(args.gpu, dirs), dirs)
 
 
 def _slo(args: argparse.Namespace) -> SLO | None:
@@ -154,7 +146,7 @@ def _print(res: SimResult) -> None:
         f"  TTFT parts (mean): queue {_ms(s.mean_queue_wait_s)} ms, prefill {_ms(s.mean_prefill_s)} ms",
         end="",
     )
-    if s.architecture == "disaggregated":
+    if get_style(s.architecture).family == "disaggregated":
         print(
             f", decode admission {_ms(s.mean_decode_admission_wait_s)} ms, "
             f"exposed transfer {_ms(s.mean_transfer_exposed_s)} ms; link utilisation {s.link_utilisation:.1%}"

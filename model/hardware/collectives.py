@@ -73,7 +73,21 @@ def transfer_time_s(message_bytes: ArrayLike, link: Link, *, messages: ArrayLike
         raise InputError("messages", messages, "numbers >= 0")
     if link.kind == "same-gpu":
         return plain(np.zeros(np.broadcast_shapes(m.shape, k.shape)))
-    return plain(np.asarray(k * link.latency_s + m / link.effective_bandwidth_bytes_per_s, dtype=float))
+    return plain(alpha_beta_time_s(m, link.effective_bandwidth_bytes_per_s, link.latency_s, k))
+
+
+def alpha_beta_time_s(
+    message_bytes: ArrayLike, bandwidth_bytes_per_s: ArrayLike, latency_s: ArrayLike, messages: ArrayLike = 1
+) -> np.ndarray:
+    """The alpha-beta time of :func:`transfer_time_s` over arrays of links (broadcast together):
+    t = messages x latency + bytes / bandwidth, ``bandwidth_bytes_per_s`` the achievable rate (line
+    rate x efficiency, x parallel lanes); an infinite bandwidth moves the bytes in no time.
+    Unvalidated: for vectorised callers that already hold validated link profiles."""
+    bw = np.asarray(bandwidth_bytes_per_s, dtype=float)
+    m = np.asarray(message_bytes, dtype=float)
+    return np.asarray(
+        np.asarray(messages, dtype=float) * np.asarray(latency_s, dtype=float) + m / bw, dtype=float
+    )
 
 
 def _normalise(kind: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from model.errors import InputError
+from model.errors import check_whole
 from model.hardware.catalog import get_gpu
 from model.hardware.gpus import GPU
 from model.llm.arch import LLMArch
@@ -90,12 +90,6 @@ class Estimate:
         }
 
 
-def _whole(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise InputError(name, value, f"a whole number >= {minimum}")
-    return int(value)
-
-
 def estimate(
     model: str | LLMArch,
     gpu: str | GPU,
@@ -119,9 +113,9 @@ def estimate(
     max_batch: concurrent sequences of isl + osl tokens whose KV fits; ``fits`` also requires the
     batch to fit that KV cache and isl + osl to fit the model's context window.
     """
-    isl = _whole("isl", isl, 1)
-    osl = _whole("osl", osl, 1)
-    batch = _whole("batch", batch, 1)
+    isl = check_whole("isl", isl, 1)
+    osl = check_whole("osl", osl, 1)
+    batch = check_whole("batch", batch, 1)
     arch = get_model(model)
     g = get_gpu(gpu, profile_dirs)
     dep = Deployment(arch, g, tp=tp, pp=pp, weight_dtype=dtype, kv_dtype=kv_dtype)

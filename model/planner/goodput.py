@@ -2,36 +2,28 @@
 
 DistServe's definition (Zhong et al. OSDI 2024, sec. 2.1): a rate is good when at least the
 attainment target of requests meet both the TTFT and the TPOT target; pdplan also requires the
-chosen percentile of TTFT and of TPOT to be within its target (with percentile 90 and attainment
+chosen percentile of TTFT and of TPOT to be within its target (the one test:
+model.serving.common.check_slo) (with percentile 90 and attainment
 0.9 the two coincide for most workloads). The search is a vectorised bisection over all
 candidates at once, between 0 and each candidate's stability limit.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from model.serving.candidates import CandidateSet, build_set
-from model.serving.common import StyleResult
-from model.serving.configs import ColocatedConfig, DisaggregatedConfig
+from model.serving.common import slo_ok
+from model.serving.registry import build_set
+from model.serving.style import CandidateSet
 from model.workload.scenario import Scenario
 from model.workload.slo import SLO
 
+__all__ = ["config_goodput", "goodput_rps", "slo_ok"]
+
 _DOUBLINGS = 40
 _BISECTIONS = 16
-
-
-def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
-    """Per candidate: stable, attainment >= target, and both percentiles within their targets."""
-    q = slo.percentile / 100.0
-    lat = res.latency
-    n = res.stable.shape
-    ttft_t = np.full(n, slo.ttft_s)[:, None]
-    tpot_t = np.full(n, slo.tpot_s)[:, None]
-    ttft_cdf = lat.ttft_cdf(ttft_t)
-    tpot_cdf = lat.tpot_cdf(tpot_t)
-    att = (ttft_cdf * tpot_cdf).mean(axis=1)
-    return res.stable & (att >= slo.attainment) & (ttft_cdf.mean(axis=1) >= q) & (tpot_cdf.mean(axis=1) >= q)
 
 
 def goodput_rps(cands: CandidateSet, slo: SLO, *, start_rps: float = 0.25) -> np.ndarray:
@@ -68,7 +60,7 @@ def goodput_rps(cands: CandidateSet, slo: SLO, *, start_rps: float = 0.25) -> np
     return np.where(ok_min, lo, 0.0)
 
 
-def config_goodput(scn: Scenario, config: ColocatedConfig | DisaggregatedConfig | None) -> float:
+def config_goodput(scn: Scenario, config: Any) -> float:
     """Goodput (req/s) of one configuration under ``scn``'s SLOs (0 for None), e.g.
     ``model.config_goodput(model.Scenario.build("llama-3.1-8b", "chat", model.SLO(0.5, 0.05)), cfg)``."""
     if config is None:

@@ -13,7 +13,6 @@ import math
 import numbers
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,25 +25,18 @@ from model.hardware.links import Link
 from model.hardware.nodes import Node
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
-from model.planner.enumerate import (
-    DEFAULT_CHUNK_OPTIONS,
-    DEFAULT_TP_OPTIONS,
-    colocated_for_budget,
-    disaggregated_for_budget,
-    disaggregated_grid,
-    nics_per_gpu,
-    valid_tps,
-)
-from model.planner.goodput import config_goodput, goodput_rps, slo_ok
+from model.planner.goodput import config_goodput, goodput_rps
 from model.planner.types import BestConfig, Config, FailureImpact, Plan, PlanInputs
-from model.serving.candidates import CandidateSet, ColocatedSet, DisaggregatedSet, link_for, only
-from model.serving.configs import ColocatedConfig, DisaggregatedConfig
+from model.serving.candidates import DisaggregatedSet, only
+from model.serving.common import check_slo
+from model.serving.enumeration import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS, disaggregated_grid
 from model.serving.evaluation import Evaluation, summarise
+from model.serving.registry import style_of, styles
+from model.serving.style import CandidateSet
 from model.workload.presets import Workload, get_workload
 from model.workload.scenario import DEFAULT_SAMPLES, Scenario
 from model.workload.slo import SLO
 
-STYLES = ("colocated", "colocated-chunked", "disaggregated")
 # Largest GPU budget or search size: plans stay interactive (a 4096-GPU budget takes tens of seconds).
 MAX_GPUS = 4096
 
@@ -181,35 +173,13 @@ def resolve_inputs(
 # candidates
 
 
-def _gpu_kinds(inp: PlanInputs) -> list[GPU]:
-    return [inp.gpu] if inp.decode_gpu == inp.gpu else [inp.gpu, inp.decode_gpu]
-
-
 def budget_sets(inp: PlanInputs, gpus: int) -> dict[str, CandidateSet]:
-    """Candidate sets of each style for a budget of ``gpus`` GPUs (every split, TP and chunk)."""
-    scn = inp.scenario
-    arch = scn.arch
-    tps = valid_tps(arch, inp.tp_options, gpus, inp.node)
-    colo: list[ColocatedConfig] = []
-    chunked: list[ColocatedConfig] = []
-    for g in _gpu_kinds(inp):
-        colo += colocated_for_budget(g, tps, gpus, None)
-        for c in inp.chunk_options:
-            chunked += colocated_for_budget(g, tps, gpus, c)
-    dis = (
-        disaggregated_for_budget(
-            inp.gpu, inp.decode_gpu, tps, tps, gpus, inp.link, inp.node, inp.intra_link, inp.layerwise
-        )
-        if gpus >= 2
-        else []
-    )
+    """Candidate sets of each registered style for a budget of ``gpus`` GPUs."""
     out: dict[str, CandidateSet] = {}
-    if colo:
-        out["colocated"] = ColocatedSet.build(scn, colo)
-    if chunked:
-        out["colocated-chunked"] = ColocatedSet.build(scn, chunked)
-    if dis:
-        out["disaggregated"] = DisaggregatedSet.build(scn, dis)
+    for style in styles():
+        configs = style.budget_configs(inp, gpus)
+        if configs:
+            out[style.name] = style.build_set(inp.scenario, configs)
     return out
 
 
@@ -231,10 +201,8 @@ def _binding_constraint(cands: CandidateSet, i: int, rate: float, slo: SLO) -> s
     res = sub.evaluate(np.array([rate * 1.02 + 1e-9]))
     if not res.stable[0]:
         return f"stability: {res.unstable_reason[0]}"
-    q = slo.percentile / 100.0
-    lat = res.latency
-    ttft_ok = lat.ttft_cdf(np.array([[slo.ttft_s]])).mean() >= q
-    tpot_ok = lat.tpot_cdf(np.array([[slo.tpot_s]])).mean() >= q
+    check = check_slo(res.latency, res.stable, slo)
+    ttft_ok, tpot_ok = bool(check.ttft_ok[0]), bool(check.tpot_ok[0])
     if not ttft_ok and not tpot_ok:
         return "TTFT and TPOT targets"
     if not ttft_ok:
@@ -244,17 +212,6 @@ def _binding_constraint(cands: CandidateSet, i: int, rate: float, slo: SLO) -> s
     return f"SLO attainment target ({slo.attainment:.0%} of requests meeting both)"
 
 
-def _with_pool_sizes(
-    config: Config, *, n_prefill: int | None = None, n_decode: int | None = None, replicas: int | None = None
-) -> Config | None:
-    if isinstance(config, DisaggregatedConfig):
-        n_p = config.n_prefill if n_prefill is None else n_prefill
-        n_d = config.n_decode if n_decode is None else n_decode
-        return replace(config, n_prefill=n_p, n_decode=n_d) if n_p >= 1 and n_d >= 1 else None
-    r = config.replicas if replicas is None else replicas
-    return replace(config, replicas=r) if r >= 1 else None
-
-
 def failure_impact(scn: Scenario, config: Config, ev: Evaluation) -> FailureImpact:
     """Goodput with one instance lost in each pool, and the work in flight on the lost instance.
 
@@ -262,19 +219,9 @@ def failure_impact(scn: Scenario, config: Config, ev: Evaluation) -> FailureImpa
     generated so far (on average half the output) must be recomputed elsewhere. On a prefill
     instance: the prompt in service (utilisation rho) is recomputed.
     """
-    p = scn.prompt_tokens
-    per_seq = scn.decode_context_tokens  # the mean context a running sequence holds
-    if isinstance(config, DisaggregatedConfig):
-        after = {
-            "prefill": config_goodput(scn, _with_pool_sizes(config, n_prefill=config.n_prefill - 1)),
-            "decode": config_goodput(scn, _with_pool_sizes(config, n_decode=config.n_decode - 1)),
-        }
-        inflight = {"prefill": ev.prefill_utilisation, "decode": ev.decode_batch}
-        tokens = {"prefill": ev.prefill_utilisation * float(np.mean(p)), "decode": ev.decode_batch * per_seq}
-    else:
-        after = {"replica": config_goodput(scn, _with_pool_sizes(config, replicas=config.replicas - 1))}
-        inflight = {"replica": ev.decode_batch + ev.prefill_utilisation}
-        tokens = {"replica": ev.decode_batch * per_seq + ev.prefill_utilisation * float(np.mean(p))}
+    style = style_of(config)
+    after = {pool: config_goodput(scn, c) for pool, c in style.lose_one(config).items()}
+    inflight, tokens = style.in_flight(ev, scn)
     return FailureImpact(after, inflight, tokens)
 
 
@@ -290,7 +237,7 @@ def best_of(
     ev = summarise(sub, sub.evaluate(np.array([rate])), 0, scn, rate)
     config = cands.configs[i]
     return BestConfig(
-        architecture=config.architecture,
+        architecture=config.style,
         label=config.label(),
         config=config,
         n_gpus=int(config.n_gpus),
@@ -334,128 +281,24 @@ def _cheapest_ok(cands: CandidateSet, ok: np.ndarray, inp: PlanInputs) -> BestCo
     return best_of(one, g, inp.scenario)
 
 
-def _colocated_min(inp: PlanInputs, chunk: int | None, infeasible: Counter) -> tuple[BestConfig | None, int]:
-    arch = inp.scenario.arch
-    configs = [
-        ColocatedConfig(g, tp, r, chunk)
-        for g in _gpu_kinds(inp)
-        for tp in valid_tps(arch, inp.tp_options, inp.max_gpus, inp.node)
-        for r in range(1, inp.max_gpus // tp + 1)
-    ]
-    cands = _split_feasible(ColocatedSet.build(inp.scenario, configs), infeasible)
-    if not cands.configs:
-        return None, len(configs)
-    ok = slo_ok(cands.evaluate(np.full(len(cands.configs), inp.target_rate_rps)), inp.scenario.slo)
-    return _cheapest_ok(cands, ok, inp), len(configs)
-
-
-def _disaggregated_configs(
-    inp: PlanInputs, tp_p: np.ndarray, tp_d: np.ndarray, n_p: np.ndarray, n_d: np.ndarray, cross_node: bool
-) -> list[DisaggregatedConfig]:
-    """Configurations for arrays of (TP_p, TP_d, n_p, n_d); ``cross_node`` forces the NIC link."""
-    node_gpus = inp.node.gpus_per_node if inp.node is not None else None
-    intra = inp.intra_link if (inp.gpu == inp.decode_gpu and not cross_node) else None
-    out = []
-    for a, b, c, d in zip(tp_p, tp_d, n_p, n_d, strict=True):
-        a, b, c, d = int(a), int(b), int(c), int(max(d, 1))
-        link = link_for(c, a, d, b, inp.link, node_gpus, intra)
-        out.append(
-            DisaggregatedConfig(
-                inp.gpu, a, c, inp.decode_gpu, b, d, link, inp.layerwise, nics_per_gpu(inp.node)
-            )
-        )
-    return out
-
-
-def _intra_node_splits(inp: PlanInputs, tps: list[int]) -> tuple[np.ndarray, ...]:
-    """Every (TP_p, TP_d, n_p, n_d) up to max_gpus whose pools pair up inside nodes (see link_for)."""
-    if inp.node is None or inp.intra_link is None or inp.gpu != inp.decode_gpu:
-        return tuple(np.zeros(0, dtype=int) for _ in range(4))
-    g = inp.node.gpus_per_node
-    rows = []
-    for a in tps:
-        for b in tps:
-            for per_p in range(1, g // a + 1):
-                for per_d in range(1, (g - per_p * a) // b + 1):
-                    for k in range(1, inp.max_gpus // (per_p * a + per_d * b) + 1):
-                        rows.append((a, b, per_p * k, per_d * k))
-    if not rows:
-        return tuple(np.zeros(0, dtype=int) for _ in range(4))
-    arr = np.array(sorted(set(rows)))
-    return arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3]
-
-
-def _disaggregated_min(inp: PlanInputs, infeasible: Counter) -> tuple[BestConfig | None, int]:
-    """The cheapest disaggregated configuration that keeps the SLOs at the target rate.
-
-    Cross-node splits: for each (TP_p, TP_d, n_p), the fewest decode instances by bisection on n_d
-    (monotone over one link: more decode instances never raise TPOT or admission wait). Splits that
-    pair up inside nodes (faster link) are checked directly, since moving across the node boundary
-    changes the link and breaks that monotonicity.
-    """
-    arch = inp.scenario.arch
-    tps = valid_tps(arch, inp.tp_options, inp.max_gpus, inp.node)
-    base = [
-        (tp_p, tp_d, n_p)
-        for tp_p in tps
-        for tp_d in tps
-        for n_p in range(1, (inp.max_gpus - tp_d) // tp_p + 1)
-    ]
-    if not base:
-        return None, 0
-    tp_p = np.array([b[0] for b in base])
-    tp_d = np.array([b[1] for b in base])
-    n_p = np.array([b[2] for b in base])
-    hi = (inp.max_gpus - n_p * tp_p) // tp_d
-    lo = np.zeros_like(hi)
-
-    def ok_at(n_d: np.ndarray) -> np.ndarray:
-        cands = DisaggregatedSet.build(inp.scenario, _disaggregated_configs(inp, tp_p, tp_d, n_p, n_d, True))
-        res = cands.evaluate(np.full(len(n_d), inp.target_rate_rps))
-        return slo_ok(res, inp.scenario.slo) & cands.fits()
-
-    feasible = ok_at(hi)
-    while np.any(hi - lo > 1):
-        mid = (lo + hi) // 2
-        good = ok_at(np.maximum(mid, 1))
-        step = hi - lo > 1
-        hi = np.where(step & good, mid, hi)
-        lo = np.where(step & ~good, mid, lo)
-    configs = _disaggregated_configs(inp, tp_p, tp_d, n_p, np.maximum(hi, 1), True)
-    ok = list(feasible)
-    a, b, c, d = _intra_node_splits(inp, tps)
-    if len(a):
-        configs += _disaggregated_configs(inp, a, b, c, d, False)
-        intra = DisaggregatedSet.build(inp.scenario, configs[len(ok) :])
-        res = intra.evaluate(np.full(len(a), inp.target_rate_rps))
-        ok += list(slo_ok(res, inp.scenario.slo))
-    cands = DisaggregatedSet.build(inp.scenario, configs)
-    fits = cands.fits()
-    for i in np.nonzero(~fits)[0]:
-        infeasible[cands.infeasible_reason(int(i))] += 1
-    return _cheapest_ok(cands, np.array(ok, dtype=bool) & fits, inp), len(base) + len(a)
-
-
 def _sweep_target(inp: PlanInputs, infeasible: Counter) -> tuple[dict[str, BestConfig], int]:
+    """Each style's cheapest configuration meeting the SLOs at the target rate: the cheapest ``ok``
+    candidate of each of its groups, then the cheapest group (ties: the higher goodput)."""
     best: dict[str, BestConfig] = {}
     n = 0
-    b, k = _colocated_min(inp, None, infeasible)
-    n += k
-    if b:
-        best["colocated"] = b
-    chunked = []
-    for c in inp.chunk_options:
-        b, k = _colocated_min(inp, c, infeasible)
-        n += k
-        if b:
-            chunked.append(b)
-    if chunked:
-        key = (lambda x: x.n_gpus) if inp.objective == "gpus" else (lambda x: x.cost_usd_per_hour)
-        best["colocated-chunked"] = min(chunked, key=lambda x: (key(x), -x.goodput_rps))
-    b, k = _disaggregated_min(inp, infeasible)
-    n += k
-    if b:
-        best["disaggregated"] = b
+    key = (lambda x: x.n_gpus) if inp.objective == "gpus" else (lambda x: x.cost_usd_per_hour)
+    for style in styles():
+        found = []
+        for group in style.target_groups(inp):
+            n += group.enumerated
+            fits = group.cands.fits()
+            for i in np.nonzero(~fits)[0]:
+                infeasible[group.cands.infeasible_reason(int(i))] += 1
+            b = _cheapest_ok(group.cands, np.asarray(group.ok, dtype=bool) & fits, inp)
+            if b:
+                found.append(b)
+        if found:
+            best[style.name] = min(found, key=lambda x: (key(x), -x.goodput_rps))
     return best, n
 
 

@@ -13,10 +13,9 @@ import numpy as np
 
 from model.physics.roofline import decode_step_cost, prefill_cost
 from model.planner.types import BestConfig, Plan
-from model.serving.candidates import build_set
 from model.serving.common import StyleResult
-from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.serving.phase_tables import deployment
+from model.serving.registry import build_set, style_of
 from model.workload.scenario import Scenario
 
 
@@ -36,29 +35,10 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
-def config_dict(config: ColocatedConfig | DisaggregatedConfig) -> dict[str, Any]:
-    """A configuration as names and numbers (profiles by name)."""
-    if isinstance(config, DisaggregatedConfig):
-        return {
-            "architecture": "disaggregated",
-            "prefill_gpu": config.prefill_gpu.name,
-            "prefill_tp": config.prefill_tp,
-            "n_prefill": config.n_prefill,
-            "decode_gpu": config.decode_gpu.name,
-            "decode_tp": config.decode_tp,
-            "n_decode": config.n_decode,
-            "link": config.link.name,
-            "layerwise": config.layerwise,
-            "n_gpus": config.n_gpus,
-        }
-    return {
-        "architecture": config.architecture,
-        "gpu": config.gpu.name,
-        "tp": config.tp,
-        "replicas": config.replicas,
-        "chunk_tokens": config.chunk_tokens,
-        "n_gpus": config.n_gpus,
-    }
+def config_dict(config: Any) -> dict[str, Any]:
+    """A configuration as names and numbers (profiles by name); its style decides the fields, and the
+    key "architecture" holds the style name (kept from earlier output)."""
+    return style_of(config).config_dict(config)
 
 
 def best_dict(b: BestConfig) -> dict[str, Any]:
@@ -140,9 +120,7 @@ class RateSweep:
     stable: np.ndarray
 
 
-def rate_sweep(
-    config: ColocatedConfig | DisaggregatedConfig, scenario: Scenario, rates_rps: np.ndarray
-) -> RateSweep:
+def rate_sweep(config: Any, scenario: Scenario, rates_rps: np.ndarray) -> RateSweep:
     """TTFT/TPOT percentiles and SLO attainment of ``config`` at each rate (one vectorised pass)."""
     rates = np.asarray(rates_rps, dtype=float)
     cands = build_set(scenario, [config] * len(rates))
@@ -173,11 +151,7 @@ class RooflinePoint:
 
 def roofline_points(b: BestConfig, scenario: Scenario) -> list[RooflinePoint]:
     """Prefill (mean prompt, batch 1) and decode (batch at goodput) operating points of a best config."""
-    cfg = b.config
-    if isinstance(cfg, DisaggregatedConfig):
-        deps = {"prefill": (cfg.prefill_gpu, cfg.prefill_tp), "decode": (cfg.decode_gpu, cfg.decode_tp)}
-    else:
-        deps = {"prefill": (cfg.gpu, cfg.tp), "decode": (cfg.gpu, cfg.tp)}
+    deps = style_of(b.config).phase_deployments(b.config)
     out = []
     for phase, (gpu, tp) in deps.items():
         dep = deployment(scenario, gpu, tp)

@@ -11,6 +11,7 @@ from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.serving.evaluation import Evaluation
 from model.workload.scenario import Scenario
 
+# The built-in configuration types; a registered style may bring its own (model.serving.registry).
 Config = ColocatedConfig | DisaggregatedConfig
 
 
@@ -38,6 +39,11 @@ class BestConfig:
     at_goodput: Evaluation
     binding_constraint: str
     failure: FailureImpact | None = None
+
+    @property
+    def style(self) -> str:
+        """The serving style's registry name (the field ``architecture`` keeps its former name)."""
+        return self.architecture
 
 
 @dataclass(frozen=True)

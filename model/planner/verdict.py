@@ -19,9 +19,9 @@ import numpy as np
 
 from model.planner.goodput import config_goodput, goodput_rps
 from model.planner.types import BestConfig, FlipThreshold, PlanInputs
-from model.serving.candidates import CandidateSet, DisaggregatedSet
-from model.serving.configs import DisaggregatedConfig
 from model.serving.evaluation import summarise
+from model.serving.registry import build_set, style_of, styles
+from model.serving.style import CandidateSet
 
 # Decode slowdown caused by prefill (TPOT / pure decode step - 1) above which interference counts
 # as material. DistServe (OSDI 2024, fig. 2) shows a single prefill in a decode batch slowing that
@@ -51,19 +51,32 @@ def _size(x: float) -> str:
 def interference(b: BestConfig) -> float:
     """Decode slowdown from prefill in a colocated configuration at its goodput (0 if disaggregated)."""
     ev = b.at_goodput
-    if b.architecture == "disaggregated" or not ev.decode_step_s > 0:
+    if style_of(b.config).family == "disaggregated" or not ev.decode_step_s > 0:
         return 0.0
     return max(ev.tpot_mean_s / ev.decode_step_s - 1.0, 0.0)
 
 
-def _colocated_best(inp: PlanInputs, best: dict[str, BestConfig]) -> BestConfig | None:
-    cands = [best[s] for s in ("colocated-chunked", "colocated") if s in best]
+def _family_best(inp: PlanInputs, best: dict[str, BestConfig], family: str) -> BestConfig | None:
+    """The best of the registered styles of one family (model.serving.registry): highest goodput on
+    a budget, fewest GPUs or lowest cost for a target rate; ties go to the lower ``tie_order``
+    (chunked before prefill-first colocated)."""
+    ranked = sorted((s for s in styles(family) if s.name in best), key=lambda s: s.tie_order)
+    cands = [best[s.name] for s in ranked]
     if not cands:
         return None
     if inp.gpus is not None:
-        return max(cands, key=lambda b: b.goodput_rps)  # chunked listed first wins ties
+        return max(cands, key=lambda b: b.goodput_rps)  # the first listed wins ties
     key = (lambda b: b.n_gpus) if inp.objective == "gpus" else (lambda b: b.cost_usd_per_hour)
     return min(cands, key=key)
+
+
+def _colocated_best(inp: PlanInputs, best: dict[str, BestConfig]) -> BestConfig | None:
+    return _family_best(inp, best, "colocated")
+
+
+def _disaggregated_goodputs(goodputs: dict) -> tuple | None:
+    """(candidate set, goodputs) of the first disaggregated-family style swept, if any."""
+    return next((goodputs[s.name] for s in styles("disaggregated") if s.name in goodputs), None)
 
 
 def _gain(inp: PlanInputs, dis: BestConfig, col: BestConfig) -> float:
@@ -80,7 +93,7 @@ def _gain(inp: PlanInputs, dis: BestConfig, col: BestConfig) -> float:
 def _style_line(b: BestConfig) -> str:
     ev = b.at_goodput
     return (
-        f"Best {b.architecture}: {b.label} ({b.n_gpus} GPUs, ${b.cost_usd_per_hour:.2f}/h): goodput "
+        f"Best {b.style}: {b.label} ({b.n_gpus} GPUs, ${b.cost_usd_per_hour:.2f}/h): goodput "
         f"{b.goodput_rps:.3g} req/s ({b.goodput_rps_per_gpu:.3g} per GPU) with p90 TTFT {_ms(ev.ttft_s.p90)} "
         f"and p90 TPOT {_ms(ev.tpot_s.p90)}; limited by the {b.binding_constraint}."
     )
@@ -89,9 +102,10 @@ def _style_line(b: BestConfig) -> str:
 def _why_no_disaggregation(inp: PlanInputs, goodputs: dict) -> str:
     """Explain, with numbers, why no disaggregated configuration meets the SLOs: the transfer and
     the duplicated weights of the feasible split that comes closest (at a very low rate)."""
-    if "disaggregated" not in goodputs or not goodputs["disaggregated"][0].configs:
+    swept = _disaggregated_goodputs(goodputs)
+    if swept is None or not swept[0].configs:
         return "no disaggregated split fits the budget and memory"
-    cands = goodputs["disaggregated"][0]
+    cands = swept[0]
     res = cands.evaluate(np.full(len(cands.configs), 1e-3))
     slo = inp.scenario.slo
     i = int(np.argmax(res.latency.attainment(slo.ttft_s, slo.tpot_s)))
@@ -117,7 +131,7 @@ def decide(
     reasons: list[str] = []
     where = f"{inp.gpus} GPUs" if inp.gpus is not None else f"{inp.target_rate_rps:g} req/s"
     col = _colocated_best(inp, best)
-    dis = best.get("disaggregated")
+    dis = _family_best(inp, best, "disaggregated")
     if col is None and dis is None:
         reasons.append(f"No configuration meets the SLOs ({where}).")
         if inp.target_rate_rps is not None:
@@ -139,16 +153,15 @@ def decide(
             )
         return "none", reasons
     if col is None:
-        verdict = "disaggregated"
+        verdict = dis.style
         reasons.append(
             f"Only disaggregated serving meets the SLOs ({where}): no colocated configuration does."
         )
     elif dis is None:
-        verdict = col.architecture
+        verdict = col.style
         why = _why_no_disaggregation(inp, goodputs or {})
         reasons.append(
-            f"{col.architecture} is recommended: no disaggregated configuration meets the SLOs ({where}); "
-            f"{why}."
+            f"{col.style} is recommended: no disaggregated configuration meets the SLOs ({where}); {why}."
         )
     else:
         gain = _gain(inp, dis, col)
@@ -158,7 +171,7 @@ def decide(
             "goodput" if inp.gpus is not None else ("GPUs needed" if inp.objective == "gpus" else "cost")
         )
         if gain >= inp.margin and material:
-            verdict = "disaggregated"
+            verdict = dis.style
             reasons.append(
                 f"disaggregated is recommended: it beats the best colocated configuration on {measure} by "
                 f"{gain:.0%} (margin {inp.margin:.0%}), and prefill interference in colocated serving is "
@@ -166,24 +179,24 @@ def decide(
                 f"(decode slowed {intf:.0%}, threshold {INTERFERENCE_MATERIAL:.0%})."
             )
         else:
-            verdict = col.architecture
+            verdict = col.style
             why = (
                 f"disaggregation changes {measure} by only {gain:+.0%} (needs +{inp.margin:.0%})"
                 if gain < inp.margin
                 else f"interference is not material (decode slowed {intf:.0%} < {INTERFERENCE_MATERIAL:.0%})"
             )
-            reasons.append(f"{col.architecture} is recommended: {why}.")
+            reasons.append(f"{col.style} is recommended: {why}.")
         reasons.append(
             f"Interference in {col.label} at {col.goodput_rps:.3g} req/s: "
             f"TPOT {_ms(col.at_goodput.tpot_mean_s)} "
             f"against {_ms(col.at_goodput.decode_step_s)} for decode alone ({intf:+.0%})."
         )
-    for style in ("colocated", "colocated-chunked", "disaggregated"):
-        if style in best:
-            reasons.append(_style_line(best[style]))
+    for style in styles():
+        if style.name in best:
+            reasons.append(_style_line(best[style.name]))
     if dis is not None:
         ev = dis.at_goodput
-        link = dis.config.link if isinstance(dis.config, DisaggregatedConfig) else None
+        link = style_of(dis.config).kv_link(dis.config)
         copies_col = col.at_goodput.weight_copies if col is not None else 0
         reasons.append(
             f"Disaggregation costs: weights held {ev.weight_copies} times ({_gb(ev.weight_bytes_total)}) "
@@ -232,9 +245,10 @@ def _log_bisect(fn, lo: float, hi: float, steps: int = _BISECTIONS) -> float | N
 
 
 def _top_disaggregated(goodputs: dict, k: int) -> list:
-    if "disaggregated" not in goodputs:
+    swept = _disaggregated_goodputs(goodputs)
+    if swept is None:
         return []
-    cands, g = goodputs["disaggregated"]
+    cands, g = swept
     order = np.argsort(-g)[:k]
     return [cands.configs[i] for i in order if g[i] > 0] or [cands.configs[i] for i in order]
 
@@ -242,7 +256,7 @@ def _top_disaggregated(goodputs: dict, k: int) -> list:
 def _dis_goodput(scn, configs: list) -> float:
     if not configs:
         return 0.0
-    return float(np.max(goodput_rps(DisaggregatedSet.build(scn, configs), scn.slo)))
+    return float(np.max(goodput_rps(build_set(scn, configs), scn.slo)))
 
 
 def transfer_break_even(inp: PlanInputs, dis: BestConfig) -> FlipThreshold | None:
@@ -252,10 +266,10 @@ def transfer_break_even(inp: PlanInputs, dis: BestConfig) -> FlipThreshold | Non
     from model.symbolic.thresholds import break_even_bandwidth
 
     cfg = dis.config
-    if not isinstance(cfg, DisaggregatedConfig) or cfg.link.kind == "same-gpu":
+    if style_of(cfg).kv_link(cfg) is None:
         return None
     scn = inp.scenario
-    cands = DisaggregatedSet.build(scn, [cfg])
+    cands = build_set(scn, [cfg])
     prompts = scn.prompt_tokens
     i = int(np.argsort(prompts)[int(0.9 * (len(prompts) - 1))])
     prefill_s = float(cands.prefill_tables[0].prefill_s[i])
@@ -298,7 +312,7 @@ def flip_thresholds(
     over the best candidates; interference is held at its current estimate)."""
     out: list[FlipThreshold] = []
     col = _colocated_best(inp, best)
-    dis = best.get("disaggregated")
+    dis = _family_best(inp, best, "disaggregated")
     scn = inp.scenario
     need = 1.0 + inp.margin
     material = col is None or interference(col) >= INTERFERENCE_MATERIAL
@@ -405,7 +419,7 @@ def flip_thresholds(
                 lo_style.goodput_rps,
                 f"both styles meet the SLOs up to {lo_style.goodput_rps:.3g} req/s on {inp.gpus} GPUs; "
                 f"above it only "
-                f"{hi_style.architecture} does (up to {hi_style.goodput_rps:.3g} req/s)",
+                f"{hi_style.style} does (up to {hi_style.goodput_rps:.3g} req/s)",
             )
         )
     return out

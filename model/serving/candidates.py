@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 
@@ -19,22 +18,11 @@ from model.serving.common import StyleResult
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.serving.disaggregated import evaluate_disaggregated
 from model.serving.phase_tables import InstanceTables, instance_tables
+from model.serving.resources import Resources, one_copy_bytes, pool_memory, pool_power
+from model.serving.style import CandidateSet
 from model.workload.scenario import Scenario
 
-
-class CandidateSet(Protocol):
-    scenario: Scenario
-    configs: list
-
-    def evaluate(self, rate_rps: np.ndarray) -> StyleResult: ...
-
-    def subset(self, mask: np.ndarray) -> CandidateSet: ...
-
-    @property
-    def n_gpus(self) -> np.ndarray: ...
-
-    @property
-    def price_usd_per_hour(self) -> np.ndarray: ...
+__all__ = ["CandidateSet", "ColocatedSet", "DisaggregatedSet", "link_for", "only"]
 
 
 def _table_ids(keys: Sequence[tuple]) -> tuple[list[tuple], np.ndarray]:
@@ -85,6 +73,16 @@ class ColocatedSet:
 
     def infeasible_reason(self, i: int) -> str:
         return self.tables[self.table_index[i]].reason
+
+    def resources(self, i: int, res: StyleResult, context_tokens: float) -> Resources:
+        c = self.configs[i]
+        t = self.tables[self.table_index[i]]
+        return Resources(
+            (pool_memory("replica", t, float(res.batch[i]), context_tokens),),
+            (pool_power("replicas", c.gpu, c.n_gpus, res.decode_busy[i]),),
+            c.replicas,
+            one_copy_bytes(t),
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -170,12 +168,22 @@ class DisaggregatedSet:
             return "prefill: " + p.reason
         return "decode: " + self.decode_tables[self.decode_index[i]].reason
 
-
-def build_set(scenario: Scenario, configs: Sequence[ColocatedConfig | DisaggregatedConfig]) -> CandidateSet:
-    """The right candidate set for a homogeneous list of configurations."""
-    if all(isinstance(c, DisaggregatedConfig) for c in configs):
-        return DisaggregatedSet.build(scenario, configs)
-    return ColocatedSet.build(scenario, configs)
+    def resources(self, i: int, res: StyleResult, context_tokens: float) -> Resources:
+        c = self.configs[i]
+        pt = self.prefill_tables[self.prefill_index[i]]
+        dt = self.decode_tables[self.decode_index[i]]
+        return Resources(
+            (
+                pool_memory("prefill", pt, 0.0, context_tokens),
+                pool_memory("decode", dt, float(res.batch[i]), context_tokens),
+            ),
+            (
+                pool_power("prefill", c.prefill_gpu, c.n_prefill * c.prefill_tp, res.prefill_busy[i]),
+                pool_power("decode", c.decode_gpu, c.n_decode * c.decode_tp, res.decode_busy[i]),
+            ),
+            c.n_prefill + c.n_decode,
+            one_copy_bytes(pt),
+        )
 
 
 def link_for(

@@ -10,6 +10,7 @@ import numpy as np
 from model.queueing.latency import LatencyModel
 from model.queueing.mgc import WaitResult
 from model.serving.phase_tables import InstanceTables
+from model.workload.slo import SLO
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,3 +75,38 @@ def busy_fraction(mean_batch: np.ndarray) -> np.ndarray:
     """P(batch non-empty) = 1 - exp(-B): the occupancy of an M/G/infinity system is Poisson with
     mean B (Kleinrock 1975, vol. 1, sec. 4.4), used for the decode GPUs' busy time."""
     return 1.0 - np.exp(-np.asarray(mean_batch, dtype=float))
+
+
+@dataclass(frozen=True, eq=False)
+class SLOCheck:
+    """The SLO test of C candidates (arrays over candidates): ``attainment`` is the fraction of
+    requests meeting both targets (0 where unstable), ``ttft_ok`` / ``tpot_ok`` whether the chosen
+    percentile of each is within its target, ``ok`` all of them and stability."""
+
+    attainment: np.ndarray
+    ttft_ok: np.ndarray
+    tpot_ok: np.ndarray
+    ok: np.ndarray
+
+
+def check_slo(latency: LatencyModel, stable: np.ndarray, slo: SLO) -> SLOCheck:
+    """The one SLO test (planner, goodput search and single evaluations all call it).
+
+    DistServe's goodput criterion (Zhong et al. OSDI 2024, sec. 2.1): at least ``slo.attainment`` of
+    requests meet both the TTFT and the TPOT target; pdplan also requires the ``slo.percentile``-th
+    percentile of TTFT and of TPOT each to be within its target.
+    """
+    q = slo.percentile / 100.0
+    shape = np.shape(stable)
+    ttft_cdf = latency.ttft_cdf(np.full(shape, slo.ttft_s)[:, None])
+    tpot_cdf = latency.tpot_cdf(np.full(shape, slo.tpot_s)[:, None])
+    both = (ttft_cdf * tpot_cdf).mean(axis=1)
+    ttft_ok = ttft_cdf.mean(axis=1) >= q
+    tpot_ok = tpot_cdf.mean(axis=1) >= q
+    ok = stable & (both >= slo.attainment) & ttft_ok & tpot_ok
+    return SLOCheck(np.where(stable, both, 0.0), ttft_ok, tpot_ok, ok)
+
+
+def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
+    """Per candidate: stable, attainment >= target, and both percentiles within their targets."""
+    return check_slo(res.latency, res.stable, slo).ok

@@ -2,24 +2,16 @@
 
 These are plain inputs (frozen dataclasses, validated on construction); the modelling lives in
 ``model.serving.colocated``, ``model.serving.disaggregated`` (analytical) and ``model.sim``
-(discrete-event).
+(discrete-event). ``style`` names the registered serving style (model.serving.registry).
 """
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
-from model.errors import InputError
+from model.errors import InputError, check_whole
 from model.hardware.gpus import GPU
 from model.hardware.links import Link
-
-ARCHITECTURES = ("colocated", "colocated-chunked", "disaggregated")
-
-
-def _whole(field: str, value: object, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise InputError(field, value, f"a whole number >= {minimum}")
 
 
 def _profile(field: str, value: object, cls: type) -> None:
@@ -41,15 +33,20 @@ class ColocatedConfig:
 
     def __post_init__(self) -> None:
         _profile("gpu", self.gpu, GPU)
-        _whole("tp", self.tp)
-        _whole("replicas", self.replicas)
+        check_whole("tp", self.tp)
+        check_whole("replicas", self.replicas)
         if self.chunk_tokens is not None:
-            _whole("chunk_tokens", self.chunk_tokens, 16)
+            check_whole("chunk_tokens", self.chunk_tokens, 16)
+
+    @property
+    def style(self) -> str:
+        """The serving style's registry name (model.serving.registry)."""
+        return "colocated" if self.chunk_tokens is None else "colocated-chunked"
 
     @property
     def architecture(self) -> str:
-        """The style name: "colocated", or "colocated-chunked" with a chunk size."""
-        return "colocated" if self.chunk_tokens is None else "colocated-chunked"
+        """Former name of ``style`` (kept for compatibility)."""
+        return self.style
 
     @property
     def n_gpus(self) -> int:
@@ -86,12 +83,13 @@ class DisaggregatedConfig:
         _profile("link", self.link, Link)
         if not (isinstance(self.nics_per_gpu, int | float) and 0 < self.nics_per_gpu <= 1):
             raise InputError("nics_per_gpu", self.nics_per_gpu, "a fraction in (0, 1] (NICs per GPU)")
-        _whole("prefill_tp", self.prefill_tp)
-        _whole("n_prefill", self.n_prefill)
-        _whole("decode_tp", self.decode_tp)
-        _whole("n_decode", self.n_decode)
+        check_whole("prefill_tp", self.prefill_tp)
+        check_whole("n_prefill", self.n_prefill)
+        check_whole("decode_tp", self.decode_tp)
+        check_whole("n_decode", self.n_decode)
 
-    architecture = "disaggregated"
+    style = "disaggregated"  # the serving style's registry name (model.serving.registry)
+    architecture = "disaggregated"  # former name of ``style`` (kept for compatibility)
 
     @property
     def transfer_lanes(self) -> int:

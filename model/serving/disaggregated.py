@@ -29,6 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from model.hardware.collectives import alpha_beta_time_s
 from model.queueing.decode_batch import admission_wait, interp_rows, solve_batch
 from model.queueing.latency import LatencyModel
 from model.queueing.mgc import mg1_wait, mgc_wait
@@ -53,11 +54,10 @@ def transfer_components(
     layers = float(scn.arch.num_layers)
     bw = (np.asarray(lanes, dtype=float) * np.asarray(bandwidth_eff_bytes_per_s, dtype=float))[:, None]
     lat = np.asarray(latency_s, dtype=float)[:, None]
-    with np.errstate(divide="ignore"):
-        t_bw = np.where(np.isinf(bw), 0.0, kv_bytes[None, :] / bw)
-    per_layer = lat + t_bw / layers
+    # The alpha-beta time of model.hardware.collectives (one message each), per layer and whole.
+    per_layer = alpha_beta_time_s(kv_bytes[None, :] / layers, bw, lat)
     pipelined = np.maximum(per_layer, layers * per_layer - prefill_s + prefill_s / layers)
-    whole = lat + t_bw
+    whole = alpha_beta_time_s(kv_bytes[None, :], bw, lat)
     lw = np.asarray(layerwise, dtype=bool)[:, None]
     exposed = np.where(lw, pipelined, whole)
     # The wire is busy for the bytes plus one message latency: per-layer messages pipeline, so their

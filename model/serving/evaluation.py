@@ -14,14 +14,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from model.errors import InputError
-from model.hardware.gpus import GPU
-from model.serving.candidates import build_set
-from model.serving.common import StyleResult
+from model.serving.common import StyleResult, check_slo
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
-from model.serving.phase_tables import InstanceTables
+from model.serving.registry import build_set, style_of
+from model.serving.resources import PoolMemory, PoolPower
 from model.workload.scenario import Scenario
 
+# The built-in configuration types; any registered style's configuration is accepted.
 Config = ColocatedConfig | DisaggregatedConfig
+
+__all__ = ["Evaluation", "Percentiles", "PoolMemory", "PoolPower", "PromptClass", "evaluate", "summarise"]
 
 
 @dataclass(frozen=True)
@@ -42,30 +44,6 @@ class PromptClass:
     ttft_p90_s: float
     tpot_p90_s: float
     slo_attainment: float
-
-
-@dataclass(frozen=True)
-class PoolMemory:
-    """Memory of one GPU in a pool, in bytes: weights, KV in use at this rate, KV capacity, workspace."""
-
-    pool: str
-    gpu: str
-    gpu_memory_bytes: float
-    weight_bytes: float
-    kv_in_use_bytes: float
-    kv_capacity_bytes: float
-    workspace_bytes: float
-    reserve_bytes: float
-
-
-@dataclass(frozen=True)
-class PoolPower:
-    """Power of one pool: GPUs x (idle + (TDP - idle) x busy fraction)."""
-
-    pool: str
-    n_gpus: int
-    busy_fraction: float
-    power_w: float
 
 
 @dataclass(frozen=True)
@@ -109,6 +87,11 @@ class Evaluation:
     by_prompt_length: tuple[PromptClass, ...] = ()
 
     @property
+    def style(self) -> str:
+        """The serving style's registry name (the field ``architecture`` keeps the JSON key)."""
+        return self.architecture
+
+    @property
     def ttft_components_s(self) -> dict[str, float]:
         """Mean TTFT split into queue wait, prefill, KV transfer, link wait and decode admission."""
         return {
@@ -120,33 +103,9 @@ class Evaluation:
         }
 
 
-def _pool_power(pool: str, gpu: GPU, n_gpus: int, busy: float) -> PoolPower:
-    """P = n x (P_idle + (TDP - P_idle) x busy): a linear utilisation power model (the common
-    first-order server power model, Fan et al. ISCA 2007, "Power provisioning for a warehouse-sized
-    computer", sec. 4.1), with the GPU's idle and TDP from its profile."""
-    b = float(np.clip(busy, 0.0, 1.0))
-    return PoolPower(pool, n_gpus, b, n_gpus * (gpu.idle_w + (gpu.tdp_w - gpu.idle_w) * b))
-
-
-def _memory(pool: str, t: InstanceTables, batch: float, context_tokens: float) -> PoolMemory:
-    per_token = t.fit.kv_bytes_per_token_per_gpu
-    capacity = float(t.kv_capacity_tokens) * per_token
-    return PoolMemory(
-        pool,
-        t.dep.gpu.name,
-        t.dep.gpu.memory_bytes,
-        t.fit.weight_bytes_per_gpu,
-        min(batch * context_tokens * per_token, capacity),
-        capacity,
-        float(np.asarray(t.fit.workspace_bytes_per_gpu)),
-        t.fit.reserve_bytes_per_gpu,
-    )
-
-
 def evaluate(config: Config, scenario: Scenario, rate_rps: float) -> Evaluation:
     """Every metric of ``config`` serving ``scenario`` at ``rate_rps`` requests per second."""
-    if not isinstance(config, ColocatedConfig | DisaggregatedConfig):
-        raise InputError("config", config, "a ColocatedConfig or DisaggregatedConfig")
+    style_of(config)  # InputError unless a registered style's configuration
     if not isinstance(scenario, Scenario):
         raise InputError("scenario", scenario, "a Scenario (model.Scenario.build(...))")
     if not (isinstance(rate_rps, numbers.Real) and np.isfinite(rate_rps) and 0 < rate_rps <= 1e7):
@@ -193,45 +152,29 @@ def summarise(cands, res: StyleResult, i: int, scenario: Scenario, rate_rps: flo
     sub = lat.row(i)
     ttft = Percentiles(*(float(sub.ttft_percentile_s(q)[0]) for q in (0.5, 0.9, 0.99)))
     tpot = Percentiles(*(float(sub.tpot_percentile_s(q)[0]) for q in (0.5, 0.9, 0.99)))
-    attainment = float(sub.attainment(slo.ttft_s, slo.tpot_s)[0])
-    q = slo.percentile / 100.0
-    meets = bool(
-        stable
-        and attainment >= slo.attainment
-        and float(sub.ttft_cdf(np.array([[slo.ttft_s]])).mean()) >= q
-        and float(sub.tpot_cdf(np.array([[slo.tpot_s]])).mean()) >= q
-    )
+    check = check_slo(sub, sub.stable, slo)
+    attainment = float(check.attainment[0])
+    meets = bool(check.ok[0])
     eo = scenario.mean_output_tokens
     out_tps = rate_rps * eo if stable else 0.0
     prompt_tps = rate_rps * scenario.mean_prompt_tokens if stable else 0.0
     batch = float(res.batch[i])
     ctx = scenario.decode_context_tokens
     t_base = float(lat.tpot_base_s[i])
-    if isinstance(config, DisaggregatedConfig):
-        pt = cands.prefill_tables[cands.prefill_index[i]]
-        dt = cands.decode_tables[cands.decode_index[i]]
-        memory = (_memory("prefill", pt, 0.0, ctx), _memory("decode", dt, batch, ctx))
-        copies = config.n_prefill + config.n_decode
-        power = (
-            _pool_power(
-                "prefill", config.prefill_gpu, config.n_prefill * config.prefill_tp, res.prefill_busy[i]
-            ),
-            _pool_power("decode", config.decode_gpu, config.n_decode * config.decode_tp, res.decode_busy[i]),
-        )
-        weights_one = pt.fit.weight_bytes_per_gpu * pt.dep.n_gpus
-    else:
-        t = cands.tables[cands.table_index[i]]
-        memory = (_memory("replica", t, batch, ctx),)
-        copies = config.replicas
-        power = (_pool_power("replicas", config.gpu, config.n_gpus, res.decode_busy[i]),)
-        weights_one = t.fit.weight_bytes_per_gpu * t.dep.n_gpus
+    used = cands.resources(i, res, ctx)
+    memory, power, copies, weights_one = (
+        used.memory,
+        used.power,
+        used.weight_copies,
+        used.weight_bytes_one_copy,
+    )
     total_power = sum(p.power_w for p in power)
     price = float(np.asarray(cands.price_usd_per_hour)[i])
     energy = total_power / out_tps if out_tps > 0 else float("inf")
     cost = price / 3600.0 / out_tps * 1e6 if out_tps > 0 else float("inf")
     mb = float(res.max_batch[i])
     return Evaluation(
-        architecture=config.architecture,
+        architecture=config.style,
         label=config.label(),
         config=config,
         rate_rps=rate_rps,

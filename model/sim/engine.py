@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from model.errors import InputError
+from model.errors import InputError, check_whole
 
 __all__ = [
     "CallableSteps",
@@ -78,12 +78,6 @@ class CallableSteps:
         return float(self.mixed(chunk_tokens, chunk_prefix_tokens, decode_batch, decode_context_tokens))
 
 
-def _whole(field_name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise InputError(field_name, value, f"a whole number >= {minimum}")
-    return int(value)
-
-
 @dataclass(frozen=True)
 class InstanceSpec:
     """One serving instance (a TP group): its step times and limits.
@@ -106,10 +100,10 @@ class InstanceSpec:
                 raise InputError(
                     "steps", self.steps, "an object with prefill_s, decode_s and mixed_s methods"
                 )
-        _whole("kv_capacity_tokens", self.kv_capacity_tokens, 1)
-        _whole("max_batched_tokens", self.max_batched_tokens, 1)
+        check_whole("kv_capacity_tokens", self.kv_capacity_tokens, 1)
+        check_whole("max_batched_tokens", self.max_batched_tokens, 1)
         if self.max_num_seqs is not None:
-            _whole("max_num_seqs", self.max_num_seqs, 1)
+            check_whole("max_num_seqs", self.max_num_seqs, 1)
 
 
 # Backlog (requests waiting for prefill or for decode admission) beyond which a run is stopped and
@@ -135,8 +129,8 @@ class SimOptions:
     progress: Callable[[int, int], None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        _whole("max_queued_requests", self.max_queued_requests, 1)
-        _whole("warmup_requests", self.warmup_requests, 0)
+        check_whole("max_queued_requests", self.max_queued_requests, 1)
+        check_whole("warmup_requests", self.warmup_requests, 0)
         t = self.max_sim_time_s
         if t is not None and not (isinstance(t, int | float) and not isinstance(t, bool) and t > 0):
             raise InputError("max_sim_time_s", t, "a time > 0 s or None")

@@ -9,8 +9,9 @@ loop lives in :mod:`model.sim_engine`, the schedulers in :mod:`model.sim_colocat
 
 Entry points:
 
-- :func:`simulate` (a :class:`~model.serving.configs.ColocatedConfig` or
-  :class:`~model.serving.configs.DisaggregatedConfig`, a model, requests) -> :class:`SimResult`;
+- :func:`simulate` (the configuration of any registered serving style, e.g. a
+  :class:`~model.serving.configs.ColocatedConfig`; a model; requests) -> :class:`SimResult`: the
+  style's ``sim_layout`` (model.serving.style.SimLayout) says which pools to build;
 - :func:`simulate_colocated`, :func:`simulate_disaggregated`: the same with explicit instance specs
   (any :class:`~model.sim.engine.StepTimes`), for hand-traceable cases and what-if studies;
 - :func:`poisson_requests`, :func:`trace_requests`: build the request sequence;
@@ -21,8 +22,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
-from model.errors import InputError
+from model.errors import InputError, check_whole
 from model.hardware.catalog import get_engine
 from model.hardware.engines import Engine
 from model.hardware.gpus import GPU
@@ -30,7 +32,8 @@ from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.physics.memory import memory_fit
 from model.physics.roofline import Deployment
-from model.serving.configs import ColocatedConfig, DisaggregatedConfig
+from model.serving.registry import style_of
+from model.serving.style import SimPool
 from model.sim.colocated import run_colocated
 from model.sim.disaggregated import TransferFn, run_disaggregated
 from model.sim.engine import (
@@ -128,13 +131,14 @@ def simulate_colocated(
     slo: SLO | None = None,
     options: SimOptions | None = None,
     label: str = "",
+    style: str | None = None,
 ) -> SimResult:
     """Replay ``requests`` through ``replicas`` colocated replicas of ``spec`` (see model.sim_colocated).
 
-    With ``chunked`` the token budget per iteration is ``spec.max_batched_tokens``.
+    With ``chunked`` the token budget per iteration is ``spec.max_batched_tokens``. ``style`` names
+    the serving style in the summary (default "colocated" or "colocated-chunked").
     """
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
-        raise InputError("replicas", replicas, "a whole number >= 1")
+    replicas = check_whole("replicas", replicas)
     opts = options or SimOptions()
     rec = Recorder(requests)
     loop = EventLoop(rec.arrival, opts)
@@ -151,7 +155,7 @@ def simulate_colocated(
     )
     summary = summarise(
         records,
-        architecture="colocated-chunked" if chunked else "colocated",
+        architecture=style or ("colocated-chunked" if chunked else "colocated"),
         config=label or f"{replicas} x {spec.label}",
         stop_reason=loop.stop_reason,
         makespan_s=makespan,
@@ -176,6 +180,7 @@ def simulate_disaggregated(
     slo: SLO | None = None,
     options: SimOptions | None = None,
     label: str = "",
+    style: str = "disaggregated",
 ) -> SimResult:
     """Replay ``requests`` through a prefill pool, a link and a decode pool (see model.sim_disaggregated).
 
@@ -183,11 +188,10 @@ def simulate_disaggregated(
     ``layerwise``, the first layer's KV is ready 1/``layers`` of the way through the prefill
     (None: at prefill start).
     """
-    if layers is not None and (isinstance(layers, bool) or not isinstance(layers, int) or layers < 1):
-        raise InputError("layers", layers, "a whole number of layers >= 1 or None")
-    for name, v in (("n_prefill", n_prefill), ("n_decode", n_decode)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise InputError(name, v, "a whole number >= 1")
+    if layers is not None:
+        layers = check_whole("layers", layers)
+    n_prefill = check_whole("n_prefill", n_prefill)
+    n_decode = check_whole("n_decode", n_decode)
     opts = options or SimOptions()
     rec = Recorder(requests)
     loop = EventLoop(rec.arrival, opts)
@@ -218,7 +222,7 @@ def simulate_disaggregated(
     )
     summary = summarise(
         records,
-        architecture="disaggregated",
+        architecture=style,
         config=label or f"{n_prefill} x {prefill.label} prefill + {n_decode} x {decode.label} decode",
         stop_reason=loop.stop_reason,
         makespan_s=makespan,
@@ -231,7 +235,7 @@ def simulate_disaggregated(
 
 
 def simulate(
-    config: ColocatedConfig | DisaggregatedConfig,
+    config: Any,
     model: str | LLMArch,
     requests: SimRequests,
     *,
@@ -271,63 +275,63 @@ def simulate(
         "gpu_memory_utilization": gpu_memory_utilization,
         "max_num_seqs": max_num_seqs,
     }
-    if isinstance(config, ColocatedConfig):
-        chunk = config.chunk_tokens
-        spec, _ = build_instance(
+    style = style_of(config)
+    layout = style.sim_layout(config)
+    roles = tuple(p.role for p in layout.pools)
+
+    def instance(pool: SimPool, max_batched: int, workspace: int) -> tuple[InstanceSpec, Deployment]:
+        field = "config" if pool.role == "replica" else pool.role
+        return build_instance(
             arch,
-            config.gpu,
-            config.tp,
-            max_batched_tokens=chunk if chunk else prefill_token_cap,
-            workspace_tokens=chunk if chunk else max(prefill_token_cap, longest),
-            step_overhead_s=eng.step_overhead_s(config.gpu),
+            pool.gpu,
+            pool.tp,
+            max_batched_tokens=max_batched,
+            workspace_tokens=workspace,
+            step_overhead_s=eng.step_overhead_s(pool.gpu),
+            field=field,
             **common,
+        )
+
+    if roles == ("replica",):
+        pool = layout.pools[0]
+        chunk = pool.chunk_tokens
+        spec, _ = instance(
+            pool, chunk if chunk else prefill_token_cap, chunk if chunk else max(prefill_token_cap, longest)
         )
         return simulate_colocated(
             spec,
-            config.replicas,
+            pool.instances,
             requests,
             chunked=chunk is not None,
             slo=slo,
             options=options,
             label=config.label(),
+            style=style.name,
         )
-    if isinstance(config, DisaggregatedConfig):
-        pspec, pdep = build_instance(
-            arch,
-            config.prefill_gpu,
-            config.prefill_tp,
-            max_batched_tokens=prefill_token_cap,
-            workspace_tokens=max(prefill_token_cap, longest),
-            step_overhead_s=eng.step_overhead_s(config.prefill_gpu),
-            field="prefill",
-            **common,
+    if roles == ("prefill", "decode") and layout.link is not None:
+        pre, dec = layout.pools
+        pspec, pdep = instance(pre, prefill_token_cap, max(prefill_token_cap, longest))
+        dspec, _ = instance(dec, eng.decode_batched_tokens, eng.decode_batched_tokens)
+        xfer = KVTransfer(
+            pdep.kv_bytes_per_token, layout.link, arch.num_layers, layout.layerwise, layout.transfer_lanes
         )
-        dspec, _ = build_instance(
-            arch,
-            config.decode_gpu,
-            config.decode_tp,
-            max_batched_tokens=eng.decode_batched_tokens,
-            workspace_tokens=eng.decode_batched_tokens,
-            step_overhead_s=eng.step_overhead_s(config.decode_gpu),
-            field="decode",
-            **common,
-        )
-        lanes = config.transfer_lanes
-        xfer = KVTransfer(pdep.kv_bytes_per_token, config.link, arch.num_layers, config.layerwise, lanes)
         return simulate_disaggregated(
             pspec,
-            config.n_prefill,
+            pre.instances,
             dspec,
-            config.n_decode,
+            dec.instances,
             xfer,
             requests,
-            layerwise=config.layerwise,
+            layerwise=layout.layerwise,
             layers=arch.num_layers,
             slo=slo,
             options=options,
             label=config.label(),
+            style=style.name,
         )
-    raise InputError("config", type(config).__name__, "a ColocatedConfig or DisaggregatedConfig")
+    raise InputError(
+        "config", style.name, "a layout of one 'replica' pool, or a 'prefill' and a 'decode' pool and a link"
+    )
 
 
 # ---------------------------------------------------------------------------------------- goodput
@@ -351,7 +355,7 @@ class GoodputResult:
 
 
 def goodput(
-    config: ColocatedConfig | DisaggregatedConfig,
+    config: Any,
     model: str | LLMArch,
     requests: SimRequests,
     slo: SLO,

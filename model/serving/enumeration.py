@@ -1,4 +1,4 @@
-"""Enumerate candidate configurations for a GPU budget or for a target rate."""
+"""Enumerate candidate configurations for a GPU budget (the built-in styles use these)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,11 @@ def valid_tps(arch: LLMArch, tp_options: Sequence[int], max_gpus: int, node: Nod
     a node is what pipeline parallelism is for, and the planner does not enumerate PP)."""
     limit = min(max_gpus, node.gpus_per_node) if node is not None else max_gpus
     return sorted({tp for tp in tp_options if tp <= limit and arch.num_heads % tp == 0})
+
+
+def gpu_kinds(gpu: GPU, decode_gpu: GPU) -> list[GPU]:
+    """The GPU kinds a colocated search tries: the GPU, and the decode GPU when it differs."""
+    return [gpu] if decode_gpu == gpu else [gpu, decode_gpu]
 
 
 def colocated_for_budget(gpu: GPU, tps: Sequence[int], gpus: int, chunk: int | None) -> list[ColocatedConfig]:
