@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 
 from model.hardware.profiles import get_gpu
 from model.llm.catalog import get_model
-from model.physics.roofline import Deployment, decode_step_cost, mean_tpot_s, prefill_cost
+from model.physics.deployment import Deployment
+from model.physics.generation import mean_tpot_s
+from model.physics.steps import decode_step_cost, prefill_cost
 
 MODELS = ["llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "qwen2.5-7b", "deepseek-v3"]
 GPUS = ["h100-sxm", "a100-80gb-sxm", "l40s", "rtx-4090", "mi300x"]

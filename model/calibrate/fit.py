@@ -55,7 +55,9 @@ from model.hardware.collectives import default_tp_link
 from model.hardware.profiles import GPU, gpu_from_toml, load_catalog
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
-from model.physics.roofline import Deployment, generation_time_s, mean_tpot_s, prefill_cost
+from model.physics.deployment import Deployment
+from model.physics.generation import generation_time_s, mean_tpot_s
+from model.physics.steps import prefill_cost
 from model.queueing.mgc import mgc_wait
 
 __all__ = [

@@ -17,15 +17,10 @@ from model.errors import InputError
 from model.hardware.profiles import GPU, get_gpu
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
+from model.physics.deployment import Deployment
+from model.physics.generation import generation_time_s, mean_tpot_s
 from model.physics.memory import MemoryFit, memory_fit
-from model.physics.roofline import (
-    Deployment,
-    StepCost,
-    decode_step_cost,
-    generation_time_s,
-    mean_tpot_s,
-    prefill_cost,
-)
+from model.physics.steps import StepCost, decode_step_cost, prefill_cost
 
 
 @dataclass(frozen=True)

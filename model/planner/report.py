@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from model.physics.roofline import Deployment, decode_step_cost, prefill_cost
+from model.physics.deployment import Deployment
+from model.physics.steps import decode_step_cost, prefill_cost
 from model.planner.types import BestConfig, Plan
 from model.serving.candidates import build_set
 from model.serving.common import StyleResult

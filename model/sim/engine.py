@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from model.errors import InputError
+from model.physics.decode_tokens import DecodeTokens, decode_steps, tokens_per_decode_step
 
 __all__ = [
     "CallableSteps",
@@ -255,17 +256,34 @@ class Recorder:
         self.rejected = [False] * n
 
 
+def per_step_tokens(steps: Any) -> DecodeTokens:
+    """Tokens per decode step of an instance: a :class:`~model.sim.steps.RooflineSteps` carries the
+    physics' decision for its Deployment (:func:`model.physics.decode_tokens.tokens_per_decode_step`);
+    other step-time objects get the same function's default."""
+    tokens = getattr(steps, "decode_tokens", None)
+    return tokens if isinstance(tokens, DecodeTokens) else tokens_per_decode_step()
+
+
+def schedule_finish(inst: Any, r: int, first_step: int) -> None:
+    """Book the decode iteration (index ``first_step`` + steps - 1 in ``inst.log``) that emits request
+    ``r``'s last token: decode_steps(output) = output - 1 iterations after its first token."""
+    steps = int(decode_steps(inst.rec.output[r], inst.decode_tokens))
+    inst.finish.setdefault(first_step + steps - 1, []).append(r)
+
+
 def retire_finished(inst: Any, batch: int, now: float) -> int:
     """Book-keeping after a decode iteration on a continuous-batching instance (colocated replica or
     decode instance): log the step, grow the live context by one token per running sequence, and
     release the sequences whose last token this step emitted (their end time, context and KV
-    reservation). Returns how many finished.
+    reservation). Each sequence's context grows by the tokens a step emits (``inst.decode_tokens``,
+    one without speculation). Returns how many finished.
 
     ``inst`` carries ``log`` (step end times), ``ctx`` (live context tokens), ``kv`` (reserved KV
     tokens), ``running``, ``rec`` (the Recorder) and ``finish`` (step index -> requests ending there).
     """
     inst.log.append(now)
-    inst.ctx += batch
+    emitted = inst.decode_tokens.emitted
+    inst.ctx += batch * emitted
     done = inst.finish.pop(len(inst.log) - 1, None)
     if not done:
         return 0
@@ -273,7 +291,7 @@ def retire_finished(inst: Any, batch: int, now: float) -> int:
     for r in done:
         rec.end[r] = now
         tokens = rec.prompt[r] + rec.output[r]
-        inst.ctx -= tokens
+        inst.ctx -= rec.prompt[r] + 1 + decode_steps(rec.output[r], inst.decode_tokens) * emitted
         inst.kv -= tokens
     inst.running -= len(done)
     return len(done)

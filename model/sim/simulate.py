@@ -26,8 +26,8 @@ from model.errors import InputError
 from model.hardware.profiles import GPU
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
+from model.physics.deployment import Deployment
 from model.physics.memory import memory_fit
-from model.physics.roofline import Deployment
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.sim.colocated import run_colocated
 from model.sim.disaggregated import TransferFn, run_disaggregated

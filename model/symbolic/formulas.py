@@ -32,7 +32,7 @@ from model.errors import InputError
 from model.queueing.mgc import erlang_c
 
 if TYPE_CHECKING:
-    from model.physics.roofline import Deployment
+    from model.physics.deployment import Deployment
 
 __all__ = [
     "Formula",
@@ -868,7 +868,8 @@ def latex_block(formulas: Iterable[Formula], values: Mapping[str, object] | None
 
 def _roofline_values(dep: Deployment, cost: _CostView) -> dict[str, float]:
     from model.llm.arch import active_params, embedding_params
-    from model.physics.roofline import GEMM_EXPOSED_WEIGHT_FRACTION, _attention_dims
+    from model.physics.deployment import GEMM_EXPOSED_WEIGHT_FRACTION
+    from model.physics.operators import attention_dims as _attention_dims
 
     arch = dep.arch
     return {
@@ -914,7 +915,7 @@ def prefill_values(dep: Deployment, prompt_tokens: float) -> dict[str, float]:
 
     W, A, t_comm and t_oh are taken from model.physics.roofline.prefill_cost; the rest from the deployment.
     """
-    from model.physics.roofline import prefill_cost
+    from model.physics.steps import prefill_cost
 
     if int(dep.pp) != 1:
         raise InputError("pp", dep.pp, "1 (the symbolic roofline shows one pipeline stage)")
@@ -932,7 +933,7 @@ def prefill_values(dep: Deployment, prompt_tokens: float) -> dict[str, float]:
 
 def decode_values(dep: Deployment, batch: float, context_tokens: float) -> dict[str, float]:
     """Values for :func:`formula` ``"decode_step_time"`` from a model.physics.roofline.Deployment (PP = 1)."""
-    from model.physics.roofline import decode_step_cost
+    from model.physics.steps import decode_step_cost
 
     if int(dep.pp) != 1:
         raise InputError("pp", dep.pp, "1 (the symbolic roofline shows one pipeline stage)")

@@ -15,7 +15,7 @@ from functools import cached_property
 import numpy as np
 
 from model.errors import InputError
-from model.hardware.formats import bytes_per_element
+from model.hardware.formats import Precision
 from model.llm.arch import LLMArch, kv_bytes_per_token
 from model.llm.catalog import get_model
 from model.workload.presets import Workload, get_workload
@@ -24,9 +24,12 @@ from model.workload.slo import SLO
 DEFAULT_SAMPLES = 384
 
 
-def default_kv_dtype(weight_dtype: str) -> str:
-    """KV cache dtype when none is given: the weight dtype for 16- and 8-bit floats, else bf16."""
-    return weight_dtype if weight_dtype in ("bf16", "fp16", "fp8") else "bf16"
+def cached_prompt_tokens(prompt_tokens: np.ndarray, hit_rate: float) -> np.ndarray:
+    """Prompt tokens already in a prefix cache: floor(hit rate x prompt), whole tokens, and at least
+    the last prompt token is always computed (engines recompute it to produce the first logits).
+    The one place this rule lives (the scenario's sample and the planner's chunked tables use it)."""
+    p = np.asarray(prompt_tokens, dtype=float)
+    return np.minimum(np.floor(p * hit_rate), p - 1.0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,8 +48,7 @@ class Scenario:
     arrival_scv: float = 1.0  # squared CV of inter-arrival gaps: 1 = Poisson, > 1 bursty (e.g. from a trace)
 
     def __post_init__(self) -> None:
-        bytes_per_element(self.weight_dtype, "dtype")
-        bytes_per_element(self.kv_dtype_resolved, "kv_dtype")
+        Precision.from_dtypes(self.weight_dtype, self.kv_dtype)  # format-table check of both
         if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or self.seed < 0:
             raise InputError("seed", self.seed, "a whole number >= 0")
         if not isinstance(self.arch, LLMArch):
@@ -83,8 +85,13 @@ class Scenario:
         return cls(get_model(model), wl, slo, dtype, kv_dtype, samples, seed)
 
     @property
+    def precision(self) -> Precision:
+        """Per-component formats of this scenario's deployments (all weights in ``weight_dtype``)."""
+        return Precision.from_dtypes(self.weight_dtype, self.kv_dtype)
+
+    @property
     def kv_dtype_resolved(self) -> str:
-        return self.kv_dtype or default_kv_dtype(self.weight_dtype)
+        return self.precision.kv_cache
 
     @cached_property
     def requests(self) -> tuple[np.ndarray, np.ndarray]:
@@ -105,8 +112,7 @@ class Scenario:
     def cached_tokens(self) -> np.ndarray:
         """Prompt tokens already in a prefix cache (workload hit rate x prompt), whole tokens; at least the
         last prompt token is always computed (engines recompute it to produce the first logits)."""
-        p = self.prompt_tokens
-        return np.minimum(np.floor(p * self.workload.prefix_cache_hit_rate), p - 1.0)
+        return cached_prompt_tokens(self.prompt_tokens, self.workload.prefix_cache_hit_rate)
 
     @cached_property
     def decode_context_tokens(self) -> float:
