@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from model.errors import InputError
+from model.physics import decode_tokens
 from model.physics.affine import affine_max_sum, affine_terms
-from model.physics.decode_tokens import decode_steps, tokens_per_decode_step
+from model.physics.decode_tokens import decode_steps
 from model.physics.deployment import Deployment
 from model.physics.steps import ArrayLike, check_numbers, decode_step_cost, mixed_step_unchecked, prefill_cost
 
@@ -63,7 +64,7 @@ def _decode_sum_s(dep: Deployment, batch: np.ndarray, first_ctx: np.ndarray, ste
     index range at the kink and sums each affine piece.
     """
     steps = np.asarray(steps, dtype=float)
-    e = tokens_per_decode_step(dep).emitted
+    e = decode_tokens.tokens_per_decode_step(dep).emitted
     n_last = steps - 1.0
     span = np.maximum(n_last, 1.0)
     s0 = decode_step_cost(dep, batch, first_ctx)
@@ -89,7 +90,7 @@ def decode_total_s(
     decode_steps(osl) = osl - 1 steps at one token per step, step j attending to isl + 1 + e j keys;
     summed exactly (see ``_decode_sum_s``)."""
     b, isl, osl = _gen_inputs(batch, prompt_tokens, output_tokens)
-    return _decode_sum_s(dep, b, isl + 1.0, decode_steps(osl, tokens_per_decode_step(dep)))
+    return _decode_sum_s(dep, b, isl + 1.0, decode_steps(osl, decode_tokens.tokens_per_decode_step(dep)))
 
 
 def mean_tpot_s(

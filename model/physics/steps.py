@@ -35,7 +35,7 @@ import numpy as np
 from model.errors import InputError
 from model.hardware.collectives import allreduce_time_s, transfer_time_s
 from model.llm.arch import lm_head_params
-from model.physics.decode_tokens import tokens_per_decode_step
+from model.physics import decode_tokens
 from model.physics.deployment import (
     ALLREDUCES_PER_LAYER,
     EAGER_KERNELS_PER_LAYER,
@@ -253,7 +253,7 @@ def decode_step_cost(dep: Deployment, batch: ArrayLike, context_tokens: ArrayLik
     ctx = check_numbers("context_tokens", context_tokens, 1)
     b, ctx = np.broadcast_arrays(b, ctx)
     m, b_mb = _microbatches(dep, b)
-    w = tokens_per_decode_step(dep).verify_width
+    w = decode_tokens.tokens_per_decode_step(dep).verify_width
     cost = _step(
         dep,
         tokens=b_mb * w,
@@ -271,7 +271,7 @@ def mixed_step_unchecked(
 ) -> StepCost:
     """:func:`mixed_step_cost` on already-checked, broadcast arrays (no PP bubble field set)."""
     has_chunk = (chunk > 0).astype(float)
-    w = tokens_per_decode_step(dep).verify_width
+    w = decode_tokens.tokens_per_decode_step(dep).verify_width
     return _step(
         dep,
         tokens=chunk + db * w,

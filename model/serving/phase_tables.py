@@ -15,6 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from model.hardware.profiles import GPU
+from model.physics import decode_tokens
 from model.physics.affine import affine_max_sum, affine_terms
 from model.physics.deployment import Deployment
 from model.physics.memory import MemoryFit, memory_fit
@@ -49,6 +50,12 @@ class InstanceTables:
     chunk_batch_grid: np.ndarray | None = None  # [Gc] decode batches tabulated for chunking
     chunked_prefill_s: np.ndarray | None = None  # [Gc, S] chunked prefill time per request at batch
     prefill_fixed_s: np.ndarray | None = None  # [S] per-step part of prefill_s that batching shares
+
+    @property
+    def decode_token_s(self) -> np.ndarray:
+        """[G] decode time per output token on BATCH_GRID: step time / tokens emitted per step
+        (:func:`model.physics.decode_tokens.tokens_per_decode_step`; the step time with one token)."""
+        return self.decode_step_s / decode_tokens.tokens_per_decode_step(self.dep).emitted
 
 
 def _deployment(scn: Scenario, gpu: GPU, tp: int) -> Deployment:

@@ -23,7 +23,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from model.errors import InputError
-from model.physics.decode_tokens import DecodeTokens, decode_steps, tokens_per_decode_step
+from model.physics import decode_tokens
+from model.physics.decode_tokens import DecodeTokens, decode_steps
 
 __all__ = [
     "CallableSteps",
@@ -253,6 +254,7 @@ class Recorder:
         self.instance = [-1] * n  # replica (colocated) or decode instance (disaggregated)
         self.prefill_instance = [-1] * n
         self.log_start = [-1] * n  # index of token 2 in the instance's token log
+        self.last_step = [-1] * n  # index of the decode step emitting the last token
         self.rejected = [False] * n
 
 
@@ -261,14 +263,15 @@ def per_step_tokens(steps: Any) -> DecodeTokens:
     physics' decision for its Deployment (:func:`model.physics.decode_tokens.tokens_per_decode_step`);
     other step-time objects get the same function's default."""
     tokens = getattr(steps, "decode_tokens", None)
-    return tokens if isinstance(tokens, DecodeTokens) else tokens_per_decode_step()
+    return tokens if isinstance(tokens, DecodeTokens) else decode_tokens.tokens_per_decode_step()
 
 
 def schedule_finish(inst: Any, r: int, first_step: int) -> None:
     """Book the decode iteration (index ``first_step`` + steps - 1 in ``inst.log``) that emits request
     ``r``'s last token: decode_steps(output) = output - 1 iterations after its first token."""
-    steps = int(decode_steps(inst.rec.output[r], inst.decode_tokens))
-    inst.finish.setdefault(first_step + steps - 1, []).append(r)
+    last = first_step + int(decode_steps(inst.rec.output[r], inst.decode_tokens)) - 1
+    inst.rec.last_step[r] = last
+    inst.finish.setdefault(last, []).append(r)
 
 
 def retire_finished(inst: Any, batch: int, now: float) -> int:

@@ -35,8 +35,8 @@ import numpy as np
 
 from model.hardware.collectives import transfer_time_s
 from model.hardware.profiles import Link
+from model.physics import decode_tokens
 from model.physics.affine import affine_terms
-from model.physics.decode_tokens import tokens_per_decode_step
 from model.physics.deployment import Deployment
 from model.physics.steps import decode_step_cost, mixed_step_cost, prefill_cost
 
@@ -51,7 +51,9 @@ class RooflineSteps:
 
     def __init__(self, dep: Deployment) -> None:
         self.dep = dep
-        self.decode_tokens = tokens_per_decode_step(dep)  # tokens emitted / verified per sequence per step
+        self.decode_tokens = decode_tokens.tokens_per_decode_step(
+            dep
+        )  # tokens emitted / verified per sequence per step
         self._c0: list[float] = [0.0]  # index = batch size; entry 0 unused
         self._c1: list[float] = [0.0]
         self._m0: list[float] = [0.0]
