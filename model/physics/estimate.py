@@ -100,7 +100,8 @@ def estimate(
 
     prefill_s: one prefill step of ``batch`` prompts of ``isl`` tokens; decode_step_s: one decode
     step at ``batch`` and context isl + osl / 2; tpot_s: mean decode step over the growing context
-    (:func:`model.physics.roofline.mean_tpot_s`); generation_s = prefill + (osl - 1) decode steps;
+    (:func:`model.physics.generation.mean_tpot_s`); generation_s = prefill + the decode steps
+    (osl - 1 at one token per step, :mod:`model.physics.decode_tokens`);
     max_batch: concurrent sequences of isl + osl tokens whose KV fits; ``fits`` also requires the
     batch to fit that KV cache and isl + osl to fit the model's context window.
     """
