@@ -201,3 +201,11 @@ def test_formats_module_exposes_one_row_per_name() -> None:
     names = [f.name for f in FORMATS]
     assert len(names) == len(set(names))
     assert set(formats.ALIASES.values()) <= set(names)
+
+
+def test_dense_model_ignores_the_expert_format() -> None:
+    # A dense model has no routed experts: their format is neither checked nor used.
+    prec = Precision(attention="fp8", mlp="fp8", experts="nvfp4", kv_cache="fp8")
+    dep = Deployment(LLAMA_8B, get_gpu("h100-sxm"), precision=prec)
+    same = Deployment(LLAMA_8B, get_gpu("h100-sxm"), weight_dtype="fp8")
+    assert float(decode_step_cost(dep, 4, 512).time_s) == float(decode_step_cost(same, 4, 512).time_s)

@@ -17,7 +17,14 @@ from model.errors import InputError
 from model.hardware.collectives import default_tp_link
 from model.hardware.formats import Precision, bytes_per_element, check_gpu_runs, get_format
 from model.hardware.profiles import GPU, Link
-from model.llm.arch import LLMArch, check_tp, kv_bytes_per_token, kv_bytes_per_token_per_gpu, weight_bytes
+from model.llm.arch import (
+    LLMArch,
+    check_tp,
+    kv_bytes_per_token,
+    kv_bytes_per_token_per_gpu,
+    weight_bytes,
+    weight_params_by_component,
+)
 
 # Bytes per logit written by the LM head (vLLM and TensorRT-LLM compute logits in fp32).
 LOGIT_BYTES = bytes_per_element("fp32")
@@ -102,7 +109,7 @@ class Deployment:
         if self.precision is not None and not isinstance(self.precision, Precision):
             raise InputError("precision", self.precision, "a Precision (model.hardware.formats) or None")
         prec = self.resolved_precision  # validates dtype / kv_dtype against the format table
-        for component in WEIGHT_COMPONENTS:  # every weight format's math must run on this GPU
+        for component in self.weight_components:  # every weight format's math must run on this GPU
             check_gpu_runs(prec.format(component), dict(self.gpu.peak_flops_per_s), self.gpu.name, "dtype")
         for name in ("prefill_mfu", "decode_mbu"):
             value = getattr(self, name)
@@ -126,6 +133,12 @@ class Deployment:
         if self.precision is not None:
             return self.precision
         return Precision.from_dtypes(self.weight_dtype, self.kv_dtype)
+
+    @cached_property
+    def weight_components(self) -> tuple[str, ...]:
+        """The weight components this architecture has (no "experts" in a dense model)."""
+        parts = weight_params_by_component(self.arch)
+        return tuple(c for c in WEIGHT_COMPONENTS if parts[c] > 0)
 
     @property
     def n_gpus(self) -> int:

@@ -41,7 +41,6 @@ from model.physics.deployment import (
     EAGER_KERNELS_PER_LAYER,
     KERNEL_LAUNCH_S,
     LOGIT_BYTES,
-    WEIGHT_COMPONENTS,
     Deployment,
 )
 from model.physics.operators import (
@@ -114,13 +113,14 @@ def _step(
         * ((qk_p + v_p) * prefill_key_pairs + (qk_d + v_d) * decode_key_pairs)
     )
     per_token = linear_flops_per_token(arch)
-    linear = {c: per_token[c] * tokens for c in WEIGHT_COMPONENTS}
+    parts = dep.weight_components  # components the architecture has
+    linear = {c: per_token[c] * tokens for c in parts}
     linear["mlp"] = linear["mlp"] + 2.0 * lm_head_params(arch) * logits_tokens
     flops = (sum(linear.values()) + attn_flops) / tp
 
     # Bytes per GPU (weights per component in its format, block scales included)
     params = weight_params_read(arch, tokens)
-    w_bytes = sum(params[c] * dep.weight_bytes_per_element(c) for c in WEIGHT_COMPONENTS) / tp
+    w_bytes = sum(params[c] * dep.weight_bytes_per_element(c) for c in parts) / tp
     kv_read = kv_read_tokens * kv_tok_gpu
     kv_write = kv_write_tokens * kv_tok_gpu
     act = (
@@ -138,7 +138,7 @@ def _step(
     # per expert; LM head: M = logits rows). Attention (FlashAttention) runs in 16-bit at the MFU.
     stream_bw = dep.gpu.memory_bandwidth_bytes_per_s * dep.mbu
     compute_s = (
-        sum((linear[c] / tp) / dep.gemm_flops_per_s(c) for c in WEIGHT_COMPONENTS)
+        sum((linear[c] / tp) / dep.gemm_flops_per_s(c) for c in parts)
         + dep.exposed_weight_fraction * w_bytes / stream_bw
         + (attn_flops / tp) / (dep.attention_peak_flops_per_s * dep.mfu)
     )
