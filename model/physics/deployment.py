@@ -148,14 +148,29 @@ class Deployment:
     def kv_dtype_resolved(self) -> str:
         return self.resolved_precision.kv_cache
 
-    @property
+    @cached_property
     def activation_bytes(self) -> float:
         """Bytes per activation element between layers and on the TP all-reduce (16-bit)."""
         return self.resolved_precision.format("activations").bytes_per_element
 
     def weight_bytes_per_element(self, component: str) -> float:
         """Bytes per weight of ``component`` ("attention", "mlp", "experts"), block scales included."""
-        return self.resolved_precision.format(component).bytes_per_element
+        return self._component_table[component][0]
+
+    @cached_property
+    def _component_table(self) -> dict[str, tuple[float, float]]:
+        """component -> (bytes per weight, achieved large-batch GEMM FLOP/s), read once from the table."""
+        prec, peaks = self.resolved_precision, dict(self.gpu.peak_flops_per_s)
+        out = {}
+        for c in WEIGHT_COMPONENTS:
+            fmt = prec.format(c)
+            rate = (
+                peaks[fmt.math] * self.mfu * LOW_PRECISION_MFU_RATIO.get(fmt.math, 1.0)
+                if fmt.math in peaks
+                else 0.0
+            )
+            out[c] = (fmt.bytes_per_element, rate)
+        return out
 
     @property
     def mfu(self) -> float:
@@ -172,9 +187,11 @@ class Deployment:
     def gemm_flops_per_s(self, component: str) -> float:
         """Achieved large-batch GEMM rate of ``component``'s weights: the peak of its format's math x
         MFU x LOW_PRECISION_MFU_RATIO (1 for 16-bit math, incl. weight-only formats)."""
-        fmt = self.resolved_precision.format(component)
-        peak = check_gpu_runs(fmt, dict(self.gpu.peak_flops_per_s), self.gpu.name, "dtype")
-        return peak * self.mfu * LOW_PRECISION_MFU_RATIO.get(fmt.math, 1.0)
+        rate = self._component_table[component][1]
+        if rate <= 0:  # a component the GPU cannot run (only possible for one the arch lacks)
+            peaks = dict(self.gpu.peak_flops_per_s)
+            check_gpu_runs(self.resolved_precision.format(component), peaks, self.gpu.name, "dtype")
+        return rate
 
     @property
     def peak_flops_per_s(self) -> float:
@@ -210,7 +227,7 @@ class Deployment:
         reach half their large-batch MFU (see :func:`model.physics.steps.gemm_mfu_at`)."""
         return self.exposed_weight_fraction * self.gemm_ridge_tokens
 
-    @property
+    @cached_property
     def attention_peak_flops_per_s(self) -> float:
         """Peak of the 16-bit path attention runs on: the activation format's (bf16), else fp16,
         else the dense layers' peak."""
@@ -236,7 +253,7 @@ class Deployment:
         """KV bytes one token adds to the whole instance (all layers, all heads)."""
         return kv_bytes_per_token(self.arch, self.kv_dtype_resolved)
 
-    @property
+    @cached_property
     def kv_bytes_per_token_per_gpu(self) -> float:
         """KV bytes per token on each GPU: TP splits heads (replicated below n_kv), PP splits layers."""
         return float(kv_bytes_per_token_per_gpu(self.arch, self.kv_dtype_resolved, int(self.tp))) / self.pp
