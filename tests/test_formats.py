@@ -209,3 +209,9 @@ def test_dense_model_ignores_the_expert_format() -> None:
     dep = Deployment(LLAMA_8B, get_gpu("h100-sxm"), precision=prec)
     same = Deployment(LLAMA_8B, get_gpu("h100-sxm"), weight_dtype="fp8")
     assert float(decode_step_cost(dep, 4, 512).time_s) == float(decode_step_cost(same, 4, 512).time_s)
+
+
+def test_every_math_key_is_a_gpu_peak_key() -> None:
+    from model.hardware.profiles import DTYPES_WITH_PEAK
+
+    assert {f.math for f in FORMATS} <= set(DTYPES_WITH_PEAK)
