@@ -23,6 +23,7 @@ import streamlit as st
 import model
 from model.errors import PdplanError
 from model.hardware.catalog import unique
+from model.hardware.formats import FORMATS, format_names
 from model.serving.enumeration import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS
 from model.units import Kind, parse_quantity
 
@@ -71,8 +72,8 @@ DEFAULTS: dict[str, Any] = {
 VIEW_ONLY = ("rate_rps",)
 CHUNK_CHOICES = sorted({128, 256, 512, 1024, 2048, 4096, 8192, *DEFAULT_CHUNK_OPTIONS})
 TP_CHOICES = sorted({1, 2, 4, 8, 16, *DEFAULT_TP_OPTIONS})
-DTYPES = ["bf16", "fp16", "fp8", "int8", "int4", "fp4"]
-KV_DTYPES = [AUTO, "bf16", "fp16", "fp8", "int8"]
+DTYPES = list(format_names())  # the format table's rows and aliases (model/hardware/formats.py)
+KV_DTYPES = [AUTO, *(f.name for f in FORMATS if f.kv_cache)]
 MAX_GPUS = 256
 
 

@@ -11,15 +11,11 @@ import numpy as np
 
 from model.hardware.catalog import get_gpu
 from model.llm.catalog import get_model
+from model.physics.deployment import Deployment
 from model.physics.estimate import estimate
+from model.physics.generation import chunked_prefill_time_s, mean_tpot_s
 from model.physics.memory import memory_fit
-from model.physics.roofline import (
-    Deployment,
-    chunked_prefill_time_s,
-    decode_step_cost,
-    mean_tpot_s,
-    prefill_cost,
-)
+from model.physics.steps import decode_step_cost, prefill_cost
 
 N = 100_000
 

@@ -17,7 +17,9 @@ import numpy as np
 
 from model.hardware.catalog import get_gpu
 from model.llm.catalog import get_model
-from model.physics.roofline import Deployment, generation_time_s, mean_tpot_s, prefill_cost
+from model.physics.deployment import Deployment
+from model.physics.generation import generation_time_s, mean_tpot_s
+from model.physics.steps import prefill_cost
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "published_measurements.csv"
 GROUP = {"prefill_s": "prefill", "tpot_s": "decode", "e2e_s": "decode"}

@@ -30,7 +30,8 @@ import numpy as np
 
 from model.hardware.catalog import get_gpu, get_link
 from model.llm.catalog import get_model
-from model.physics.roofline import Deployment, decode_step_cost, prefill_cost
+from model.physics.deployment import Deployment
+from model.physics.steps import decode_step_cost, prefill_cost
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.sim.simulate import SimOptions, SimRequests, goodput, poisson_requests, simulate
 from model.workload.arrivals import scale_to_rate

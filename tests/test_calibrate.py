@@ -22,8 +22,10 @@ from model.hardware.catalog import get_gpu, load_catalog
 from model.hardware.collectives import default_tp_link
 from model.hardware.gpus import gpu_from_toml
 from model.llm.catalog import get_model
+from model.physics.deployment import Deployment
 from model.physics.estimate import estimate
-from model.physics.roofline import Deployment, mean_tpot_s, prefill_cost
+from model.physics.generation import mean_tpot_s
+from model.physics.steps import prefill_cost
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "docs" / "examples"

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model.hardware.catalog import get_gpu
 from model.llm.catalog import get_model
-from model.physics.roofline import Deployment, decode_step_cost, mean_tpot_s, prefill_cost
+from model.physics.deployment import Deployment
+from model.physics.generation import mean_tpot_s
+from model.physics.steps import decode_step_cost, prefill_cost
 
 MODELS = ["llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "qwen2.5-7b", "deepseek-v3"]
 GPUS = ["h100-sxm", "a100-80gb-sxm", "l40s", "rtx-4090", "mi300x"]
@@ -66,3 +70,27 @@ def test_tp_never_raises_per_gpu_weight_bytes(model, gpu, ctx) -> None:
     read = [float(decode_step_cost(Deployment(arch, get_gpu(gpu), tp=t), 1, ctx).weight_bytes) for t in tps]
     assert all(b <= a for a, b in itertools.pairwise(held))
     assert all(b <= a for a, b in itertools.pairwise(read))
+
+
+coef = st.floats(-10.0, 10.0, allow_nan=False)
+
+
+@FAST
+@given(coef, coef, coef, coef, st.integers(0, 30), st.integers(-1, 40))
+def test_affine_max_sum_equals_the_loop(c0, c1, m0, m1, lo, hi) -> None:
+    # The one kink-splitting sum (roofline decode sums, planner chunk tables) against a plain loop.
+    from model.physics.affine import affine_max_sum
+
+    expected = sum(max(c0 + c1 * i, m0 + m1 * i) for i in range(lo, hi + 1))
+    got = float(affine_max_sum(np.float64(c0), np.float64(c1), np.float64(m0), np.float64(m1), lo, hi))
+    assert math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-6)
+
+
+@FAST
+@given(combo, st.integers(1, 64), st.integers(1, 4000), st.integers(2, 300))
+def test_tpot_sum_equals_step_by_step(c, batch, isl, osl) -> None:
+    # mean_tpot_s sums decode steps in closed form; the step-by-step sum over contexts isl + 1 + j.
+    dep = _dep(*c)
+    ctx = np.arange(osl - 1) + isl + 1.0
+    expected = float(decode_step_cost(dep, batch, ctx).time_s.sum()) / (osl - 1)
+    assert math.isclose(float(mean_tpot_s(dep, batch, isl, osl)), expected, rel_tol=1e-9)

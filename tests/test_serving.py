@@ -10,7 +10,9 @@ import pytest
 
 from model.hardware.catalog import get_gpu, get_link
 from model.llm.catalog import get_model as get_model_arch
-from model.physics.roofline import Deployment, chunked_prefill_time_s, decode_step_cost, prefill_cost
+from model.physics.deployment import Deployment
+from model.physics.generation import chunked_prefill_time_s
+from model.physics.steps import decode_step_cost, prefill_cost
 from model.queueing.decode_batch import solve_batch
 from model.queueing.latency import LatencyModel
 from model.queueing.mgc import mgc_wait

@@ -260,7 +260,9 @@ def test_max_sim_time_stops_run():
 def test_light_load_ttft_is_prefill_time():
     # One request alone: TTFT = roofline prefill time; TPOT = mean decode step over its contexts.
     from model.llm.catalog import get_model
-    from model.physics.roofline import Deployment, mean_tpot_s, prefill_cost
+    from model.physics.deployment import Deployment
+    from model.physics.generation import mean_tpot_s
+    from model.physics.steps import prefill_cost
 
     dep = Deployment(get_model("llama-3.1-8b"), H100)
     r = simulate(CONFIGS[0], "llama-3.1-8b", req([0.0], [1000], [50])).records

@@ -8,7 +8,8 @@ import pytest
 from model.hardware.catalog import get_gpu, get_link
 from model.hardware.collectives import transfer_time_s
 from model.llm.catalog import get_model
-from model.physics.roofline import Deployment, decode_step_cost, mixed_step_cost, prefill_cost
+from model.physics.deployment import Deployment
+from model.physics.steps import decode_step_cost, mixed_step_cost, prefill_cost
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.sim.simulate import simulate, trace_requests
 from model.sim.steps import KVTransfer, RooflineSteps

@@ -15,7 +15,8 @@ from model.hardware.catalog import get_gpu
 from model.hardware.collectives import allreduce_time_s
 from model.llm.arch import kv_bytes_per_token
 from model.llm.catalog import get_model
-from model.physics.roofline import Deployment, decode_step_cost, prefill_cost
+from model.physics.deployment import Deployment
+from model.physics.steps import decode_step_cost, prefill_cost
 from model.queueing.decode_batch import solve_batch
 from model.queueing.mgc import erlang_c, mg1_wait, mmc_wait
 from model.serving.disaggregated import transfer_components

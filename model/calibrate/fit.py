@@ -7,7 +7,7 @@ Coleman & Li 1999, SIAM J. Sci. Comput. 21(1)) to the relative errors of the pre
 
     r_i = predicted_i / measured_i - 1
 
-Predictions come from :mod:`model.physics.roofline` only (model.calibrate.problem; no separate formulas):
+Predictions come from :mod:`model.physics` only (model.calibrate.problem; no separate formulas):
 
 - prefill / TTFT of a static batch of B: ``prefill_cost(dep, isl, batch=B).time_s``;
 - TTFT in an open loop at rate lambda (light load only, see
@@ -52,7 +52,7 @@ from model.errors import InputError, PdplanError, UnknownNameError
 from model.hardware.catalog import load_catalog
 from model.hardware.collectives import default_tp_link
 from model.hardware.gpus import GPU
-from model.physics.roofline import Deployment
+from model.physics.deployment import Deployment
 
 __all__ = ["BOUNDS", "DEFAULT_FIT", "PARAMETERS", "calibrate"]
 

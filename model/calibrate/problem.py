@@ -1,7 +1,7 @@
 """The calibration problem of one (GPU, engine) group: predictions of every measured value from the
 roofline at trial efficiencies, and the targets and deployments built from the measurement rows.
 
-Predictions come from model.physics.roofline only (no separate formulas here); see
+Predictions come from model.physics only (no separate formulas here); see
 model.calibrate.fit for the list.
 """
 
@@ -21,7 +21,9 @@ from model.hardware.collectives import default_tp_link
 from model.hardware.gpus import GPU
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
-from model.physics.roofline import Deployment, generation_time_s, mean_tpot_s, prefill_cost
+from model.physics.deployment import Deployment
+from model.physics.generation import generation_time_s, mean_tpot_s
+from model.physics.steps import prefill_cost
 from model.queueing.mgc import mgc_wait
 
 __all__ = ["Problem", "Target", "Theta", "group_configs", "resolve_model", "rethrow_at", "targets_for"]

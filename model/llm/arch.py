@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from model.errors import InputError
-from model.hardware.formats import bytes_per_element
+from model.hardware.formats import Precision, bytes_per_element
 
 
 @dataclass(frozen=True)
@@ -175,8 +175,24 @@ def expert_params(arch: LLMArch) -> int:
     return mlp_params(arch, arch.moe_intermediate_size) if arch.is_moe else 0
 
 
-def weight_bytes(arch: LLMArch, dtype: str) -> float:
-    """Bytes to hold every weight in ``dtype`` (embeddings included): total_params x bytes/element."""
+def weight_params_by_component(arch: LLMArch) -> dict[str, int]:
+    """All weights split by the components a :class:`~model.hardware.formats.Precision` names.
+
+    attention: L x attention block; experts: MoE layers x E routed experts; mlp: everything else
+    (embeddings, LM head, dense MLPs, routers, shared experts). The three sum to ``total_params``.
+    """
+    attention = arch.num_layers * attention_params_per_layer(arch)
+    experts = arch.num_moe_layers * arch.num_experts * expert_params(arch)
+    return {"attention": attention, "mlp": total_params(arch) - attention - experts, "experts": experts}
+
+
+def weight_bytes(arch: LLMArch, dtype: str | Precision) -> float:
+    """Bytes to hold every weight (embeddings included): sum over components of params x bytes per
+    element of the component's format, block scales included (format table). A dtype name means
+    every component in that format: total_params x bytes/element."""
+    if isinstance(dtype, Precision):
+        parts = weight_params_by_component(arch)
+        return float(sum(n * dtype.format(c).bytes_per_element for c, n in parts.items()))
     return total_params(arch) * bytes_per_element(dtype)
 
 

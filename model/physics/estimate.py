@@ -1,6 +1,6 @@
 """One-call estimate for a model on a GPU group: prefill, decode, TPOT and memory fit.
 
-The API behind ``pdplan estimate``; every number comes from :mod:`model.physics.roofline` and
+The API behind ``pdplan estimate``; every number comes from :mod:`model.physics` and
 :mod:`model.physics.memory`. All fields, including the breakdowns, are plain Python numbers and strings.
 """
 
@@ -18,15 +18,10 @@ from model.hardware.catalog import get_gpu
 from model.hardware.gpus import GPU
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
+from model.physics.deployment import Deployment
+from model.physics.generation import generation_time_s, mean_tpot_s
 from model.physics.memory import MemoryFit, memory_fit
-from model.physics.roofline import (
-    Deployment,
-    StepCost,
-    decode_step_cost,
-    generation_time_s,
-    mean_tpot_s,
-    prefill_cost,
-)
+from model.physics.steps import StepCost, decode_step_cost, prefill_cost
 from model.scalars import plain_fields
 
 
@@ -109,7 +104,8 @@ def estimate(
 
     prefill_s: one prefill step of ``batch`` prompts of ``isl`` tokens; decode_step_s: one decode
     step at ``batch`` and context isl + osl / 2; tpot_s: mean decode step over the growing context
-    (:func:`model.physics.roofline.mean_tpot_s`); generation_s = prefill + (osl - 1) decode steps;
+    (:func:`model.physics.generation.mean_tpot_s`); generation_s = prefill + the decode steps
+    (osl - 1 at one token per step, :mod:`model.physics.decode_tokens`);
     max_batch: concurrent sequences of isl + osl tokens whose KV fits; ``fits`` also requires the
     batch to fit that KV cache and isl + osl to fit the model's context window.
     """

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from model.errors import InputError
-from model.physics.roofline import ACTIVATION_BYTES, LOGIT_BYTES, Deployment
+from model.physics.deployment import LOGIT_BYTES, Deployment
 from model.scalars import plain, plain_fields
 
 GIB = 2.0**30
@@ -62,7 +62,8 @@ class MemoryFit:
 def activation_workspace_bytes(dep: Deployment, max_batched_tokens: float | np.ndarray) -> np.ndarray:
     """Peak activation memory of one forward pass of ``max_batched_tokens`` tokens, per GPU.
 
-    T x 2 bytes x (2 h [residual stream + normed input] + max(QKV width, 3 x MLP width) / TP)
+    T x activation bytes (2, bf16) x (2 h [residual stream + normed input]
+    + max(QKV width, 3 x MLP width) / TP)
     + min(T, 256) x V / TP x 4 bytes (fp32 logits of the sampled rows). The live set of a layer is
     the residual plus the widest intermediate: the gate/up output (2 I) and the activation (I) of
     the MLP, or Q, K and V; with MoE, I is the per-token routed width (top-k + shared) x I_moe.
@@ -76,7 +77,7 @@ def activation_workspace_bytes(dep: Deployment, max_batched_tokens: float | np.n
         width = arch.intermediate_size
     qkv = (arch.num_heads + 2 * arch.num_kv_heads) * arch.head_dim
     widest = max(qkv, (3 if arch.gated_mlp else 2) * width) / tp
-    per_token = (2 * arch.hidden_size + widest) * ACTIVATION_BYTES
+    per_token = (2 * arch.hidden_size + widest) * dep.activation_bytes
     logits = np.minimum(t, PROFILE_MAX_SEQS) * arch.vocab_size / tp * LOGIT_BYTES
     return t * per_token + logits
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from model.physics.roofline import decode_step_cost, prefill_cost
+from model.physics.steps import decode_step_cost, prefill_cost
 from model.planner.types import BestConfig, Plan
 from model.serving.common import StyleResult
 from model.serving.phase_tables import deployment

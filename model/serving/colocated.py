@@ -62,7 +62,7 @@ def _chunked_per_token(
         es[k, inside] = np.interp(BATCH_GRID[inside], grid, mean_s)
         mix[k, inside] = np.interp(BATCH_GRID[inside], grid, mean_s / chunks)
     es, mix = es[table_index], mix[table_index]
-    dec = stack(tables, "decode_step_s")[table_index]
+    dec = stack(tables, "decode_token_s")[table_index]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         u = np.where(np.isfinite(es), rate_per_replica[:, None] * es, np.inf)
         rate_iter = u / mix + (1.0 - u) / dec
@@ -87,7 +87,7 @@ def evaluate_colocated(
     eo = float(out_tokens.mean())
     scv_o = float(out_tokens.var() / eo**2)
     rate_r = rate / replicas
-    dec = stack(tables, "decode_step_s")[table_index]
+    dec = stack(tables, "decode_token_s")[table_index]
     max_batch = stack(tables, "max_batch")[table_index]
     fits = np.array([t.fits for t in tables])[table_index]
 

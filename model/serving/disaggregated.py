@@ -156,7 +156,7 @@ def evaluate_disaggregated(
         link_rho = np.maximum(link_rho, rho_end)
         link_wait = link_wait + np.where(eocc == 0, 0.0, np.where(ok_end, end.mean_wait_s, np.inf))
 
-    dec = stack(decode_tables, "decode_step_s")[di]
+    dec = stack(decode_tables, "decode_token_s")[di]
     max_batch = stack(decode_tables, "max_batch")[di]
     rate_d = rate / n_d
     sol = solve_batch(rate_d * eo, BATCH_GRID, dec, max_batch)

@@ -15,9 +15,12 @@ from functools import lru_cache
 import numpy as np
 
 from model.hardware.gpus import GPU
+from model.physics import decode_tokens
+from model.physics.affine import affine_max_sum, affine_terms
+from model.physics.deployment import Deployment
 from model.physics.memory import MemoryFit, memory_fit
-from model.physics.roofline import Deployment, decode_step_cost, mixed_step_cost, prefill_cost
-from model.workload.scenario import Scenario
+from model.physics.steps import decode_step_cost, mixed_step_cost, prefill_cost
+from model.workload.scenario import Scenario, cached_prompt_tokens
 
 # Decode batch grid shared by every table: 0, then 1 .. 131072 geometrically (a batch below one
 # sequence still runs a batch-1 step); above every KV capacity in the catalog.
@@ -46,6 +49,12 @@ class InstanceTables:
     chunked_prefill_s: np.ndarray | None = None  # [Gc, S] chunked prefill time per request at batch
     prefill_fixed_s: np.ndarray | None = None  # [S] per-step part of prefill_s that batching shares
 
+    @property
+    def decode_token_s(self) -> np.ndarray:
+        """[G] decode time per output token on BATCH_GRID: step time / tokens emitted per step
+        (:func:`model.physics.decode_tokens.tokens_per_decode_step`; the step time with one token)."""
+        return self.decode_step_s / decode_tokens.tokens_per_decode_step(self.dep).emitted
+
 
 def deployment(scn: Scenario, gpu: GPU, tp: int) -> Deployment:
     """The scenario's model on ``gpu`` x TP ``tp``, with the engine profile's per-step overhead."""
@@ -64,12 +73,6 @@ def _decode_table(dep: Deployment, context_tokens: float) -> np.ndarray:
     return np.asarray(decode_step_cost(dep, b, context_tokens).time_s, dtype=float)
 
 
-def _series_sum(lo: np.ndarray, hi: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """sum over integers i in [lo, hi] of (a + b i); 0 for an empty range."""
-    count = np.maximum(hi - lo + 1.0, 0.0)
-    return count * a + b * count * (lo + hi) / 2.0
-
-
 def chunked_prefill_sum_s(
     dep: Deployment,
     prompt_tokens: np.ndarray,
@@ -80,13 +83,13 @@ def chunked_prefill_sum_s(
 ) -> np.ndarray:
     """Chunked prefill time, summed in closed form instead of chunk by chunk.
 
-    Same quantity as :func:`model.physics.roofline.chunked_prefill_time_s`: the sum over chunks i of
+    Same quantity as :func:`model.physics.generation.chunked_prefill_time_s`: the sum over chunks i of
     mixed_step_cost(chunk = c, prefix = i c) plus the last partial chunk. In a mixed step only the
     attention FLOPs and the prefix KV read grow with the prefix, both linearly, so the compute and
     memory times of full chunk i are A_c + B_c i and A_m + B_m i while communication and overhead
     stay fixed; the sum of max(A_c + B_c i, A_m + B_m i) over i splits at the one index where the
-    two lines cross, leaving arithmetic series. Exact under that linearity (tests compare with the
-    chunk-by-chunk sum); O(1) per prompt instead of O(n / c).
+    two lines cross, leaving arithmetic series (:func:`model.physics.affine.affine_max_sum`). Exact
+    under that linearity (tests compare with the chunk-by-chunk sum); O(1) per prompt, not O(n / c).
     """
     n, c, db, cached = np.broadcast_arrays(
         np.asarray(prompt_tokens, float),
@@ -103,25 +106,8 @@ def chunked_prefill_sum_s(
             dep, chunk_tokens=chunk, chunk_prefix_tokens=prefix, decode_batch=db, decode_context_tokens=ctx
         )
 
-    c0, c1 = step(c, cached), step(c, cached + c)
-    a_c, b_c = c0.compute_s, c1.compute_s - c0.compute_s
-    a_m, b_m = c0.memory_s, c1.memory_s - c0.memory_s
-    fixed = c0.time_s - np.maximum(c0.compute_s, c0.memory_s)
-    # Where does compute overtake memory (or the reverse)? d(i) = (a_c - a_m) + (b_c - b_m) i.
-    da, db_ = a_c - a_m, b_c - b_m
-    with np.errstate(divide="ignore", invalid="ignore"):
-        cross = np.where(db_ != 0, -da / db_, np.inf)
-    last = full - 1.0
-    # Indices where compute is the larger: d(i) > 0.
-    lo_c = np.where(db_ > 0, np.clip(np.floor(cross) + 1.0, 0.0, full), 0.0)
-    hi_c = np.where(
-        db_ > 0,
-        last,
-        np.where(db_ < 0, np.clip(np.ceil(cross) - 1.0, -1.0, last), np.where(da > 0, last, -1.0)),
-    )
-    base = _series_sum(np.zeros_like(full), last, a_m, b_m)
-    extra = _series_sum(lo_c, hi_c, da, db_)
-    total = base + extra + full * fixed
+    t = affine_terms(step(c, cached), step(c, cached + c), 0.0, 1.0)  # lines over chunk index i
+    total = affine_max_sum(t.c0, t.c1, t.m0, t.m1, np.zeros_like(full), full - 1.0) + full * t.fixed
     tail = np.where(rest > 0, step(np.maximum(rest, 1.0), cached + full * c).time_s, 0.0)
     return np.asarray(total + tail, dtype=float)
 
@@ -133,8 +119,7 @@ def _chunked_table(dep: Deployment, scn: Scenario, chunk: int, batch_grid: np.nd
     lengths = np.unique(
         np.geomspace(max(prompt.min(), 1.0), max(prompt.max(), 2.0), CHUNK_LENGTH_POINTS).round()
     )
-    hit = scn.workload.prefix_cache_hit_rate
-    cached = np.minimum(np.floor(lengths * hit), lengths - 1.0)  # the rule of Scenario.cached_tokens
+    cached = cached_prompt_tokens(lengths, scn.workload.prefix_cache_hit_rate)
     room = np.maximum(chunk - batch_grid, chunk * MIN_CHUNK_FRACTION)[:, None]
     table = chunked_prefill_sum_s(
         dep,

@@ -28,7 +28,14 @@ from __future__ import annotations
 
 from collections import deque
 
-from model.sim.engine import EventLoop, InstanceSpec, Recorder, retire_finished
+from model.sim.engine import (
+    EventLoop,
+    InstanceSpec,
+    Recorder,
+    per_step_tokens,
+    retire_finished,
+    schedule_finish,
+)
 
 
 class Replica:
@@ -38,6 +45,7 @@ class Replica:
         self.idx = idx
         self.spec = spec
         self.steps = spec.steps
+        self.decode_tokens = per_step_tokens(spec.steps)
         self.loop = loop
         self.rec = rec
         self.chunked = chunked
@@ -95,7 +103,7 @@ class Replica:
         self.ctx += rec.prompt[r] + 1
         k = len(self.log)
         rec.log_start[r] = k
-        self.finish.setdefault(k + out - 2, []).append(r)
+        schedule_finish(self, r, k)
 
     def _decoded(self, batch: int, now: float) -> None:
         """Book-keeping after an iteration that emitted one token for ``batch`` running sequences."""

@@ -34,7 +34,14 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from model.sim.engine import EventLoop, InstanceSpec, Recorder, retire_finished
+from model.sim.engine import (
+    EventLoop,
+    InstanceSpec,
+    Recorder,
+    per_step_tokens,
+    retire_finished,
+    schedule_finish,
+)
 
 # (transfer_s, last_layer_s) of a request's KV, from its prompt tokens.
 TransferFn = Callable[[int], tuple[float, float]]
@@ -46,6 +53,7 @@ class DecodeInstance:
     def __init__(self, idx: int, spec: InstanceSpec, loop: EventLoop, rec: Recorder) -> None:
         self.idx = idx
         self.steps = spec.steps
+        self.decode_tokens = per_step_tokens(spec.steps)
         self.loop = loop
         self.rec = rec
         self.kv_cap = spec.kv_capacity_tokens
@@ -122,7 +130,7 @@ class DecodeInstance:
                 self.running += 1
                 self.ctx += rec.prompt[r] + 1
                 rec.log_start[r] = k
-                self.finish.setdefault(k + rec.output[r] - 2, []).append(r)
+                schedule_finish(self, r, k)
             self.joins.clear()
         if self.running == 0:
             self.busy = False

@@ -23,6 +23,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from model.errors import InputError, check_whole
+from model.physics import decode_tokens
+from model.physics.decode_tokens import DecodeTokens, decode_steps
 
 __all__ = [
     "CallableSteps",
@@ -246,20 +248,39 @@ class Recorder:
         self.instance = [-1] * n  # replica (colocated) or decode instance (disaggregated)
         self.prefill_instance = [-1] * n
         self.log_start = [-1] * n  # index of token 2 in the instance's token log
+        self.last_step = [-1] * n  # index of the decode step emitting the last token
         self.rejected = [False] * n
+
+
+def per_step_tokens(steps: Any) -> DecodeTokens:
+    """Tokens per decode step of an instance: a :class:`~model.sim.steps.RooflineSteps` carries the
+    physics' decision for its Deployment (:func:`model.physics.decode_tokens.tokens_per_decode_step`);
+    other step-time objects get the same function's default."""
+    tokens = getattr(steps, "decode_tokens", None)
+    return tokens if isinstance(tokens, DecodeTokens) else decode_tokens.tokens_per_decode_step()
+
+
+def schedule_finish(inst: Any, r: int, first_step: int) -> None:
+    """Book the decode iteration (index ``first_step`` + steps - 1 in ``inst.log``) that emits request
+    ``r``'s last token: decode_steps(output) = output - 1 iterations after its first token."""
+    last = first_step + int(decode_steps(inst.rec.output[r], inst.decode_tokens)) - 1
+    inst.rec.last_step[r] = last
+    inst.finish.setdefault(last, []).append(r)
 
 
 def retire_finished(inst: Any, batch: int, now: float) -> int:
     """Book-keeping after a decode iteration on a continuous-batching instance (colocated replica or
     decode instance): log the step, grow the live context by one token per running sequence, and
     release the sequences whose last token this step emitted (their end time, context and KV
-    reservation). Returns how many finished.
+    reservation). Each sequence's context grows by the tokens a step emits (``inst.decode_tokens``,
+    one without speculation). Returns how many finished.
 
     ``inst`` carries ``log`` (step end times), ``ctx`` (live context tokens), ``kv`` (reserved KV
     tokens), ``running``, ``rec`` (the Recorder) and ``finish`` (step index -> requests ending there).
     """
     inst.log.append(now)
-    inst.ctx += batch
+    emitted = inst.decode_tokens.emitted
+    inst.ctx += batch * emitted
     done = inst.finish.pop(len(inst.log) - 1, None)
     if not done:
         return 0
@@ -267,7 +288,7 @@ def retire_finished(inst: Any, batch: int, now: float) -> int:
     for r in done:
         rec.end[r] = now
         tokens = rec.prompt[r] + rec.output[r]
-        inst.ctx -= tokens
+        inst.ctx -= rec.prompt[r] + 1 + decode_steps(rec.output[r], inst.decode_tokens) * emitted
         inst.kv -= tokens
     inst.running -= len(done)
     return len(done)

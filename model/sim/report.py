@@ -158,13 +158,15 @@ def _pct(x: np.ndarray) -> tuple[float, float, float]:
 def max_itl(rec: Recorder, logs: list[list[float]]) -> np.ndarray:
     """Largest inter-token gap per request from its instance's iteration log.
 
-    Token 1 is at ``first_token``; tokens 2 .. O at log[k0 .. k0 + O - 2] (k0 = ``log_start``).
+    Token 1 is at ``first_token``; the decode steps emitting tokens 2 .. O at log[k0 .. k1] (k0 =
+    ``log_start``, k1 = ``last_step`` = k0 + O - 2 with one token per step).
     Range maxima of the log's differences come from one ``np.maximum.reduceat`` per instance.
     """
     n = len(rec.arrival)
     out = np.full(n, np.nan)
     inst = np.asarray(rec.instance)
     k0 = np.asarray(rec.log_start)
+    k1 = np.asarray(rec.last_step)
     o = np.asarray(rec.output)
     first = np.asarray(rec.first_token)
     end = np.asarray(rec.end)
@@ -177,11 +179,11 @@ def max_itl(rec: Recorder, logs: list[list[float]]) -> np.ndarray:
         t = np.asarray(log)
         g0 = t[k0[sel]] - first[sel]
         out[sel] = g0
-        long = sel[o[sel] >= 3]
+        long = sel[k1[sel] > k0[sel]]
         if long.size:
             d = np.append(np.diff(t), 0.0)
             lo = k0[long]
-            hi = lo + o[long] - 2
+            hi = k1[long]
             idx = np.empty(2 * long.size, dtype=np.int64)
             idx[0::2], idx[1::2] = lo, hi
             rng_max = np.maximum.reduceat(d, idx)[0::2]

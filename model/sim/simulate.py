@@ -30,8 +30,8 @@ from model.hardware.engines import Engine
 from model.hardware.gpus import GPU
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
+from model.physics.deployment import Deployment
 from model.physics.memory import memory_fit
-from model.physics.roofline import Deployment
 from model.serving.registry import style_of
 from model.serving.style import SimPool
 from model.sim.colocated import run_colocated

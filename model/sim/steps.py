@@ -6,7 +6,7 @@ evaluate them and caches the results:
 
 - **Decode**: for a fixed batch B the roofline's compute time and memory time are each affine in
   the per-sequence context (attention FLOPs and KV bytes grow linearly with it; weights, linear
-  layers, communication and overhead do not depend on it; model.roofline's ``_decode_sum_s`` relies
+  layers, communication and overhead do not depend on it; :mod:`model.physics.affine` relies
   on the same fact). Two roofline evaluations per batch size therefore give the exact step time at
   any context: max(c0 + c1 x, m0 + m1 x) + fixed, with x = total context / B. Rows are built
   lazily, vectorised over blocks of batch sizes.
@@ -35,7 +35,10 @@ import numpy as np
 
 from model.hardware.collectives import transfer_time_s
 from model.hardware.links import Link
-from model.physics.roofline import Deployment, decode_step_cost, mixed_step_cost, prefill_cost
+from model.physics import decode_tokens
+from model.physics.affine import affine_terms
+from model.physics.deployment import Deployment
+from model.physics.steps import decode_step_cost, mixed_step_cost, prefill_cost
 
 # Batch sizes added to the decode table per roofline call.
 _DECODE_BLOCK = 256
@@ -44,10 +47,13 @@ _PREFILL_BLOCK = 4096
 
 
 class RooflineSteps:
-    """:class:`model.sim.engine.StepTimes` of one :class:`~model.physics.roofline.Deployment`."""
+    """:class:`model.sim.engine.StepTimes` of one :class:`~model.physics.deployment.Deployment`."""
 
     def __init__(self, dep: Deployment) -> None:
         self.dep = dep
+        self.decode_tokens = decode_tokens.tokens_per_decode_step(
+            dep
+        )  # tokens emitted / verified per sequence per step
         self._c0: list[float] = [0.0]  # index = batch size; entry 0 unused
         self._c1: list[float] = [0.0]
         self._m0: list[float] = [0.0]
@@ -62,15 +68,12 @@ class RooflineSteps:
         lo = len(self._c0)
         hi = max(batch + 1, lo + _DECODE_BLOCK)
         b = np.arange(lo, hi, dtype=float)
-        s1 = decode_step_cost(self.dep, b, 1.0)
-        s2 = decode_step_cost(self.dep, b, 2.0)
-        c1 = s2.compute_s - s1.compute_s
-        m1 = s2.memory_s - s1.memory_s
-        self._c0.extend((s1.compute_s - c1).tolist())
-        self._c1.extend(c1.tolist())
-        self._m0.extend((s1.memory_s - m1).tolist())
-        self._m1.extend(m1.tolist())
-        self._fixed.extend((s1.comm_s + s1.overhead_s).tolist())
+        t = affine_terms(decode_step_cost(self.dep, b, 1.0), decode_step_cost(self.dep, b, 2.0), 1.0, 2.0)
+        self._c0.extend(t.c0.tolist())
+        self._c1.extend(t.c1.tolist())
+        self._m0.extend(t.m0.tolist())
+        self._m1.extend(t.m1.tolist())
+        self._fixed.extend(t.fixed.tolist())
 
     def decode_s(self, batch: int, context_tokens: int) -> float:
         if batch >= len(self._c0):

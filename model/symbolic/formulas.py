@@ -7,7 +7,7 @@ by topic: model.symbolic.roofline (phase cost, KV bytes), model.symbolic.transfe
 all-reduce), model.symbolic.queueing (M/G/1, M/M/c, Erlang C), model.symbolic.batching (decode
 batch, colocated interference); closed-form thresholds are in model.symbolic.thresholds.
 
-The numeric implementations stay where they are (model.physics.roofline, model.hardware.collectives,
+The numeric implementations stay where they are (model.physics, model.hardware.collectives,
 model.queueing, model.serving); these expressions restate them and tests/test_symbolic.py checks that
 they agree numerically. Values are plain floats in SI units (seconds, bytes, bytes/s, FLOP/s), keyed
 by the names in ``Formula.symbols``.

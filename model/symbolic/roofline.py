@@ -1,5 +1,5 @@
 """Symbolic roofline: prefill time, decode step time and KV bytes per token, and their values taken
-from a model.physics.roofline.Deployment (for the web app's "Show the math" panel)."""
+from a model.physics.deployment.Deployment (for the web app's "Show the math" panel)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from model.symbolic.core import Formula, make_formula
 from model.symbolic.symbols import check_scalar, symbol
 
 if TYPE_CHECKING:
-    from model.physics.roofline import Deployment
+    from model.physics.deployment import Deployment
 
 __all__ = ["BUILDERS", "decode_values", "prefill_values"]
 
@@ -46,7 +46,7 @@ _ROOFLINE_INPUTS = (
 def _roofline_time(
     linear_flops: sp.Expr, attention_flops: sp.Expr, bytes_moved: sp.Expr
 ) -> tuple[sp.Expr, list[tuple[str, sp.Expr]]]:
-    """max(compute, memory) + comm + overhead, with its definitions (model.physics.roofline._step)."""
+    """max(compute, memory) + comm + overhead, with its definitions (model.physics.steps._step)."""
     s = symbol
     stream_bw = s("memory_bandwidth_bytes_per_s") * s("mbu")
     compute = (
@@ -70,7 +70,7 @@ _ROOFLINE_SOURCE = (
     "Roofline (Williams, Waterman & Patterson 2009, CACM 52(4)); FLOPs 2N per token (Kaplan et al. 2020, "
     "sec. 2.1); causal attention n(n+1)/2 key pairs (FlashAttention, Dao 2023); weights read once per "
     "step (Pope et al. 2022, sec. 2); TP split (Megatron-LM, Shoeybi et al. 2019); small-GEMM "
-    "efficiency MFU x T / (T + T_half) in additive form (model.physics.roofline.gemm_mfu_at)."
+    "efficiency MFU x T / (T + T_half) in additive form (model.physics.steps.gemm_mfu_at)."
 )
 
 
@@ -88,15 +88,14 @@ def _prefill_time() -> Formula:
         r"t_{\mathrm{prefill}}",
         expr,
         ("prompt_tokens", *_ROOFLINE_INPUTS),
-        _ROOFLINE_SOURCE
-        + " Numeric: model.physics.roofline.prefill_cost (batch 1, no cached prefix, PP = 1).",
+        _ROOFLINE_SOURCE + " Numeric: model.physics.steps.prefill_cost (batch 1, no cached prefix, PP = 1).",
         result_unit="s",
         where=where,
         assumptions=(
             "One prompt, no prefix cache, PP = 1. N_lin = active non-embedding parameters; only the last "
             "token needs the LM head (2 V h). Linear layers run at the weight format's peak P_lin x "
             "MFU_lin (MFU x 0.7 for 8/4-bit GEMMs), plus phi W / (BW MBU) for the weight loads small "
-            "GEMMs do not hide (phi = model.physics.roofline.GEMM_EXPOSED_WEIGHT_FRACTION); attention "
+            "GEMMs do not hide (phi = model.physics.deployment.GEMM_EXPOSED_WEIGHT_FRACTION); attention "
             "runs at "
             "the 16-bit peak. The KV is written and "
             "read once (2 n k_gpu); A is the activation traffic (embedding rows, layer inputs/outputs, "
@@ -125,7 +124,7 @@ def _decode_step_time() -> Formula:
         expr,
         ("batch", "context_tokens", *_ROOFLINE_INPUTS),
         _ROOFLINE_SOURCE + " KV read B n_ctx, written B (Kwon et al. 2023, PagedAttention). Numeric: "
-        "model.physics.roofline.decode_step_cost (PP = 1).",
+        "model.physics.steps.decode_step_cost (PP = 1).",
         result_unit="s",
         where=where,
         assumptions=(
@@ -181,7 +180,8 @@ BUILDERS = {
 
 def _roofline_values(dep: Deployment, cost: _CostView) -> dict[str, float]:
     from model.llm.arch import active_params, embedding_params
-    from model.physics.roofline import GEMM_EXPOSED_WEIGHT_FRACTION, _attention_dims
+    from model.physics.deployment import GEMM_EXPOSED_WEIGHT_FRACTION
+    from model.physics.operators import attention_dims as _attention_dims
 
     arch = dep.arch
     return {
@@ -216,11 +216,11 @@ class _CostView:
 
 
 def prefill_values(dep: Deployment, prompt_tokens: float) -> dict[str, float]:
-    """Values for :func:`formula` ``"prefill_time"`` from a model.physics.roofline.Deployment (PP = 1).
+    """Values for :func:`formula` ``"prefill_time"`` from a model.physics.deployment.Deployment (PP = 1).
 
-    W, A, t_comm and t_oh are taken from model.physics.roofline.prefill_cost; the rest from the deployment.
+    W, A, t_comm and t_oh are taken from model.physics.steps.prefill_cost; the rest from the deployment.
     """
-    from model.physics.roofline import prefill_cost
+    from model.physics.steps import prefill_cost
 
     if int(dep.pp) != 1:
         raise InputError("pp", dep.pp, "1 (the symbolic roofline shows one pipeline stage)")
@@ -237,8 +237,8 @@ def prefill_values(dep: Deployment, prompt_tokens: float) -> dict[str, float]:
 
 
 def decode_values(dep: Deployment, batch: float, context_tokens: float) -> dict[str, float]:
-    """Values for :func:`formula` ``"decode_step_time"`` from a model.physics.roofline.Deployment (PP = 1)."""
-    from model.physics.roofline import decode_step_cost
+    """Values for :func:`formula` ``"decode_step_time"`` from a Deployment (PP = 1)."""
+    from model.physics.steps import decode_step_cost
 
     if int(dep.pp) != 1:
         raise InputError("pp", dep.pp, "1 (the symbolic roofline shows one pipeline stage)")

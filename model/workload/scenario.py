@@ -17,7 +17,7 @@ import numpy as np
 from model.errors import InputError
 from model.hardware.catalog import get_engine
 from model.hardware.engines import Engine
-from model.hardware.formats import bytes_per_element
+from model.hardware.formats import Precision
 from model.llm.arch import LLMArch, kv_bytes_per_token
 from model.llm.catalog import get_model
 from model.workload.presets import Workload, get_workload
@@ -26,9 +26,12 @@ from model.workload.slo import SLO
 DEFAULT_SAMPLES = 384
 
 
-def default_kv_dtype(weight_dtype: str) -> str:
-    """KV cache dtype when none is given: the weight dtype for 16- and 8-bit floats, else bf16."""
-    return weight_dtype if weight_dtype in ("bf16", "fp16", "fp8") else "bf16"
+def cached_prompt_tokens(prompt_tokens: np.ndarray, hit_rate: float) -> np.ndarray:
+    """Prompt tokens already in a prefix cache: floor(hit rate x prompt), whole tokens, and at least
+    the last prompt token is always computed (engines recompute it to produce the first logits).
+    The one place this rule lives (the scenario's sample and the planner's chunked tables use it)."""
+    p = np.asarray(prompt_tokens, dtype=float)
+    return np.minimum(np.floor(p * hit_rate), p - 1.0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,8 +56,7 @@ class Scenario:
             object.__setattr__(self, "engine", get_engine())
         elif not isinstance(self.engine, Engine):
             raise InputError("engine", self.engine, "an Engine profile (model.get_engine(name))")
-        bytes_per_element(self.weight_dtype, "dtype")
-        bytes_per_element(self.kv_dtype_resolved, "kv_dtype")
+        Precision.from_dtypes(self.weight_dtype, self.kv_dtype)  # format-table check of both
         if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or self.seed < 0:
             raise InputError("seed", self.seed, "a whole number >= 0")
         if not isinstance(self.arch, LLMArch):
@@ -92,9 +94,14 @@ class Scenario:
         return cls(get_model(model), wl, slo, dtype, kv_dtype, samples, seed, engine=get_engine(engine))
 
     @property
+    def precision(self) -> Precision:
+        """Per-component formats of this scenario's deployments (all weights in ``weight_dtype``)."""
+        return Precision.from_dtypes(self.weight_dtype, self.kv_dtype)
+
+    @property
     def kv_dtype_resolved(self) -> str:
-        """The KV-cache dtype: ``kv_dtype``, or the default for the weight dtype when None."""
-        return self.kv_dtype or default_kv_dtype(self.weight_dtype)
+        """The KV-cache format after defaults (decided once, in model.hardware.formats)."""
+        return self.precision.kv_cache
 
     @cached_property
     def requests(self) -> tuple[np.ndarray, np.ndarray]:
@@ -117,8 +124,7 @@ class Scenario:
     def cached_tokens(self) -> np.ndarray:
         """Prompt tokens already in a prefix cache (workload hit rate x prompt), whole tokens; at least the
         last prompt token is always computed (engines recompute it to produce the first logits)."""
-        p = self.prompt_tokens
-        return np.minimum(np.floor(p * self.workload.prefix_cache_hit_rate), p - 1.0)
+        return cached_prompt_tokens(self.prompt_tokens, self.workload.prefix_cache_hit_rate)
 
     @cached_property
     def decode_context_tokens(self) -> float:

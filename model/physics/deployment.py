@@ -1,0 +1,267 @@
+"""A deployment of one model instance (a TP x PP group of identical GPUs) and the efficiency
+constants of the roofline: what every step cost in :mod:`model.physics.steps` is evaluated on.
+
+Numeric formats come from the format table (:mod:`model.hardware.formats`): weight, KV and
+activation bytes per element (block scales included) and the GPU peak each component's GEMMs run at.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from model.errors import InputError
+from model.hardware.collectives import default_tp_link
+from model.hardware.formats import Precision, bytes_per_element, check_gpu_runs, get_format
+from model.hardware.gpus import GPU
+from model.hardware.links import Link
+from model.llm.arch import (
+    LLMArch,
+    check_tp,
+    kv_bytes_per_token,
+    kv_bytes_per_token_per_gpu,
+    weight_bytes,
+    weight_params_by_component,
+)
+
+# Bytes per logit written by the LM head (vLLM and TensorRT-LLM compute logits in fp32).
+LOGIT_BYTES = bytes_per_element("fp32")
+# TP all-reduces per transformer layer: one after attention's output projection, one after the
+# MLP's down projection (Megatron-LM, Shoeybi et al. 2019, sec. 3, Fig. 3).
+ALLREDUCES_PER_LAYER = 2
+# Compute time of GEMMs whose math runs in an 8- or 4-bit format (keyed by the format table's
+# ``math``), as a fraction of what the MFU alone predicts at that format's (2x or 4x) peak. Each
+# low-precision GEMM needs its input activations quantised by a separate kernel, attention, norms
+# and sampling stay in 16-bit, and the doubled tensor-core rate pushes the GPU into its power limit
+# (lower clocks). TensorRT-LLM 0.5 on H100 reached ~780 TFLOP/s in FP8 prefill of Llama-2-7B
+# (docs/source/performance.md low-latency table: 2048 tokens in 36 ms), i.e. ~0.4 of the FP8 peak
+# against ~0.6 MFU in 16-bit: ratio ~0.7. Weight-only formats compute in 16-bit: ratio 1.
+LOW_PRECISION_MFU_RATIO = {"fp8": 0.7, "int8": 0.7, "fp4": 0.7}
+# Fraction kappa of a GEMM's weight stream that is not hidden behind its tensor-core math. It sets
+# how the linear layers' efficiency falls when a step carries few tokens (``gemm_mfu_at``):
+# MFU(T) = MFU x T / (T + T_half), T_half = kappa x T_ridge, where T_ridge is the token count at
+# which a GEMM's FLOP time equals its weight-read time (``Deployment.gemm_ridge_tokens``).
+# kappa = 0 is the ideal roofline (full MFU as soon as a GEMM is compute-bound); kappa = 1 is no
+# overlap of weight loads and math at all. Physical basis: with M = T rows each weight tile loaded
+# from HBM feeds only 2 M FLOPs per element, so near the ridge point the loads are only partly
+# hidden by the software pipeline, and small-M GEMMs use smaller tiles and suffer tile and wave
+# quantisation (NVIDIA, "Matrix Multiplication Background User's Guide", DU-09799-001, 2023,
+# ch. 2 "Math and memory bounds", sec. 2.3 and ch. 3 "Dimension quantization effects").
+# Value from published cuBLAS measurements: FP16 GEMM, M = 64, N = K = 16384 on an A100 runs at
+# 95-100 TFLOP/s (ml-explore/mlx PR #3315, 2026, cuBLAS baseline column); the model gives
+# 312 x 0.6 x 64 / (64 + kappa x 115) = 99 TFLOP/s at kappa = 0.5 (kappa = 1: 67, too slow). On an
+# H100 the same shapes at M = 32 / 64 are memory-bound (87 / 178 TFLOP/s, mlx PR #3160), which
+# needs kappa < 0.7. With 0.5 a GEMM at M = T_ridge runs at 2/3 of its large-M efficiency; a
+# 512-token step on an A100 (bf16, T_half = 57) at 90%, a 4096-token one at 99%. Independent check:
+# Sarathi-Serve's prefill overhead at small chunks (docs/validation.md).
+GEMM_EXPOSED_WEIGHT_FRACTION = 0.5
+# Eager (non-CUDA-graph) kernel launches per transformer layer in a step that carries prompt tokens:
+# 2 norms, QKV GEMM, rotary, KV-cache write, attention, O GEMM, gate/up GEMM, activation, down GEMM,
+# 2 residual adds. Engines capture decode steps in CUDA graphs (vLLM, TensorRT-LLM) but launch
+# prefill kernels one by one, so prefill pays this per layer and decode does not.
+EAGER_KERNELS_PER_LAYER = 12
+# Host-side launch cost of one CUDA kernel: ~4-5 us (NVIDIA developer blog, A. Gray, "Getting
+# Started with CUDA Graphs", 2019: a short kernel costs ~3.8 us per launch without graphs, 2.9 us
+# end to end with them removed from the critical path); 5 us with framework (PyTorch) dispatch.
+KERNEL_LAUNCH_S = 5e-6
+# Weight components of a Precision, in the order the step costs sum them.
+WEIGHT_COMPONENTS = ("attention", "mlp", "experts")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One model instance: ``tp`` x ``pp`` identical GPUs serving one copy of the weights.
+
+    Formats: ``precision`` (a :class:`~model.hardware.formats.Precision`, per component) if given,
+    else every weight in ``weight_dtype`` and the KV cache in ``kv_dtype`` (None -> the default of
+    :func:`model.hardware.formats.default_kv_format`). Efficiencies None -> the GPU profile's
+    defaults. ``tp_link`` None -> the GPU's NVLink/xGMI, or PCIe if it has none
+    (:func:`model.hardware.collectives.default_tp_link`); ``pp_link`` None -> the same link as TP.
+    """
+
+    arch: LLMArch
+    gpu: GPU
+    tp: int = 1
+    pp: int = 1
+    weight_dtype: str = "bf16"
+    kv_dtype: str | None = None
+    prefill_mfu: float | None = None
+    decode_mbu: float | None = None
+    step_overhead_s: float | None = None
+    tp_link: Link | None = None
+    pp_link: Link | None = None
+    precision: Precision | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.arch, LLMArch):
+            raise InputError("model", self.arch, "an LLMArch (see model.llm.catalog.get_model)")
+        if not isinstance(self.gpu, GPU):
+            raise InputError("gpu", self.gpu, "a GPU profile (see model.hardware.catalog.get_gpu)")
+        check_tp(self.arch, self.tp)
+        if not (isinstance(self.pp, int | np.integer) and not isinstance(self.pp, bool) and self.pp >= 1):
+            raise InputError("pp", self.pp, "a whole number >= 1")
+        if self.arch.num_layers % self.pp:
+            raise InputError("pp", self.pp, f"a divisor of {self.arch.label}'s {self.arch.num_layers} layers")
+        if not isinstance(self.weight_dtype, str):
+            raise InputError("dtype", self.weight_dtype, "a dtype name such as bf16 or fp8")
+        if self.precision is not None and not isinstance(self.precision, Precision):
+            raise InputError("precision", self.precision, "a Precision (model.hardware.formats) or None")
+        prec = self.resolved_precision  # validates dtype / kv_dtype against the format table
+        for component in self.weight_components:  # every weight format's math must run on this GPU
+            check_gpu_runs(prec.format(component), dict(self.gpu.peak_flops_per_s), self.gpu.name, "dtype")
+        for name in ("prefill_mfu", "decode_mbu"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int | float) and 0 < value <= 1):
+                raise InputError(name, value, "a fraction in (0, 1]")
+        if self.step_overhead_s is not None and not (
+            isinstance(self.step_overhead_s, int | float)
+            and math.isfinite(self.step_overhead_s)
+            and self.step_overhead_s >= 0
+        ):
+            raise InputError("step_overhead_s", self.step_overhead_s, "a time >= 0 s")
+        for name in ("tp_link", "pp_link"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Link):
+                raise InputError(name, value, "a Link profile (see model.hardware.catalog.get_link) or None")
+
+    # -- resolved settings --------------------------------------------------------------------
+    @cached_property
+    def resolved_precision(self) -> Precision:
+        """``precision``, or the one built from ``weight_dtype`` and ``kv_dtype``."""
+        if self.precision is not None:
+            return self.precision
+        return Precision.from_dtypes(self.weight_dtype, self.kv_dtype)
+
+    @cached_property
+    def weight_components(self) -> tuple[str, ...]:
+        """The weight components this architecture has (no "experts" in a dense model)."""
+        parts = weight_params_by_component(self.arch)
+        return tuple(c for c in WEIGHT_COMPONENTS if parts[c] > 0)
+
+    @property
+    def n_gpus(self) -> int:
+        """GPUs of the instance: TP x PP."""
+        return int(self.tp) * int(self.pp)
+
+    @property
+    def kv_dtype_resolved(self) -> str:
+        """The KV-cache format after defaults (the precision's ``kv_cache`` component)."""
+        return self.resolved_precision.kv_cache
+
+    @cached_property
+    def activation_bytes(self) -> float:
+        """Bytes per activation element between layers and on the TP all-reduce (16-bit)."""
+        return self.resolved_precision.format("activations").bytes_per_element
+
+    def weight_bytes_per_element(self, component: str) -> float:
+        """Bytes per weight of ``component`` ("attention", "mlp", "experts"), block scales included."""
+        return self._component_table[component][0]
+
+    @cached_property
+    def _component_table(self) -> dict[str, tuple[float, float]]:
+        """component -> (bytes per weight, achieved large-batch GEMM FLOP/s), read once from the table."""
+        prec, peaks = self.resolved_precision, dict(self.gpu.peak_flops_per_s)
+        out = {}
+        for c in WEIGHT_COMPONENTS:
+            fmt = prec.format(c)
+            rate = (
+                peaks[fmt.math] * self.mfu * LOW_PRECISION_MFU_RATIO.get(fmt.math, 1.0)
+                if fmt.math in peaks
+                else 0.0
+            )
+            out[c] = (fmt.bytes_per_element, rate)
+        return out
+
+    @property
+    def mfu(self) -> float:
+        """Prefill model-FLOPs utilisation: the override, else the GPU profile's ``prefill_mfu``."""
+        return self.gpu.prefill_mfu if self.prefill_mfu is None else float(self.prefill_mfu)
+
+    @property
+    def mbu(self) -> float:
+        """Decode memory-bandwidth utilisation: the override, else the GPU profile's ``decode_mbu``."""
+        return self.gpu.decode_mbu if self.decode_mbu is None else float(self.decode_mbu)
+
+    @property
+    def overhead_s(self) -> float:
+        """Fixed host-side time per step (s): the override, else the GPU profile's ``step_overhead``."""
+        return self.gpu.step_overhead_s if self.step_overhead_s is None else float(self.step_overhead_s)
+
+    def gemm_flops_per_s(self, component: str) -> float:
+        """Achieved large-batch GEMM rate of ``component``'s weights: the peak of its format's math x
+        MFU x LOW_PRECISION_MFU_RATIO (1 for 16-bit math, incl. weight-only formats)."""
+        rate = self._component_table[component][1]
+        if rate <= 0:  # a component the GPU cannot run (only possible for one the arch lacks)
+            peaks = dict(self.gpu.peak_flops_per_s)
+            check_gpu_runs(self.resolved_precision.format(component), peaks, self.gpu.name, "dtype")
+        return rate
+
+    @property
+    def peak_flops_per_s(self) -> float:
+        """Peak of the dense linear layers' math (the ``mlp`` component's format)."""
+        fmt = self.resolved_precision.format("mlp")
+        return check_gpu_runs(fmt, dict(self.gpu.peak_flops_per_s), self.gpu.name, "dtype")
+
+    @property
+    def gemm_mfu(self) -> float:
+        """MFU of the dense linear layers: the MFU, times LOW_PRECISION_MFU_RATIO for 8-/4-bit math."""
+        return self.gemm_flops_per_s("mlp") / self.peak_flops_per_s
+
+    @property
+    def exposed_weight_fraction(self) -> float:
+        """GEMM_EXPOSED_WEIGHT_FRACTION (read here so one module constant drives every step)."""
+        return GEMM_EXPOSED_WEIGHT_FRACTION
+
+    @property
+    def gemm_ridge_tokens(self) -> float:
+        """T_ridge: tokens per step at which a dense linear layer's FLOP time equals its weight-read time.
+
+        2 T / (peak x MFU_gemm) = bytes per weight / (HBM bandwidth x MBU) per weight element, so
+        T_ridge = peak x MFU_gemm x bytes per weight / (2 x bandwidth x MBU) (the roofline ridge
+        point, Williams et al. 2009, in tokens; A100 bf16: 312e12 x 0.6 x 2 / (2 x 2.04e12 x 0.8)
+        = 115; int4 group-128 weights, 0.52 B each on the bf16 peak, about a quarter of it).
+        """
+        wb = self.weight_bytes_per_element("mlp")
+        return self.gemm_flops_per_s("mlp") * wb / (2.0 * self.gpu.memory_bandwidth_bytes_per_s * self.mbu)
+
+    @property
+    def gemm_half_efficiency_tokens(self) -> float:
+        """T_half = GEMM_EXPOSED_WEIGHT_FRACTION x T_ridge: step tokens at which the linear layers
+        reach half their large-batch MFU (see :func:`model.physics.steps.gemm_mfu_at`)."""
+        return self.exposed_weight_fraction * self.gemm_ridge_tokens
+
+    @cached_property
+    def attention_peak_flops_per_s(self) -> float:
+        """Peak of the 16-bit path attention runs on: the activation format's (bf16), else fp16,
+        else the dense layers' peak."""
+        table = dict(self.gpu.peak_flops_per_s)
+        act = get_format(self.resolved_precision.activations).math
+        return table.get(act) or table.get("fp16") or self.peak_flops_per_s
+
+    @cached_property
+    def tp_link_resolved(self) -> Link:
+        """The link TP all-reduces use: ``tp_link``, else the GPU's default (collectives.default_tp_link)."""
+        return self.tp_link if self.tp_link is not None else default_tp_link(self.gpu, int(self.tp))
+
+    @property
+    def pp_link_resolved(self) -> Link:
+        """The link pipeline stages pass activations over: ``pp_link``, else the TP link."""
+        return self.pp_link if self.pp_link is not None else self.tp_link_resolved
+
+    @property
+    def weight_bytes_per_gpu(self) -> float:
+        """Bytes of weights each GPU holds: all weights / (TP x PP) (even split)."""
+        return weight_bytes(self.arch, self.resolved_precision) / self.n_gpus
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """KV bytes one token adds to the whole instance (all layers, all heads)."""
+        return kv_bytes_per_token(self.arch, self.kv_dtype_resolved)
+
+    @cached_property
+    def kv_bytes_per_token_per_gpu(self) -> float:
+        """KV bytes per token on each GPU: TP splits heads (replicated below n_kv), PP splits layers."""
+        return float(kv_bytes_per_token_per_gpu(self.arch, self.kv_dtype_resolved, int(self.tp))) / self.pp

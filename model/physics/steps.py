@@ -1,0 +1,314 @@
+"""Roofline cost of one engine step on one model instance: a prefill, a decode step and a
+chunked-prefill (mixed) iteration.
+
+One shared roofline (``_step``) serves every phase; the public functions only say how many tokens a
+step processes, how many keys their attention reads and how much KV it reads and writes.
+
+Per-step time (Williams, Waterman & Patterson 2009, "Roofline", CACM 52(4)):
+
+    time = max(compute_s, memory_s) + comm_s + overhead_s
+    compute_s = sum over weight components of FLOPs per GPU / (peak of the component's format x MFU)
+                + attention FLOPs per GPU / (16-bit peak x MFU)
+    memory_s  = bytes per GPU / (HBM bandwidth x MBU)
+
+Bytes per element and the peak each component's GEMMs run at come from the format table
+(:mod:`model.hardware.formats`) through the Deployment's precision.
+
+Conventions (docs/model.md has the full derivations):
+- "Per GPU" means one tensor-parallel rank: FLOPs and bytes are divided by TP (Megatron-LM,
+  Shoeybi et al. 2019, splits every matmul and the attention heads across the ranks).
+- With pipeline parallelism the batch is split into m = min(batch, PP) micro-batches (vLLM
+  virtual engines, GPipe, Huang et al. 2019); the StepCost describes the critical path: one
+  micro-batch of ceil(batch / m) sequences passing through all PP stages, which is the time
+  between two steps of the same sequence. ``pp_bubble_fraction`` = 1 - m / PP of stage time idles.
+- Activations travel in the precision's activation format (16-bit) whatever the weight format.
+- Tensor-parallel all-reduces are not overlapped with compute (vLLM and TensorRT-LLM default).
+- A decode step runs ``verify_width`` tokens per sequence (:mod:`model.physics.decode_tokens`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from model.errors import InputError
+from model.hardware.collectives import allreduce_time_s, transfer_time_s
+from model.llm.arch import lm_head_params
+from model.physics import decode_tokens
+from model.physics.deployment import (
+    ALLREDUCES_PER_LAYER,
+    EAGER_KERNELS_PER_LAYER,
+    KERNEL_LAUNCH_S,
+    LOGIT_BYTES,
+    Deployment,
+)
+from model.physics.operators import (
+    activation_elements_per_token,
+    attention_dims,
+    linear_flops_per_token,
+    weight_params_read,
+)
+
+ArrayLike = float | int | np.ndarray
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Cost of one engine step, per GPU along the critical path; every field broadcasts over the inputs.
+
+    time_s = max(compute_s, memory_s) + comm_s + overhead_s. ``bound`` is "compute" where
+    compute_s >= memory_s, else "memory". Bytes: bytes_moved = weight_bytes + kv_read_bytes +
+    kv_write_bytes + activation_bytes.
+    """
+
+    time_s: np.ndarray
+    compute_s: np.ndarray
+    memory_s: np.ndarray
+    comm_s: np.ndarray
+    overhead_s: np.ndarray
+    flops: np.ndarray
+    bytes_moved: np.ndarray
+    weight_bytes: np.ndarray
+    kv_read_bytes: np.ndarray
+    kv_write_bytes: np.ndarray
+    activation_bytes: np.ndarray
+    bound: np.ndarray
+    tokens: np.ndarray
+    pp_bubble_fraction: np.ndarray
+
+    @property
+    def arithmetic_intensity(self) -> np.ndarray:
+        """FLOPs per byte moved (the roofline's x axis)."""
+        return self.flops / np.maximum(self.bytes_moved, 1.0)
+
+
+def _step(
+    dep: Deployment,
+    *,
+    tokens: np.ndarray,
+    logits_tokens: np.ndarray,
+    prefill_key_pairs: np.ndarray,
+    decode_key_pairs: np.ndarray,
+    kv_read_tokens: np.ndarray,
+    kv_write_tokens: np.ndarray,
+) -> StepCost:
+    """Roofline of one step (one micro-batch through every stage), inputs already per micro-batch.
+
+    tokens: tokens through the linear layers; logits_tokens: tokens that need the LM head;
+    prefill_key_pairs / decode_key_pairs: (query, key) pairs of causal-prefill and decode attention
+    per layer; kv_read_tokens / kv_write_tokens: KV-cache tokens read and written (whole model).
+    """
+    arch, tp = dep.arch, int(dep.tp)
+    kv_tok_gpu = dep.kv_bytes_per_token_per_gpu * dep.pp  # all layers on the critical path
+    act_b = dep.activation_bytes
+
+    # FLOPs per GPU (linear layers per weight component; the LM head is in "mlp")
+    qk_p, v_p = attention_dims(arch, absorbed=False)
+    qk_d, v_d = attention_dims(arch, absorbed=True)
+    attn_flops = (
+        2.0
+        * arch.num_heads
+        * arch.num_layers
+        * ((qk_p + v_p) * prefill_key_pairs + (qk_d + v_d) * decode_key_pairs)
+    )
+    per_token = linear_flops_per_token(arch)
+    parts = dep.weight_components  # components the architecture has
+    linear = {c: per_token[c] * tokens for c in parts}
+    linear["mlp"] = linear["mlp"] + 2.0 * lm_head_params(arch) * logits_tokens
+    flops = (sum(linear.values()) + attn_flops) / tp
+
+    # Bytes per GPU (weights per component in its format, block scales included)
+    params = weight_params_read(arch, tokens)
+    w_bytes = sum(params[c] * dep.weight_bytes_per_element(c) for c in parts) / tp
+    kv_read = kv_read_tokens * kv_tok_gpu
+    kv_write = kv_write_tokens * kv_tok_gpu
+    act = (
+        tokens * activation_elements_per_token(arch, tp) * act_b
+        + tokens * arch.hidden_size * dep.weight_bytes_per_element("mlp")  # embedding rows gathered
+        + logits_tokens * arch.vocab_size / tp * LOGIT_BYTES
+    )
+    total_bytes = w_bytes + kv_read + kv_write + act
+
+    # Linear layers run at their format's tensor-core peak with the token-dependent efficiency
+    # MFU(M) = MFU x M / (M + T_half) per GEMM of M rows (``gemm_mfu_at``). Summed over the GEMMs a
+    # step streams, the (M + T_half) / M stretch adds T_half x 2 x weights / (peak x MFU) =
+    # GEMM_EXPOSED_WEIGHT_FRACTION x weight bytes / (bandwidth x MBU) to the ideal FLOP time, with the
+    # same weight bytes as the memory term (MoE: the touched experts, i.e. M = T k / E_touched rows
+    # per expert; LM head: M = logits rows). Attention (FlashAttention) runs in 16-bit at the MFU.
+    stream_bw = dep.gpu.memory_bandwidth_bytes_per_s * dep.mbu
+    compute_s = (
+        sum((linear[c] / tp) / dep.gemm_flops_per_s(c) for c in parts)
+        + dep.exposed_weight_fraction * w_bytes / stream_bw
+        + (attn_flops / tp) / (dep.attention_peak_flops_per_s * dep.mfu)
+    )
+    memory_s = total_bytes / stream_bw
+
+    # Communication: TP all-reduces of the hidden state, PP hops between stages.
+    message = tokens * arch.hidden_size * act_b
+    comm = np.zeros_like(tokens, dtype=float)
+    if tp > 1:
+        link = dep.tp_link_resolved
+        one = allreduce_time_s(message, tp, link.effective_bandwidth_bytes_per_s, link.latency_s)
+        comm = comm + ALLREDUCES_PER_LAYER * arch.num_layers * one
+    if dep.pp > 1:
+        comm = comm + (dep.pp - 1) * transfer_time_s(message, dep.pp_link_resolved)
+
+    # Per-step host overhead, plus eager kernel launches when the step carries prompt tokens.
+    launches = EAGER_KERNELS_PER_LAYER * arch.num_layers * KERNEL_LAUNCH_S
+    overhead = dep.overhead_s + np.where(prefill_key_pairs > 0, launches, 0.0)
+    time_s = np.maximum(compute_s, memory_s) + comm + overhead
+    bound = np.where(compute_s >= memory_s, "compute", "memory")
+    return StepCost(
+        time_s=time_s,
+        compute_s=compute_s,
+        memory_s=memory_s,
+        comm_s=comm,
+        overhead_s=overhead,
+        flops=flops,
+        bytes_moved=total_bytes,
+        weight_bytes=w_bytes,
+        kv_read_bytes=kv_read,
+        kv_write_bytes=kv_write,
+        activation_bytes=act,
+        bound=bound,
+        tokens=tokens,
+        pp_bubble_fraction=np.zeros_like(tokens, dtype=float),
+    )
+
+
+def gemm_mfu_at(dep: Deployment, tokens: ArrayLike) -> np.ndarray:
+    """Achieved MFU of a dense linear layer (GEMM) with ``tokens`` rows: MFU_gemm x T / (T + T_half).
+
+    T_half = GEMM_EXPOSED_WEIGHT_FRACTION x T_ridge (``Deployment.gemm_half_efficiency_tokens``).
+    Small-M GEMMs lose efficiency to weight loads not hidden behind the math, tile and wave
+    quantisation (NVIDIA Matrix Multiplication Background User's Guide, 2023, ch. 2-3); Sarathi-Serve
+    (Agrawal et al., OSDI 2024) measures the resulting prefill slowdown at small chunks. ``_step``
+    applies exactly this per GEMM (in its equivalent additive form); this function exposes the curve.
+    """
+    t = check_numbers("tokens", tokens, 0)
+    return dep.gemm_mfu * t / (t + dep.gemm_half_efficiency_tokens)
+
+
+def check_numbers(name: str, value: ArrayLike, minimum: float) -> np.ndarray:
+    """``value`` as a float array; a clear error naming ``name`` unless all finite and >= minimum."""
+    arr = np.asarray(value, dtype=float) if not isinstance(value, str) else None
+    if arr is None or not np.all(np.isfinite(arr)) or np.any(arr < minimum):
+        raise InputError(name, value, f"numbers >= {minimum:g}")
+    return arr
+
+
+def _microbatches(dep: Deployment, seqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(micro-batches m = min(seqs, PP), sequences per micro-batch ceil(seqs / m))."""
+    m = np.maximum(np.minimum(seqs, dep.pp), 1.0)
+    return m, np.ceil(seqs / m - 1e-12)
+
+
+def _with_bubble(cost: StepCost, dep: Deployment, m: np.ndarray) -> StepCost:
+    return StepCost(**{**cost.__dict__, "pp_bubble_fraction": 1.0 - m / dep.pp})
+
+
+# ----------------------------------------------------------------------------------------------
+# Public step costs.
+
+
+def prefill_cost(
+    dep: Deployment, prompt_tokens: ArrayLike, *, cached_tokens: ArrayLike = 0, batch: ArrayLike = 1
+) -> StepCost:
+    """One prefill step of ``batch`` prompts, each ``prompt_tokens`` new tokens after ``cached_tokens``
+    already-cached prefix tokens (prefix caching). Vectorised over all three.
+
+    FLOPs: 2 N_active T (linear layers, T = batch x n) + 2 n_h L (d_qk + d_v) x batch x (n c +
+    n (n + 1) / 2) (causal attention: new token i attends to c + i keys; FlashAttention skips the
+    masked half, Dao 2023) + 2 V h per prompt (only the last token needs logits).
+    Bytes: weights once; cached prefix KV read once; new KV written once and read by attention.
+    """
+    n = check_numbers("prompt_tokens", prompt_tokens, 1)
+    c = check_numbers("cached_tokens", cached_tokens, 0)
+    b = check_numbers("batch", batch, 1)
+    n, c, b = np.broadcast_arrays(n, c, b)
+    m, b_mb = _microbatches(dep, b)
+    cost = _step(
+        dep,
+        tokens=b_mb * n,
+        logits_tokens=b_mb,
+        prefill_key_pairs=b_mb * (n * c + n * (n + 1) / 2),
+        decode_key_pairs=np.zeros_like(n),
+        kv_read_tokens=b_mb * (c + n),
+        kv_write_tokens=b_mb * n,
+    )
+    return _with_bubble(cost, dep, m)
+
+
+def decode_step_cost(dep: Deployment, batch: ArrayLike, context_tokens: ArrayLike) -> StepCost:
+    """One decode iteration: ``batch`` sequences each run w tokens (the verify width of
+    :func:`~model.physics.decode_tokens.tokens_per_decode_step`, 1 without speculation) attending to
+    ``context_tokens`` keys (KV tokens read, including the token's own). Vectorised.
+
+    FLOPs: 2 N_active B w + 2 V h B w + 2 n_h L (d_qk + d_v) B w ctx.
+    Bytes: weights once (MoE: expected distinct experts at B w tokens), KV read B x ctx x KV/token,
+    KV written B w x KV/token (Pope et al. 2022, sec. 2; Kwon et al. 2023, "PagedAttention").
+    """
+    b = check_numbers("batch", batch, 1)
+    ctx = check_numbers("context_tokens", context_tokens, 1)
+    b, ctx = np.broadcast_arrays(b, ctx)
+    m, b_mb = _microbatches(dep, b)
+    w = decode_tokens.tokens_per_decode_step(dep).verify_width
+    cost = _step(
+        dep,
+        tokens=b_mb * w,
+        logits_tokens=b_mb * w,
+        prefill_key_pairs=np.zeros_like(b),
+        decode_key_pairs=b_mb * w * ctx,
+        kv_read_tokens=b_mb * ctx,
+        kv_write_tokens=b_mb * w,
+    )
+    return _with_bubble(cost, dep, m)
+
+
+def mixed_step_unchecked(
+    dep: Deployment, chunk: np.ndarray, prefix: np.ndarray, db: np.ndarray, dctx: np.ndarray
+) -> StepCost:
+    """:func:`mixed_step_cost` on already-checked, broadcast arrays (no PP bubble field set)."""
+    has_chunk = (chunk > 0).astype(float)
+    w = decode_tokens.tokens_per_decode_step(dep).verify_width
+    return _step(
+        dep,
+        tokens=chunk + db * w,
+        logits_tokens=db * w + has_chunk,
+        prefill_key_pairs=chunk * prefix + chunk * (chunk + 1) / 2,
+        decode_key_pairs=db * w * dctx,
+        kv_read_tokens=has_chunk * (prefix + chunk) + db * dctx,
+        kv_write_tokens=chunk + db * w,
+    )
+
+
+def mixed_step_cost(
+    dep: Deployment,
+    *,
+    chunk_tokens: ArrayLike,
+    chunk_prefix_tokens: ArrayLike,
+    decode_batch: ArrayLike,
+    decode_context_tokens: ArrayLike,
+) -> StepCost:
+    """One chunked-prefill iteration (Sarathi-Serve, Agrawal et al. 2024, sec. 4): a prompt chunk
+    of ``chunk_tokens`` whose attention also reads the KV of ``chunk_prefix_tokens`` earlier-chunk
+    tokens, batched with ``decode_batch`` decodes at ``decode_context_tokens`` each.
+
+    Weights are read once for the whole iteration (the decodes ride along for little extra memory
+    traffic). The chunk's attention re-reads the prefix KV every iteration, and each iteration
+    pays the step overhead and all-reduce latencies again: those are the costs of chunking.
+    The chunk counts one logits row (the final chunk's); the mixed batch is not split into PP
+    micro-batches.
+    """
+    chunk = check_numbers("chunk_tokens", chunk_tokens, 0)
+    prefix = check_numbers("chunk_prefix_tokens", chunk_prefix_tokens, 0)
+    db = check_numbers("decode_batch", decode_batch, 0)
+    dctx = check_numbers("decode_context_tokens", decode_context_tokens, 0)
+    chunk, prefix, db, dctx = np.broadcast_arrays(chunk, prefix, db, dctx)
+    if np.any(chunk + db <= 0):
+        raise InputError("chunk_tokens", chunk_tokens, "chunk_tokens + decode_batch >= 1 (an empty step)")
+    if np.any((db > 0) & (dctx < 1)):
+        raise InputError("decode_context_tokens", decode_context_tokens, ">= 1 when decode_batch > 0")
+    cost = mixed_step_unchecked(dep, chunk, prefix, db, dctx)
+    return _with_bubble(cost, dep, np.ones_like(chunk))
