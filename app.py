@@ -12,7 +12,7 @@ import time
 
 import streamlit as st
 
-from app_support import charts, compute, inputs, panels
+from app_support import charts, compute, guard, inputs, panels
 from model.errors import PdplanError
 
 st.set_page_config(page_title="pdplan: colocated or disaggregated?", page_icon="⚖️", layout="wide")
@@ -124,4 +124,4 @@ def main() -> None:
     st.caption(f"Computed in {time.perf_counter() - t0:.2f} s (cached results are reused; page run {runs}).")
 
 
-main()
+guard.run_guarded(main)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
@@ -74,6 +76,7 @@ TP_CHOICES = sorted({1, 2, 4, 8, 16, *DEFAULT_TP_OPTIONS})
 DTYPES = ["bf16", "fp16", "fp8", "int8", "int4", "fp4"]
 KV_DTYPES = [AUTO, "bf16", "fp16", "fp8", "int8"]
 MAX_GPUS = 256
+MAX_PRICE_USD_PER_HOUR = 1000.0  # ~100x an H100's on-demand cloud price; anything above is a typo
 
 
 @lru_cache(maxsize=1)
@@ -118,49 +121,82 @@ def _valid(key: str, value: Any) -> Any:
         if not isinstance(value, bool):
             raise ValueError("true or false")
         return value
-    lo, hi = RANGES.get(key, (None, None))
+    lo, hi = RANGES.get(key, (-math.inf, math.inf))
     if isinstance(default, int):
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GPUS * 4:
-            raise ValueError("a whole number")
-        if lo is not None and not lo <= value <= hi:
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
             raise ValueError(f"a whole number in [{lo}, {hi}]")
         return value
     if isinstance(default, float):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise ValueError("a number")
-        if lo is not None and not lo <= value <= hi:
-            raise ValueError(f"a number in [{lo}, {hi}]")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not lo <= value <= hi:
+            raise ValueError(f"a number in [{lo}, {hi}]")  # NaN fails the comparison too
         return float(value)
     if not isinstance(value, str) or len(value) > 100:
         raise ValueError("a short text")
+    if key in TEXT_READERS:
+        try:
+            TEXT_READERS[key](value)
+        except PdplanError as err:
+            raise ValueError(getattr(err, "allowed", str(err))) from None
     return value
 
 
-def apply_scenario(obj: dict[str, Any]) -> list[str]:
-    """Set the widgets (and the stored uploads) from a scenario file; return problems found."""
+def echo(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` for a message: at most ``limit`` characters, lone surrogates escaped."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long to print
+        text = f"<{type(value).__name__}>"
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def shown(value: Any) -> str:
+    """A widget value as people read it in a warning ("500 ms", "256, 512", "blank")."""
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value) if value != "" else "blank"
+
+
+def problem_text(where: str, key: str, value: Any, reason: str, using: Any) -> str:
+    """One line naming an ignored input: ``URL parameter ttft='abc' ignored: ...; using 500 ms``."""
+    return f"{where} {key}={echo(value)} ignored: expected {reason}; using {shown(using)}"
+
+
+def apply_scenario(obj: dict[str, Any], state: Any = None) -> list[str]:
+    """Set the widgets (and the stored uploads) from a scenario file; return problems found.
+
+    ``state`` is where the values go (default the session state); every value that cannot be used
+    is left out and named in one of the returned lines."""
+    state = st.session_state if state is None else state
     problems = []
     inputs = obj.get("inputs", {})
     if not isinstance(inputs, dict):
-        return ["'inputs' is not an object"]
+        return ["Scenario file: 'inputs' is not an object; no input was changed"]
     for key, value in inputs.items():
         if key not in DEFAULTS:
-            problems.append(f"unknown input {key!r} ignored")
+            problems.append(f"Scenario file: unknown input {echo(key)} ignored")
             continue
         try:
-            st.session_state[key] = _valid(key, value)
+            state[key] = _valid(key, value)
         except ValueError as err:
-            problems.append(f"{key}: got {value!r}; expected {err}")
+            current = state.get(key, DEFAULTS[key])
+            problems.append(problem_text("Scenario file:", key, value, str(err), current))
     for kind in ("config", "trace"):
         item = obj.get(kind)
-        st.session_state.pop(f"restored_{kind}", None)
+        state.pop(f"restored_{kind}", None)
         if item is None:
             continue
         if not (
             isinstance(item, dict) and isinstance(item.get("name"), str) and isinstance(item.get("text"), str)
         ):
-            problems.append(f"{kind}: expected {{'name': ..., 'text': ...}}")
+            problems.append(f"Scenario file: {kind} ignored: expected {{'name': ..., 'text': ...}}")
             continue
-        st.session_state[f"restored_{kind}"] = (item["name"][:200], item["text"].encode("utf-8"))
+        try:
+            state[f"restored_{kind}"] = (item["name"][:200].encode().decode(), item["text"].encode("utf-8"))
+        except UnicodeEncodeError:
+            problems.append(f"Scenario file: {kind} ignored: its text is not valid Unicode")
     return problems
 
 
@@ -216,9 +252,16 @@ class Raw:
     errors: list[str] = field(default_factory=list)
 
 
-def _upload(label: str, key: str, types: list[str], limit: int, help_text: str) -> tuple[str, bytes] | None:
+def _upload(
+    label: str, key: str, types: list[str], limit: int, help_text: str, errors: list[str]
+) -> tuple[str, bytes] | None:
     f = st.file_uploader(label, type=types, key=key, max_upload_size=math.ceil(limit / 1e6), help=help_text)
     if f is not None:
+        try:  # the size is known before the bytes are read
+            uploads.check_size_only(f.name, f.size, limit, label)
+        except uploads.UploadError as err:
+            errors.append(str(err))
+            return None
         return f.name, f.getvalue()
     return st.session_state.get(f"restored_{key.removesuffix('_upload')}")
 
@@ -264,6 +307,8 @@ def sidebar() -> Raw:
     """Draw every input in the sidebar (defaults from DEFAULTS, bound to the URL); return their values."""
     c = choices()
     raw_uploads: dict[str, tuple[str, bytes] | None] = {"config": None, "trace": None}
+    upload_errors: list[str] = []
+    check_url()
     with st.sidebar:
         st.header("Inputs")
         with st.expander("Scenario file"):
@@ -279,6 +324,7 @@ def sidebar() -> Raw:
                 ["json"],
                 uploads.MAX_CONFIG_BYTES,
                 "The model's config.json (read as JSON, never executed).",
+                upload_errors,
             )
 
         st.subheader("Hardware")
@@ -310,6 +356,7 @@ def sidebar() -> Raw:
                 ["csv", "jsonl", "json", "txt"],
                 uploads.MAX_TRACE_BYTES,
                 "Azure LLM trace or BurstGPT CSV, or Mooncake JSON lines.",
+                upload_errors,
             )
         _number(
             "Request rate to inspect (req/s; 0 = each style at its goodput)",
@@ -346,7 +393,7 @@ def sidebar() -> Raw:
             )
             _slider("Margin disaggregation must win by", "margin", step=0.01)
     values = {k: copy.deepcopy(st.session_state.get(k, v)) for k, v in DEFAULTS.items()}
-    return Raw(values, raw_uploads["config"], raw_uploads["trace"])
+    return Raw(values, raw_uploads["config"], raw_uploads["trace"], upload_errors)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -420,15 +467,126 @@ def _price(text: str) -> float | None:
         v = float(text.strip().lstrip("$"))
     except ValueError:
         raise model.InputError("price", text, "US dollars per GPU-hour, e.g. 2.5, or blank") from None
-    if not (math.isfinite(v) and v >= 0):
-        raise model.InputError("price", text, "US dollars per GPU-hour >= 0, or blank")
+    if not (math.isfinite(v) and 0 <= v <= MAX_PRICE_USD_PER_HOUR):
+        raise model.InputError(
+            "price", text, f"US dollars per GPU-hour in [0, {MAX_PRICE_USD_PER_HOUR:g}], or blank"
+        )
     return v
+
+
+def _slo(field_name: str) -> Any:
+    def read(text: str) -> float:
+        value = parse_quantity(text, Kind.TIME, field_name, bare_unit="millisecond")
+        if not value > 0:
+            raise model.InputError(field_name, text, "a time > 0 such as '500 ms'")
+        return value
+
+    return read
+
+
+def _optional_power(text: str) -> float | None:
+    return parse_quantity(text, Kind.POWER, "GPU power", bare_unit="watt") if text.strip() else None
+
+
+# The free-text inputs and how each is read (raises PdplanError): parse(), scenario files and URL
+# parameters all use this table, so a value is accepted or refused the same way everywhere.
+TEXT_READERS: dict[str, Callable[[str], float | None]] = {
+    "link_bw": lambda t: parse_quantity(t, Kind.BANDWIDTH, "link bandwidth"),
+    "link_latency": lambda t: parse_quantity(t, Kind.TIME, "link latency", bare_unit="microsecond"),
+    "ttft": _slo("TTFT target"),
+    "tpot": _slo("TPOT target"),
+    "prefill_mfu": lambda t: _fraction(t, "prefill MFU"),
+    "decode_mbu": lambda t: _fraction(t, "decode MBU"),
+    "price": lambda t: _price(t),
+    "tdp": _optional_power,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# URL parameters
+
+_URL_INT = re.compile(r"[+-]?\d{1,9}")
+_URL_FLOAT_CHARS = 40
+
+
+def _from_url(key: str, values: list[str]) -> Any:
+    """A URL parameter's text(s) as the widget's type (raise ValueError naming what is expected)."""
+    default = DEFAULTS[key]
+    if isinstance(default, list):
+        if not values or not all(_URL_INT.fullmatch(v) for v in values):
+            raise ValueError(f"whole numbers from {choices()[key]}")
+        return [int(v) for v in values]
+    text = values[-1] if values else ""  # Streamlit reads the last of repeated values
+    if isinstance(default, bool):
+        if text.lower() not in ("true", "false"):
+            raise ValueError("true or false")
+        return text.lower() == "true"
+    if isinstance(default, int) and key not in choices():
+        if not _URL_INT.fullmatch(text):
+            lo, hi = RANGES[key]
+            raise ValueError(f"a whole number in [{lo}, {hi}]")
+        return int(text)
+    if isinstance(default, float):
+        try:
+            if len(text) > _URL_FLOAT_CHARS:
+                raise ValueError
+            return float(text)
+        except ValueError:
+            lo, hi = RANGES[key]
+            raise ValueError(f"a number in [{lo}, {hi}]") from None
+    return text
+
+
+def url_problems(params: dict[str, list[str]]) -> list[tuple[str, str]]:
+    """(key, warning) for every known URL parameter whose value cannot be used; the others pass.
+
+    ``params`` maps each parameter to its values (``?chunks=256&chunks=512`` gives two). Unknown
+    parameters are left alone (Streamlit and links may carry their own).
+    """
+    out = []
+    for key, values in params.items():
+        if key not in DEFAULTS:
+            continue
+        try:
+            _valid(key, _from_url(key, list(values)))
+        except ValueError as err:
+            value = values if isinstance(DEFAULTS[key], list) else (values[-1] if values else "")
+            out.append((key, problem_text("URL parameter", key, value, str(err), DEFAULTS[key])))
+    return out
+
+
+def _drop_url_params(keys: list[str]) -> None:
+    """Remove ``keys`` from the URL before the widgets read it, so they start from their defaults.
+
+    Streamlit seeds a bound widget from the query string it received at the start of the run and
+    offers no public call to drop a parameter before the widget exists, so this uses its session's
+    query-parameter object (covered by tests/test_app_hardening.py, which fail if it stops working).
+    """
+    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    if ctx is None:
+        return
+    with ctx.session_state.query_params() as qp:
+        for key in keys:
+            qp.remove_param(key)
+            getattr(qp, "_initial_query_params", {}).pop(key, None)
+
+
+def check_url() -> None:
+    """Warn about (and drop) every URL parameter that cannot be used, naming it and the default used."""
+    params = {k: st.query_params.get_all(k) for k in st.query_params}
+    problems = url_problems(params)
+    if problems:
+        _drop_url_params([k for k, _ in problems])
+        for _, text in problems:
+            st.warning(text)
 
 
 def parse(raw: Raw) -> tuple[Spec | None, list[str]]:
     """Read the widget values (pint for quantities); return the Spec or the error messages."""
     v = raw.values
-    errors: list[str] = []
+    errors: list[str] = list(raw.errors)
     out: dict[str, Any] = {}
 
     def attempt(fn, *args, **kwargs):
@@ -440,7 +598,8 @@ def parse(raw: Raw) -> tuple[Spec | None, list[str]]:
 
     if v["model_source"] == CONFIG_UPLOAD:
         if raw.config is None:
-            errors.append("Upload a Hugging Face config.json (or pick a catalog model).")
+            if not raw.errors:
+                errors.append("Upload a Hugging Face config.json (or pick a catalog model).")
         else:
             name, data = raw.config
             text = attempt(
@@ -455,8 +614,8 @@ def parse(raw: Raw) -> tuple[Spec | None, list[str]]:
     out["gpu"] = v["gpu"]
     out["decode_gpu"] = None if v["decode_gpu"] == SAME else v["decode_gpu"]
     if v["link"] == CUSTOM_LINK:
-        bw = attempt(parse_quantity, v["link_bw"], Kind.BANDWIDTH, "link bandwidth")
-        lat = attempt(parse_quantity, v["link_latency"], Kind.TIME, "link latency", bare_unit="microsecond")
+        bw = attempt(TEXT_READERS["link_bw"], v["link_bw"])
+        lat = attempt(TEXT_READERS["link_latency"], v["link_latency"])
         out["link"] = {"bandwidth_bytes_per_s": bw, "latency_s": lat, "efficiency": float(v["link_eff"])}
     else:
         out["link"] = v["link"]
@@ -468,7 +627,8 @@ def parse(raw: Raw) -> tuple[Spec | None, list[str]]:
     trace_bytes = None
     if v["workload_source"] == TRACE_UPLOAD:
         if raw.trace is None:
-            errors.append("Upload a request trace (or pick a workload preset).")
+            if not raw.errors:
+                errors.append("Upload a request trace (or pick a workload preset).")
         else:
             name, data = raw.trace
             ok = attempt(uploads.check_size, name, data, uploads.MAX_TRACE_BYTES, "trace") is not None
@@ -479,23 +639,16 @@ def parse(raw: Raw) -> tuple[Spec | None, list[str]]:
     else:
         out.update(workload=v["workload"], trace_name=None, trace_digest=None)
     out["rate_rps"] = float(v["rate"])
-    out["ttft_slo_s"] = attempt(parse_quantity, v["ttft"], Kind.TIME, "TTFT target", bare_unit="millisecond")
-    out["tpot_slo_s"] = attempt(parse_quantity, v["tpot"], Kind.TIME, "TPOT target", bare_unit="millisecond")
-    for key in ("ttft_slo_s", "tpot_slo_s"):
-        if out[key] is not None and not out[key] > 0:
-            errors.append(f"{key.split('_')[0].upper()} target: must be > 0")
+    out["ttft_slo_s"] = attempt(TEXT_READERS["ttft"], v["ttft"])
+    out["tpot_slo_s"] = attempt(TEXT_READERS["tpot"], v["tpot"])
     out["percentile"] = float(v["percentile"])
     out["attainment"] = float(v["attainment"])
     out["dtype"] = v["dtype"]
     out["kv_dtype"] = None if v["kv_dtype"] == AUTO else v["kv_dtype"]
-    out["prefill_mfu"] = attempt(_fraction, v["prefill_mfu"], "prefill MFU")
-    out["decode_mbu"] = attempt(_fraction, v["decode_mbu"], "decode MBU")
-    out["price"] = attempt(_price, v["price"])
-    out["tdp_w"] = (
-        attempt(parse_quantity, v["tdp"], Kind.POWER, "GPU power", bare_unit="watt")
-        if v["tdp"].strip()
-        else None
-    )
+    out["prefill_mfu"] = attempt(TEXT_READERS["prefill_mfu"], v["prefill_mfu"])
+    out["decode_mbu"] = attempt(TEXT_READERS["decode_mbu"], v["decode_mbu"])
+    out["price"] = attempt(TEXT_READERS["price"], v["price"])
+    out["tdp_w"] = attempt(TEXT_READERS["tdp"], v["tdp"])
     if not v["chunks"]:
         errors.append("Chunk sizes: pick at least one.")
     if not v["tps"]:
