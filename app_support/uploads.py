@@ -19,6 +19,7 @@ from typing import Any
 import model
 from model.errors import PdplanError
 from model.llm import hf_config
+from model.units import format_bytes
 from model.workload import traces
 
 MAX_CONFIG_BYTES = 1_000_000  # a config.json is a few kB; DeepSeek-V3's is 2 kB
@@ -49,14 +50,12 @@ PARSE_ERRORS = (
 )
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.3g} MB"
-
-
 def check_size_only(name: str, size: int, limit: int, what: str) -> None:
     """Refuse a file of ``size`` bytes above ``limit`` (called before its bytes are read)."""
     if size > limit:
-        raise UploadError(f"{_name(name)}: {_mb(size)} is too large for a {what} (limit {_mb(limit)})")
+        raise UploadError(
+            f"{_name(name)}: {format_bytes(size)} is too large for a {what} (limit {format_bytes(limit)})"
+        )
 
 
 def check_size(name: str, data: bytes, limit: int, what: str) -> bytes:

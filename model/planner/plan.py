@@ -36,6 +36,7 @@ from model.planner.types import BestConfig, Config, FailureImpact, Plan, PlanInp
 from model.serving.candidates import CandidateSet, ColocatedSet, DisaggregatedSet, link_for, only
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.serving.evaluation import Evaluation, summarise
+from model.units import format_time
 from model.workload.presets import Workload, get_workload
 from model.workload.scenario import DEFAULT_SAMPLES, Scenario
 from model.workload.slo import SLO
@@ -228,9 +229,9 @@ def _binding_constraint(cands: CandidateSet, i: int, rate: float, slo: SLO) -> s
     if not ttft_ok and not tpot_ok:
         return "TTFT and TPOT targets"
     if not ttft_ok:
-        return f"TTFT target (p{slo.percentile:g} <= {slo.ttft_s * 1e3:g} ms)"
+        return f"TTFT target (p{slo.percentile:g} <= {format_time(slo.ttft_s)})"
     if not tpot_ok:
-        return f"TPOT target (p{slo.percentile:g} <= {slo.tpot_s * 1e3:g} ms)"
+        return f"TPOT target (p{slo.percentile:g} <= {format_time(slo.tpot_s)})"
     return f"SLO attainment target ({slo.attainment:.0%} of requests meeting both)"
 
 
