@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
 import model
-from app_support import guard, inputs, uploads
+from app_support import guard, inputs, uploads, values
 from model.errors import PdplanError
 
 from .test_app import APP, TIMEOUT_S, assert_clean, errors_of, planner_verdict, verdict_of
@@ -93,9 +93,9 @@ def _raw(values: dict) -> inputs.Raw:
 def _accepted(params: dict[str, list[str]], flagged: set[str]) -> dict:
     """The widget values the accepted URL parameters give (as Streamlit would seed them)."""
     out = {}
-    for key, values in params.items():
+    for key, vals in params.items():
         if key in inputs.DEFAULTS and key not in flagged:
-            out[key] = inputs._valid(key, inputs._from_url(key, values))
+            out[key] = values.check_value(key, values.from_url(key, vals))
     return out
 
 
