@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: app test lint bench clean
+.PHONY: app test docs lint bench clean
 
 $(BIN)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "pdplan needs Python 3.11+, found " + sys.version.split()[0])'
@@ -19,6 +19,10 @@ app: $(BIN)/.installed
 test: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+# API reference of `import model` (pdoc, from the docstrings of model.__all__) into build/api/ (not committed).
+docs: $(BIN)/.installed
+	$(BIN)/python docs/build_api.py build/api
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/run_all.py

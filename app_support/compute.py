@@ -214,6 +214,7 @@ def _math(key: str, _plan_obj: model.Plan, style: str, rate: float) -> list[tupl
     from model.hardware.formats import bytes_per_element
     from model.symbolic import formulas as symbolic
     from model.symbolic import selection
+    from model.symbolic.roofline import decode_values, prefill_values
 
     plan = _plan_obj
     b = plan.best[style]
@@ -227,8 +228,8 @@ def _math(key: str, _plan_obj: model.Plan, style: str, rate: float) -> list[tupl
     else:
         pre = dec = _deployment(plan, cfg.gpu, cfg.tp)
     values: dict[str, Callable[[], dict[str, float]]] = {
-        "prefill": lambda: symbolic.prefill_values(pre, max(scn.mean_prompt_tokens, 1.0)),
-        "decode": lambda: symbolic.decode_values(
+        "prefill": lambda: prefill_values(pre, max(scn.mean_prompt_tokens, 1.0)),
+        "decode": lambda: decode_values(
             dec, max(ev.decode_batch, 1.0), max(scn.decode_context_tokens, 1.0)
         ),
         "kv": lambda: selection.kv_values(arch, bytes_per_element(scn.kv_dtype_resolved)),
@@ -307,6 +308,7 @@ def run_simulation(
             slo=scn.slo,
             weight_dtype=scn.weight_dtype,
             kv_dtype=scn.kv_dtype,
+            engine=scn.engine,
             options=options,
         ).summary
 
@@ -329,6 +331,7 @@ def run_sim_goodput(spec: Spec, plan: model.Plan, style: str, n: int, seed: int)
             start_rps=b.goodput_rps,
             weight_dtype=scn.weight_dtype,
             kv_dtype=scn.kv_dtype,
+            engine=scn.engine,
             options=sim.SimOptions(warmup_requests=n // 10),
         )
 

@@ -302,7 +302,7 @@ def math_panel(plan: model.Plan, spec: Spec) -> None:
     st.caption(
         f"{plan.best[style].label}, "
         + (f"at {rate:g} req/s" if rate > 0 else "at its goodput")
-        + ". Numbers are SI (s, B, FLOP/s); formulas and sources from model/symbolic/formulas.py."
+        + ". Numbers are SI (s, B, FLOP/s); formulas and sources from model/symbolic/."
     )
     with st.spinner("Rendering the formulas..."):
         sections = compute.get_math(spec, plan, style)

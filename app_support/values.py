@@ -18,7 +18,7 @@ from typing import Any
 
 import model
 from model.errors import PdplanError
-from model.hardware.profiles import unique
+from model.hardware.catalog import unique
 from model.planner.enumerate import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS
 from model.units import Kind, parse_quantity
 

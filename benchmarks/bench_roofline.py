@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from model.hardware.profiles import get_gpu
+from model.hardware.catalog import get_gpu
 from model.llm.catalog import get_model
 from model.physics.estimate import estimate
 from model.physics.memory import memory_fit

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from model.hardware.profiles import get_gpu, get_link
+from model.hardware.catalog import get_gpu, get_link
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.sim.simulate import poisson_requests, simulate
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from model.hardware.profiles import get_gpu
+from model.hardware.catalog import get_gpu
 from model.llm.catalog import get_model
 from model.physics.roofline import Deployment, generation_time_s, mean_tpot_s, prefill_cost
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.hardware.profiles import get_gpu, get_link
+from model.hardware.catalog import get_gpu, get_link
 from model.llm.catalog import get_model
 from model.physics.roofline import Deployment, decode_step_cost, prefill_cost
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig

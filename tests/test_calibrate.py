@@ -10,22 +10,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model.calibrate.fit import (
-    BOUNDS,
-    Measurement,
-    RowDefaults,
-    calibrate,
-    calibrated_profile_toml,
-    load_measurements,
-    parse_csv,
-    parse_vllm_json,
-    write_profiles,
-)
-from model.calibrate.measurements import classify_ttft
+from model.calibrate.csv_format import parse_csv
+from model.calibrate.fit import BOUNDS, calibrate
+from model.calibrate.load import load_measurements
+from model.calibrate.measurements import Measurement, RowDefaults, classify_ttft
+from model.calibrate.profile_toml import calibrated_profile_toml, write_profiles
+from model.calibrate.vllm_format import parse_vllm_json
 from model.cli import main
 from model.errors import InputError, PdplanError
+from model.hardware.catalog import get_gpu, load_catalog
 from model.hardware.collectives import default_tp_link
-from model.hardware.profiles import get_gpu, gpu_from_toml, load_catalog
+from model.hardware.gpus import gpu_from_toml
 from model.llm.catalog import get_model
 from model.physics.estimate import estimate
 from model.physics.roofline import Deployment, mean_tpot_s, prefill_cost

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from model.errors import InputError
+from model.hardware.catalog import get_gpu, get_link
 from model.hardware.collectives import allreduce_time_s, default_tp_link, transfer_time_s
-from model.hardware.profiles import get_gpu, get_link
 
 
 def test_ring_allreduce_hand_derived() -> None:

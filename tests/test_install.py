@@ -32,10 +32,11 @@ def test_non_editable_install_loads_data(tmp_path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     code = (
-        "import model, model.hardware.profiles as p, model.llm.catalog as c;"
+        "import model, model.hardware.catalog as p, model.llm.catalog as c;"
         f"assert str(model.__file__).startswith({str(target)!r}), model.__file__;"
         "cat = p.load_catalog();"
-        "print(len(p.unique(cat.gpus)), len(p.unique(cat.links)), len(c.list_models()))"
+        "u = p.unique;"
+        "print(len(u(cat.gpus)), len(u(cat.links)), len(c.list_models()), len(u(cat.engines)))"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
     out = subprocess.run(
@@ -47,5 +48,5 @@ def test_non_editable_install_loads_data(tmp_path) -> None:
         text=True,
         timeout=120,
     )
-    gpus, links, models = (int(x) for x in out.stdout.split())
-    assert gpus >= 13 and links >= 15 and models >= 19
+    gpus, links, models, engines = (int(x) for x in out.stdout.split())
+    assert gpus >= 13 and links >= 15 and models >= 19 and engines >= 3

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from model.errors import InputError
-from model.hardware.profiles import get_gpu
+from model.hardware.catalog import get_gpu
 from model.llm.catalog import get_model
 from model.physics.memory import CUDA_GRAPH_POOL_BYTES, RUNTIME_LIBRARY_BYTES, memory_fit
 from model.physics.roofline import Deployment

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import model
 from model.cli import main
 from model.errors import InputError
-from model.hardware.profiles import get_gpu, get_link
+from model.hardware.catalog import get_gpu, get_link
 from model.planner.goodput import goodput_rps
 from model.planner.verdict import _scaled_links
 from model.serving.candidates import DisaggregatedSet
@@ -413,7 +413,7 @@ def test_cli_plan_trace_uses_its_burstiness(capsys, tmp_path) -> None:
 def test_nics_per_gpu_caps_transfer_lanes() -> None:
     # An L40S server has 4 GPUs and 2 NICs (node profile l40s-4): a TP4 -> TP4 transfer that leaves the
     # node crosses 2 lanes, not 4; inside the node (PCIe, per GPU) it keeps 4.
-    from model.hardware.profiles import get_node
+    from model.hardware.catalog import get_node
     from model.planner.enumerate import nics_per_gpu
 
     l40s = get_gpu("l40s")

@@ -9,7 +9,8 @@ import shutil
 import pytest
 
 from model.errors import InputError, ProfileError, UnknownNameError
-from model.hardware.profiles import GPU, get_gpu, get_link, get_node, load_catalog, unique
+from model.hardware.catalog import get_gpu, get_link, get_node, load_catalog, unique
+from model.hardware.gpus import GPU
 
 REQUIRED_GPUS = [
     "h100-sxm",

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from model.errors import InputError, PdplanError
-from model.hardware.profiles import get_gpu
+from model.hardware.catalog import get_gpu
 from model.llm.catalog import get_model
 from model.llm.moe import expected_experts_touched
 from model.physics import roofline

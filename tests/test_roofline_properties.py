@@ -8,7 +8,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.hardware.profiles import get_gpu
+from model.hardware.catalog import get_gpu
 from model.llm.catalog import get_model
 from model.physics.roofline import Deployment, decode_step_cost, mean_tpot_s, prefill_cost
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from model.hardware.profiles import get_gpu, get_link
+from model.hardware.catalog import get_gpu, get_link
 from model.llm.catalog import get_model as get_model_arch
 from model.physics.roofline import Deployment, chunked_prefill_time_s, decode_step_cost, prefill_cost
 from model.queueing.decode_batch import solve_batch
@@ -17,7 +17,8 @@ from model.queueing.mgc import mgc_wait
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.serving.evaluation import evaluate
 from model.serving.phase_tables import BATCH_GRID, chunked_prefill_sum_s
-from model.workload.presets import Fixed, Workload
+from model.workload.lengths import Fixed
+from model.workload.presets import Workload
 from model.workload.scenario import Scenario
 from model.workload.slo import SLO
 

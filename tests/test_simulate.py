@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model.errors import InputError
-from model.hardware.profiles import get_gpu, get_link
+from model.hardware.catalog import get_gpu, get_link
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.sim.simulate import (
     CallableSteps,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from model.hardware.catalog import get_gpu, get_link
 from model.hardware.collectives import transfer_time_s
-from model.hardware.profiles import get_gpu, get_link
 from model.llm.catalog import get_model
 from model.physics.roofline import Deployment, decode_step_cost, mixed_step_cost, prefill_cost
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig

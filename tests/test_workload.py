@@ -11,17 +11,8 @@ from hypothesis import strategies as st
 
 from model.errors import InputError, UnknownNameError
 from model.workload.arrivals import GammaRenewal, Poisson, TraceReplay, scale_to_rate
-from model.workload.presets import (
-    Empirical,
-    Fixed,
-    LogNormal,
-    Mixture,
-    QuantileTable,
-    Uniform,
-    Workload,
-    get_workload,
-    list_workloads,
-)
+from model.workload.lengths import Empirical, Fixed, LogNormal, Mixture, QuantileTable, Uniform
+from model.workload.presets import Workload, get_workload, list_workloads
 from model.workload.traces import Trace
 
 RNG = np.random.default_rng

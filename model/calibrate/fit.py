@@ -7,12 +7,12 @@ Coleman & Li 1999, SIAM J. Sci. Comput. 21(1)) to the relative errors of the pre
 
     r_i = predicted_i / measured_i - 1
 
-Predictions come from :mod:`model.roofline` only (no separate formulas here):
+Predictions come from :mod:`model.physics.roofline` only (model.calibrate.problem; no separate formulas):
 
 - prefill / TTFT of a static batch of B: ``prefill_cost(dep, isl, batch=B).time_s``;
 - TTFT in an open loop at rate lambda (light load only, see
   :func:`model.calibrate.measurements.classify_ttft`):
-  prefill + the mean wait of a G/D/1 queue, ``model.queueing.mgc_wait`` with one server,
+  prefill + the mean wait of a G/D/1 queue, ``model.queueing.mgc.mgc_wait`` with one server,
   deterministic service and arrival SCV 1 / burstiness (M/D/1 for Poisson arrivals; DistServe,
   Zhong et al. 2024, sec. 3.1 models a prefill instance the same way);
 - TPOT: ``mean_tpot_s(dep, B, isl, osl)`` at the mean running batch B (linear interpolation between
@@ -28,56 +28,33 @@ not see it) are reported so an overfit is visible. See docs/calibration.md.
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
-import json
 import math
 import re
-import tomllib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares
 
-from model.calibrate.measurements import (
-    FORMATS,
-    Measurement,
-    RowDefaults,
-    classify_ttft,
-    load_measurements,
-    parse_csv,
-    parse_vllm_json,
+from model.calibrate.load import load_measurements
+from model.calibrate.measurements import Measurement, RowDefaults
+from model.calibrate.problem import (
+    Problem,
+    Target,
+    Theta,
+    group_configs,
+    resolve_model,
+    rethrow_at,
+    targets_for,
 )
+from model.calibrate.results import CalibrationResult, ErrorRow, Excluded, GroupFit, ParameterFit, Residual
 from model.errors import InputError, PdplanError, UnknownNameError
+from model.hardware.catalog import load_catalog
 from model.hardware.collectives import default_tp_link
-from model.hardware.profiles import GPU, gpu_from_toml, load_catalog
-from model.llm.arch import LLMArch
-from model.llm.catalog import get_model
-from model.physics.roofline import Deployment, generation_time_s, mean_tpot_s, prefill_cost
-from model.queueing.mgc import mgc_wait
+from model.hardware.gpus import GPU
+from model.physics.roofline import Deployment
 
-__all__ = [
-    "BOUNDS",
-    "DEFAULT_FIT",
-    "FORMATS",
-    "PARAMETERS",
-    "CalibrationResult",
-    "ErrorRow",
-    "Excluded",
-    "GroupFit",
-    "Measurement",
-    "ParameterFit",
-    "Residual",
-    "RowDefaults",
-    "calibrate",
-    "calibrated_profile_toml",
-    "load_measurements",
-    "parse_csv",
-    "parse_vllm_json",
-    "write_profiles",
-]
+__all__ = ["BOUNDS", "DEFAULT_FIT", "PARAMETERS", "calibrate"]
 
 PARAMETERS = ("prefill_mfu", "decode_mbu", "step_overhead_s", "comm_efficiency")
 DEFAULT_FIT = ("prefill_mfu", "decode_mbu", "step_overhead_s")
@@ -97,371 +74,19 @@ SENSITIVITY_MIN = 1e-3
 # A fitted parameter whose standard error exceeds this fraction of its value is not determined by the
 # data: it is put back to the base profile's value and the rest are refitted.
 MAX_RELATIVE_STD_ERROR = 0.5
-# Penalty prediction (s) for an open-loop TTFT row whose queue is unstable at trial parameters.
-UNSTABLE_TTFT_S = 1e3
 METRICS = ("prefill", "ttft", "tpot", "throughput")
-
-
-# ---------------------------------------------------------------------------------------------
-# Results
-
-
-@dataclass(frozen=True)
-class ParameterFit:
-    """One efficiency parameter: profile value before, fitted value, its standard error (nan when
-    not identifiable), whether it was fitted, and whether the fit stopped on a bound."""
-
-    name: str
-    base: float
-    value: float
-    std_error: float
-    fitted: bool
-    at_bound: bool
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class Residual:
-    """One measured quantity: the measurement and the predictions before, after and leave-one-out.
-
-    ``metric`` is prefill / ttft / tpot (seconds) or throughput (output tokens/s).
-    """
-
-    source: str
-    metric: str
-    measured: float
-    before: float
-    after: float
-    loo: float
-
-    def error(self, which: str) -> float:
-        """Relative error predicted / measured - 1 of ``which`` (before / after / loo)."""
-        return float(getattr(self, which)) / self.measured - 1.0
-
-
-@dataclass(frozen=True)
-class ErrorRow:
-    """Root-mean-square and mean absolute relative errors of one metric (fractions, nan if none)."""
-
-    metric: str
-    n: int
-    rmse_before: float
-    rmse_after: float
-    rmse_loo: float
-    mape_before: float
-    mape_after: float
-    mape_loo: float
-
-
-@dataclass(frozen=True)
-class Excluded:
-    """A measured value left out of the fit, and why."""
-
-    source: str
-    metric: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class GroupFit:
-    """The calibration of one GPU kind under one engine label."""
-
-    gpu: str
-    engine: str
-    profile_name: str
-    base_profile_path: str
-    files: tuple[str, ...]
-    n_rows: int
-    parameters: tuple[ParameterFit, ...]
-    residuals: tuple[Residual, ...]
-    errors: tuple[ErrorRow, ...]
-    excluded: tuple[Excluded, ...]
-    warnings: tuple[str, ...]
-    rows: tuple[Measurement, ...]
-    tp_link: str = ""
-
-    def parameter(self, name: str) -> ParameterFit:
-        for p in self.parameters:
-            if p.name == name:
-                return p
-        raise InputError("parameter", name, ", ".join(p.name for p in self.parameters))
-
-    def error_row(self, metric: str = "all") -> ErrorRow:
-        for e in self.errors:
-            if e.metric == metric:
-                return e
-        raise InputError("metric", metric, ", ".join(e.metric for e in self.errors))
-
-    @property
-    def values(self) -> dict[str, float]:
-        """Fitted (or kept) value of every parameter."""
-        return {p.name: p.value for p in self.parameters}
-
-
-@dataclass(frozen=True)
-class CalibrationResult:
-    """Every (GPU, engine) group's fit. ``to_dict`` gives the JSON the CLI prints."""
-
-    groups: tuple[GroupFit, ...]
-
-    def group(self, gpu: str | None = None, engine: str | None = None) -> GroupFit:
-        """The one group matching ``gpu`` / ``engine`` (either may be None when unambiguous)."""
-        hits = [
-            g
-            for g in self.groups
-            if (gpu is None or g.gpu == gpu.lower() or g.profile_name == gpu.lower())
-            and (engine is None or g.engine == engine)
-        ]
-        if len(hits) != 1:
-            names = ", ".join(f"{g.gpu}/{g.engine}" for g in self.groups)
-            raise InputError("group", f"{gpu}/{engine}", f"exactly one of: {names}")
-        return hits[0]
-
-    def to_dict(self) -> dict[str, Any]:
-        out = []
-        for g in self.groups:
-            out.append(
-                {
-                    "gpu": g.gpu,
-                    "engine": g.engine,
-                    "profile_name": g.profile_name,
-                    "files": list(g.files),
-                    "n_rows": g.n_rows,
-                    "tp_link": g.tp_link,
-                    "parameters": [dataclasses.asdict(p) for p in g.parameters],
-                    "errors": [dataclasses.asdict(e) for e in g.errors],
-                    "residuals": [
-                        {
-                            **dataclasses.asdict(r),
-                            "error_before": r.error("before"),
-                            "error_after": r.error("after"),
-                            "error_loo": r.error("loo"),
-                        }
-                        for r in g.residuals
-                    ],
-                    "excluded": [dataclasses.asdict(x) for x in g.excluded],
-                    "warnings": list(g.warnings),
-                }
-            )
-        return {"groups": out}
-
-
-# ---------------------------------------------------------------------------------------------
-# Prediction
-
-
-@dataclass(frozen=True)
-class _Theta:
-    prefill_mfu: float
-    decode_mbu: float
-    step_overhead_s: float
-    comm_efficiency: float | None  # None: the link profile's own efficiency
-
-
-@dataclass(frozen=True)
-class _Config:
-    """Rows sharing one deployment (model, TP, PP, dtypes), as arrays for vectorised prediction."""
-
-    arch: LLMArch
-    tp: int
-    pp: int
-    dtype: str
-    kv_dtype: str | None
-    index: np.ndarray  # positions of these rows in the group's row list
-    isl: np.ndarray
-    osl: np.ndarray
-    prefill_batch: np.ndarray
-    decode_batch: np.ndarray
-    prefills_per_step: np.ndarray
-    rate: np.ndarray  # open-loop arrival rate for TTFT, 0 where none
-    scv_arrival: np.ndarray
-    concurrency_mode: np.ndarray
-
-
-def _deployment(gpu: GPU, cfg: _Config, th: _Theta) -> Deployment:
-    link = None
-    if th.comm_efficiency is not None and cfg.tp > 1:
-        link = dataclasses.replace(default_tp_link(gpu, cfg.tp), efficiency=th.comm_efficiency)
-    return Deployment(
-        cfg.arch,
-        gpu,
-        tp=cfg.tp,
-        pp=cfg.pp,
-        weight_dtype=cfg.dtype,
-        kv_dtype=cfg.kv_dtype,
-        prefill_mfu=th.prefill_mfu,
-        decode_mbu=th.decode_mbu,
-        step_overhead_s=th.step_overhead_s,
-        tp_link=link,
-    )
-
-
-def _tpot_at(dep: Deployment, batch: np.ndarray, isl: np.ndarray, osl: np.ndarray) -> np.ndarray:
-    """mean_tpot_s at a fractional mean batch: linear interpolation between the whole batches around it."""
-    lo = np.floor(batch)
-    frac = batch - lo
-    t_lo = mean_tpot_s(dep, lo, isl, osl)
-    t_hi = mean_tpot_s(dep, lo + 1.0, isl, osl)
-    return (1.0 - frac) * t_lo + frac * t_hi
-
-
-def _predict(gpu: GPU, cfg: _Config, th: _Theta) -> dict[str, np.ndarray]:
-    """Predicted prefill, TTFT, TPOT (s) and output throughput (tokens/s) of every row of ``cfg``."""
-    dep = _deployment(gpu, cfg, th)
-    prefill = np.asarray(prefill_cost(dep, cfg.isl, batch=cfg.prefill_batch).time_s, dtype=float)
-    wait = np.zeros_like(prefill)
-    queued = cfg.rate > 0
-    if np.any(queued):
-        w = mgc_wait(cfg.rate[queued], prefill[queued], 0.0, 1, cfg.scv_arrival[queued])
-        wait[queued] = np.where(w.stable, w.mean_wait_s, UNSTABLE_TTFT_S)
-    ttft = prefill + wait
-    osl = cfg.osl
-    tpot = _tpot_at(dep, cfg.decode_batch, cfg.isl, osl)
-    tpot = tpot + cfg.prefills_per_step * np.maximum(prefill - dep.overhead_s, 0.0)
-    gen = np.asarray(generation_time_s(dep, cfg.decode_batch, cfg.isl, osl), dtype=float)
-    e2e = np.where(cfg.concurrency_mode, prefill + (osl - 1.0) * tpot, gen)
-    throughput = cfg.decode_batch * osl / e2e
-    return {"prefill": prefill, "ttft": ttft, "tpot": tpot, "throughput": throughput}
-
-
-@dataclass(frozen=True)
-class _Target:
-    row: int  # index in the group's row list
-    metric: str
-    measured: float
-
-
-class _Problem:
-    """The residual function of one group: rows, their deployments and the measured targets."""
-
-    def __init__(
-        self, gpu: GPU, rows: Sequence[Measurement], targets: Sequence[_Target], configs: Sequence[_Config]
-    ) -> None:
-        self.gpu = gpu
-        self.rows = rows
-        self.targets = targets
-        self.configs = configs
-        self.measured = np.array([t.measured for t in targets], dtype=float)
-
-    def predictions(self, th: _Theta, rows: np.ndarray | None = None) -> np.ndarray:
-        """Prediction for every target (nan for targets whose row is not in ``rows``)."""
-        per_row: dict[int, dict[str, float]] = {}
-        for cfg in self.configs:
-            keep = np.ones(cfg.index.shape, dtype=bool) if rows is None else np.isin(cfg.index, rows)
-            if not np.any(keep):
-                continue
-            sub = _subset(cfg, keep)
-            pred = _predict(self.gpu, sub, th)
-            for j, i in enumerate(sub.index):
-                per_row[int(i)] = {k: float(v[j]) for k, v in pred.items()}
-        return np.array(
-            [per_row[t.row][t.metric] if t.row in per_row else np.nan for t in self.targets], dtype=float
-        )
-
-
-def _subset(cfg: _Config, keep: np.ndarray) -> _Config:
-    if np.all(keep):
-        return cfg
-    arrays = {
-        f.name: getattr(cfg, f.name)[keep]
-        for f in dataclasses.fields(cfg)
-        if isinstance(getattr(cfg, f.name), np.ndarray)
-    }
-    return dataclasses.replace(cfg, **arrays)
-
-
-# ---------------------------------------------------------------------------------------------
-# Building the problem
-
-
-def _resolve_model(name: str, where: str) -> LLMArch:
-    """A catalog model by name/alias (e.g. vLLM's model_id ``meta-llama/Llama-3.1-8B-Instruct``),
-    else by the last path component (a local checkpoint directory)."""
-    for candidate in (name, name.rstrip("/").rsplit("/", 1)[-1]):
-        try:
-            return get_model(candidate)
-        except (UnknownNameError, InputError):
-            continue
-    raise InputError(
-        f"{where}, model",
-        name,
-        "a model in the catalog (`pdplan list models`) or a config.json; pass --model",
-    )
-
-
-def _rethrow(where: str, err: InputError) -> InputError:
-    return InputError(f"{where}, {err.field}", err.value, err.allowed)
-
-
-def _targets_for(i: int, m: Measurement, max_util: float) -> tuple[list[_Target], list[Excluded]]:
-    targets: list[_Target] = []
-    excluded: list[Excluded] = []
-    if m.prefill_s is not None:
-        targets.append(_Target(i, "prefill", m.prefill_s))
-    if m.ttft_s is not None:
-        light, why = classify_ttft(m, max_util)
-        if light:
-            targets.append(_Target(i, "ttft", m.ttft_s))
-        else:
-            excluded.append(Excluded(m.source, "ttft", why))
-    if m.tpot_s is not None:
-        if m.osl > 1.0:
-            targets.append(_Target(i, "tpot", m.tpot_s))
-        else:
-            excluded.append(Excluded(m.source, "tpot", "osl = 1: no decode step"))
-    if m.output_tokens_per_s is not None:
-        if m.tpot_s is not None:
-            pass  # TPOT measures the same decode speed more directly; throughput is not counted twice
-        elif m.load == "rate":
-            excluded.append(
-                Excluded(m.source, "throughput", "open loop: throughput is set by the request rate")
-            )
-        else:
-            targets.append(_Target(i, "throughput", m.output_tokens_per_s))
-    return targets, excluded
-
-
-def _configs(rows: Sequence[Measurement], archs: Sequence[LLMArch]) -> list[_Config]:
-    keys: dict[tuple[Any, ...], list[int]] = {}
-    for i, m in enumerate(rows):
-        keys.setdefault((archs[i].name, m.tp, m.pp, m.dtype, m.kv_dtype), []).append(i)
-    out = []
-    for (_, tp, pp, dtype, kv), idx in keys.items():
-        ms = [rows[i] for i in idx]
-        out.append(
-            _Config(
-                arch=archs[idx[0]],
-                tp=tp,
-                pp=pp,
-                dtype=dtype,
-                kv_dtype=kv,
-                index=np.array(idx),
-                isl=np.array([m.isl for m in ms], dtype=float),
-                osl=np.array([m.osl for m in ms], dtype=float),
-                prefill_batch=np.array([m.batch if m.load == "batch" else 1.0 for m in ms], dtype=float),
-                decode_batch=np.array([m.batch for m in ms], dtype=float),
-                prefills_per_step=np.array([m.prefills_per_step for m in ms], dtype=float),
-                rate=np.array(
-                    [m.request_rate_rps if m.load == "rate" and m.request_rate_rps else 0.0 for m in ms],
-                    dtype=float,
-                ),
-                scv_arrival=np.array([1.0 / m.burstiness for m in ms], dtype=float),
-                concurrency_mode=np.array([m.load == "concurrency" for m in ms]),
-            )
-        )
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
 # Fitting
 
 
-def _theta(names: Sequence[str], x: np.ndarray, base: _Theta) -> _Theta:
+def _theta(names: Sequence[str], x: np.ndarray, base: Theta) -> Theta:
     return dataclasses.replace(base, **dict(zip(names, (float(v) for v in x), strict=True)))
 
 
 def _fit(
-    problem: _Problem, names: Sequence[str], base: _Theta, x0: np.ndarray, rows: np.ndarray | None = None
+    problem: Problem, names: Sequence[str], base: Theta, x0: np.ndarray, rows: np.ndarray | None = None
 ) -> np.ndarray:
     """Bounded least squares of the relative errors over ``rows`` (all rows when None)."""
     if not names:
@@ -494,7 +119,7 @@ def _fit(
     return np.asarray(sol.x, dtype=float)
 
 
-def _sensitive(problem: _Problem, name: str, base: _Theta) -> bool:
+def _sensitive(problem: Problem, name: str, base: Theta) -> bool:
     """Does a SENSITIVITY_STEP relative change of ``name`` move any prediction by SENSITIVITY_MIN?"""
     value = getattr(base, name)
     lo, hi = BOUNDS[name]
@@ -510,7 +135,7 @@ def _sensitive(problem: _Problem, name: str, base: _Theta) -> bool:
 
 
 def _std_errors(
-    problem: _Problem, names: Sequence[str], base: _Theta, x: np.ndarray
+    problem: Problem, names: Sequence[str], base: Theta, x: np.ndarray
 ) -> tuple[np.ndarray, bool, np.ndarray]:
     """Standard errors from the Jacobian at the solution: cov = s^2 (J^T J)^-1, s^2 = SSR / (n - p)
     (Gauss-Newton linearisation; Seber & Wild 1989, *Nonlinear Regression*, sec. 2.1). Returns
@@ -574,22 +199,22 @@ def _calibrate_group(
 ) -> GroupFit:
     archs = []
     for m in rows:
-        arch = _resolve_model(m.model, m.source)
+        arch = resolve_model(m.model, m.source)
         try:
             Deployment(arch, gpu, tp=m.tp, pp=m.pp, weight_dtype=m.dtype, kv_dtype=m.kv_dtype)
         except InputError as err:
-            raise _rethrow(m.source, err) from None
+            raise rethrow_at(m.source, err) from None
         archs.append(arch)
-    targets: list[_Target] = []
+    targets: list[Target] = []
     excluded: list[Excluded] = []
     for i, m in enumerate(rows):
-        t, x = _targets_for(i, m, max_util)
+        t, x = targets_for(i, m, max_util)
         targets += t
         excluded += x
     if not targets:
         reasons = "; ".join(f"{x.source} {x.metric}: {x.reason}" for x in excluded) or "no measured values"
         raise PdplanError(f"calibrate: nothing to fit for GPU {gpu.name} / engine {engine}: {reasons}")
-    problem = _Problem(gpu, rows, targets, _configs(rows, archs))
+    problem = Problem(gpu, rows, targets, group_configs(rows, archs))
 
     tp_multi = any(m.tp > 1 for m in rows)
     link_name = ""
@@ -597,7 +222,7 @@ def _calibrate_group(
     if fit_comm and tp_multi:
         link = default_tp_link(gpu, max(m.tp for m in rows))
         link_name, comm_base = link.name, link.efficiency
-    base = _Theta(gpu.prefill_mfu, gpu.decode_mbu, gpu.step_overhead_s, comm_base)
+    base = Theta(gpu.prefill_mfu, gpu.decode_mbu, gpu.step_overhead_s, comm_base)
 
     warnings: list[str] = []
     wanted = [n for n in fit if n != "comm_efficiency"] + (
@@ -731,7 +356,9 @@ def calibrate(
         raise InputError("measurements", [], "at least one measurement")
     for m in rows:
         if not isinstance(m, Measurement):
-            raise InputError("measurements", type(m).__name__, "Measurement rows (see model.calibrate_io)")
+            raise InputError(
+                "measurements", type(m).__name__, "Measurement rows (see model.calibrate.measurements)"
+            )
     bad = [n for n in fit if n not in PARAMETERS[:3]]
     if bad:
         raise InputError("fit", bad[0], "some of " + ", ".join(PARAMETERS[:3]))
@@ -750,173 +377,3 @@ def calibrate(
         for (_, engine), (gpu, ms) in groups.items()
     )
     return CalibrationResult(fits)
-
-
-# ---------------------------------------------------------------------------------------------
-# Writing the calibrated profile
-
-
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
-    raise PdplanError(f"calibrate: cannot write {type(v).__name__} to TOML")
-
-
-def _emit_toml(data: dict[str, Any]) -> str:
-    """The GPU profile shape: top-level scalars and lists, then one level of tables of inline tables."""
-    lines = []
-    tables = {}
-    for k, v in data.items():
-        if isinstance(v, dict) and not ("value" in v and "source" in v):
-            tables[k] = v
-        else:
-            lines.append(f"{k} = {_toml_value(v)}")
-    for name, table in tables.items():
-        lines.append("")
-        lines.append(f"[{name}]")
-        lines.extend(f"{k} = {_toml_value(v)}" for k, v in table.items())
-    return "\n".join(lines) + "\n"
-
-
-def _fmt_pct(x: float) -> str:
-    return "n/a" if not math.isfinite(x) else f"{x * 100:.1f}%"
-
-
-def _comment(text: str) -> str:
-    return "# " + " ".join(text.split())
-
-
-def calibrated_profile_toml(fit: GroupFit, *, when: _dt.datetime | None = None) -> str:
-    """The calibrated GPU profile: the base profile's data with the [efficiency] values replaced,
-    ``name`` = ``fit.profile_name``, no aliases, TOML comments recording the data it came from.
-    Validated with :func:`model.hardware.profiles.gpu_from_toml` before it is returned."""
-    base_path = Path(fit.base_profile_path)
-    try:
-        data = tomllib.loads(base_path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as err:
-        raise PdplanError(f"calibrate: cannot read the base profile {base_path}: {err}") from None
-    data["name"] = fit.profile_name
-    data["full_name"] = f"{data.get('full_name', fit.gpu)} (calibrated, {fit.engine})"
-    data["aliases"] = []
-    eff = dict(data.get("efficiency", {}))
-    all_err = fit.error_row("all")
-    files = ", ".join(fit.files) or "measurements"
-    summary = (
-        f"calibrated by pdplan calibrate from {files}, {fit.n_rows} rows, "
-        f"fit RMSE {_fmt_pct(all_err.rmse_after)} (before {_fmt_pct(all_err.rmse_before)}, "
-        f"leave-one-out {_fmt_pct(all_err.rmse_loo)}); engine {fit.engine}"
-    )
-    keys = {"prefill_mfu": "prefill_mfu", "decode_mbu": "decode_mbu", "step_overhead_s": "step_overhead"}
-    for pname, key in keys.items():
-        p = fit.parameter(pname)
-        old = eff.get(key, {})
-        old_src = old.get("source", "") if isinstance(old, dict) else ""
-        if p.fitted:
-            se = f" +- {p.std_error:.2g}" if math.isfinite(p.std_error) else ""
-            value: Any = f"{p.value * 1e3:.4g} ms" if pname == "step_overhead_s" else round(p.value, 4)
-            unit = " s" if pname == "step_overhead_s" else ""
-            src = f"{summary}; fitted {p.value:.4g}{unit}{se}, base {p.base:.4g}{unit}"
-        else:
-            value = old.get("value") if isinstance(old, dict) else p.base
-            src = f"not calibrated (no measurement constrains it), kept from {fit.gpu}: {old_src}"
-        eff[key] = {"value": value, "source": src}
-    data["efficiency"] = eff
-    stamp = (when or _dt.datetime.now(_dt.UTC)).strftime("%Y-%m-%d %H:%M UTC")
-    head = [
-        _comment(f"{fit.profile_name}: {fit.gpu} calibrated by `pdplan calibrate` on {stamp}."),
-        _comment(f"Base profile: {fit.gpu} ({base_path.name}); engine label: {fit.engine}; data: {files}."),
-        _comment(
-            "Only [efficiency] differs from the base profile. Select it with --profile-dir DIR "
-            f"--gpu {fit.profile_name} (or profile_dirs=DIR in Python)."
-        ),
-    ]
-    for p in fit.parameters:
-        if p.fitted:
-            head.append(
-                _comment(
-                    f"{p.name}: {p.base:.4g} -> {p.value:.4g}"
-                    + (f" +- {p.std_error:.2g}" if math.isfinite(p.std_error) else "")
-                    + (
-                        f" (TP link {fit.tp_link}; not stored in a GPU profile)"
-                        if p.name == "comm_efficiency"
-                        else ""
-                    )
-                )
-            )
-    head.append("# Errors (relative; RMSE before -> after, leave-one-out):")
-    for e in fit.errors:
-        head.append(
-            _comment(
-                f"  {e.metric} ({e.n}): {_fmt_pct(e.rmse_before)} -> {_fmt_pct(e.rmse_after)}, "
-                f"LOO {_fmt_pct(e.rmse_loo)}"
-            )
-        )
-    head.append("# Rows (source | model | tp | dtype | isl | osl | load | batch | measured):")
-    for m in fit.rows:
-        measured = ", ".join(
-            f"{name} {getattr(m, attr) * scale:.4g}{unit}"
-            for name, attr, scale, unit in (
-                ("prefill", "prefill_s", 1e3, " ms"),
-                ("ttft", "ttft_s", 1e3, " ms"),
-                ("tpot", "tpot_s", 1e3, " ms"),
-                ("throughput", "output_tokens_per_s", 1.0, " tok/s"),
-            )
-            if getattr(m, attr) is not None
-        )
-        head.append(
-            _comment(
-                f"  {m.source} | {m.model} | {m.tp} | {m.dtype} | {m.isl:.0f} | {m.osl:.0f} | {m.load}"
-                f" | {m.batch:.3g} | {measured}"
-            )
-        )
-    for x in fit.excluded:
-        head.append(_comment(f"  not used: {x.source} {x.metric}: {x.reason}"))
-    text = "\n".join(head) + "\n" + _emit_toml(data)
-    gpu_from_toml(Path(f"{fit.profile_name}.toml"), text)  # raises if the schema would reject it
-    return text
-
-
-def _inside(path: Path, package: str) -> bool:
-    import importlib.util
-
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        return False
-    for loc in spec.submodule_search_locations:
-        root = Path(loc).resolve()
-        if path == root or root in path.parents:
-            return True
-    return False
-
-
-def write_profiles(result: CalibrationResult, out_dir: str | Path) -> tuple[Path, ...]:
-    """Write each group's calibrated profile to ``out_dir/gpus/<profile_name>.toml``; returns the paths.
-
-    ``out_dir`` is then usable as ``--profile-dir`` / ``profile_dirs``. Refuses to write inside the
-    pdplan package (its built-in profiles are not to be edited by a tool).
-    """
-    if not isinstance(out_dir, str | Path) or not str(out_dir).strip():
-        raise InputError("out_dir", out_dir, "a directory path")
-    root = Path(out_dir).expanduser().resolve()
-    for pkg in ("hardware_profiles", "model"):
-        if _inside(root, pkg):
-            raise InputError("out_dir", str(out_dir), f"a directory outside the pdplan package ({pkg})")
-    gpus = root / "gpus"
-    try:
-        gpus.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise InputError("out_dir", str(out_dir), f"a writable directory ({err})") from None
-    paths = []
-    for g in result.groups:
-        path = gpus / f"{g.profile_name}.toml"
-        path.write_text(calibrated_profile_toml(g), encoding="utf-8")
-        paths.append(path)
-    return tuple(paths)

@@ -1,20 +1,18 @@
-"""Reading measurements for ``pdplan calibrate``: a simple CSV, or vLLM serving-benchmark result JSON.
+"""One measurement row for ``pdplan calibrate`` (:class:`Measurement`), the field checks the readers
+share, and the light-load test for a measured TTFT.
 
-Every row becomes one :class:`Measurement` (SI units inside: seconds, requests/s, tokens/s).
-Malformed input raises :class:`model.errors.InputError` whose field names the file, the row and
-the column, e.g. ``bench.csv row 3, tpot_ms: got 'abc'; allowed: a number > 0``.
+Readers (model.calibrate.csv_format, model.calibrate.vllm_format, model.calibrate.load) turn a simple
+CSV or vLLM serving-benchmark result JSON into rows, in SI units (seconds, requests/s, tokens/s).
+Malformed input raises :class:`model.errors.InputError` whose field names the file, the row and the
+column, e.g. ``bench.csv row 3, tpot_ms: got 'abc'; allowed: a number > 0``.
 
 The exact columns and JSON keys read are listed in docs/calibration.md.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from model.errors import InputError
@@ -148,7 +146,7 @@ def running_requests(rate_rps: float, ttft_s: float, tpot_s: float, output_token
     return rate_rps * (ttft_s + (output_tokens - 1.0) * tpot_s)
 
 
-def _identity(model: object, gpu: object, kv: object) -> dict[str, object]:
+def row_identity(model: object, gpu: object, kv: object) -> dict[str, object]:
     """The model / GPU / KV-dtype fields of a row, normalised the same way for every input format."""
     return {
         "model": str(model).strip(),
@@ -157,7 +155,7 @@ def _identity(model: object, gpu: object, kv: object) -> dict[str, object]:
     }
 
 
-def _number(where: str, field: str, raw: Any, *, minimum: float = 0.0, strict: bool = True) -> float:
+def number_field(where: str, field: str, raw: Any, *, minimum: float = 0.0, strict: bool = True) -> float:
     """A finite number > minimum (or >= minimum when ``strict`` is False); errors name row and field."""
     bad = f"a number {'>' if strict else '>='} {minimum:g}"
     if isinstance(raw, bool) or raw is None:
@@ -171,20 +169,20 @@ def _number(where: str, field: str, raw: Any, *, minimum: float = 0.0, strict: b
     return value
 
 
-def _whole(where: str, field: str, raw: Any) -> int:
-    value = _number(where, field, raw, minimum=1.0, strict=False)
+def whole_field(where: str, field: str, raw: Any) -> int:
+    value = number_field(where, field, raw, minimum=1.0, strict=False)
     if value != int(value):
         raise InputError(f"{where}, {field}", raw, "a whole number >= 1")
     return int(value)
 
 
-def _text(where: str, field: str, raw: Any) -> str:
+def text_field(where: str, field: str, raw: Any) -> str:
     if not isinstance(raw, str) or not raw.strip():
         raise InputError(f"{where}, {field}", raw, "a non-empty name")
     return raw.strip()
 
 
-def _merge(where: str, field: str, from_file: Any, from_caller: Any) -> Any:
+def merge_field(where: str, field: str, from_file: Any, from_caller: Any) -> Any:
     """The caller's value fills a field the file leaves empty; a disagreement is an error."""
     if from_file is None or (isinstance(from_file, str) and not from_file.strip()):
         return from_caller
@@ -224,10 +222,6 @@ def classify_ttft(m: Measurement, max_utilisation: float) -> tuple[bool, str]:
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# CSV
-
-
 @dataclass(frozen=True)
 class RowDefaults:
     """Values the caller (CLI flags) supplies for fields a file leaves out."""
@@ -239,292 +233,3 @@ class RowDefaults:
     dtype: str | None = None
     kv_dtype: str | None = None
     engine: str | None = None
-
-
-def parse_csv(
-    text: str, *, name: str = "measurements.csv", defaults: RowDefaults | None = None
-) -> tuple[Measurement, ...]:
-    """Measurements from CSV text (header row, columns :data:`CSV_COLUMNS`, case-insensitive).
-
-    Lines starting with ``#`` and blank lines are skipped. Blank cells are "not given"; CLI
-    ``defaults`` fill them. Rows are named by their line number in the file ("bench.csv row 7").
-    """
-    d = defaults or RowDefaults()
-    # Comment lines become empty lines so that the reader's line numbers stay the file's.
-    lines = ["" if ln.lstrip().startswith("#") else ln for ln in text.splitlines()]
-    reader = csv.reader(lines)
-    rows = ((reader.line_num, cells) for cells in reader if any(c.strip() for c in cells))
-    first = next(rows, None)
-    if first is None:
-        raise InputError(f"{name}, header", "", "a header row naming the columns: " + ", ".join(CSV_COLUMNS))
-    header = [h.strip().lower() for h in first[1]]
-    unknown = [h for h in header if h not in CSV_COLUMNS]
-    if unknown:
-        raise InputError(f"{name}, header", unknown[0], "one of " + ", ".join(CSV_COLUMNS))
-    dupes = sorted({h for h in header if header.count(h) > 1})
-    if dupes:
-        raise InputError(f"{name}, header", dupes[0], "each column once")
-    for col in CSV_REQUIRED:
-        if col not in header:
-            raise InputError(f"{name}, header", ",".join(header), f"a {col!r} column")
-    if not any(c in header for c in ("batch", "concurrency", "request_rate")):
-        raise InputError(f"{name}, header", ",".join(header), "a batch, concurrency or request_rate column")
-    if not any(c in header for c in MEASURED_COLUMNS):
-        raise InputError(
-            f"{name}, header", ",".join(header), "at least one of " + ", ".join(MEASURED_COLUMNS)
-        )
-    out: list[Measurement] = []
-    for n, cells in rows:
-        if len(cells) != len(header):
-            raise InputError(f"{name} row {n}", ",".join(cells), f"{len(header)} cells, like the header")
-        row = {h: c.strip() for h, c in zip(header, cells, strict=True)}
-        out.append(_csv_row(row, f"{name} row {n}", name, d))
-    if not out:
-        raise InputError(f"{name}", "(no rows)", "at least one measurement row")
-    return tuple(out)
-
-
-def _opt_ms(where: str, row: Mapping[str, str], col: str) -> float | None:
-    raw = row.get(col, "")
-    return None if raw == "" else _number(where, col, raw) * MS
-
-
-def _csv_row(row: Mapping[str, str], where: str, name: str, d: RowDefaults) -> Measurement:
-    if row.get("id"):
-        where = f"{where} ({row['id']})"
-    model = _merge(where, "model", row.get("model"), d.model)
-    gpu = _merge(where, "gpu", row.get("gpu"), d.gpu)
-    if model is None:
-        raise InputError(f"{where}, model", "", "a model name (column 'model' or --model)")
-    if gpu is None:
-        raise InputError(f"{where}, gpu", "", "a GPU name (column 'gpu' or --gpu)")
-    tp = _whole(where, "tp", _merge(where, "tp", row.get("tp"), d.tp) or DEFAULT_TP)
-    pp = _whole(where, "pp", _merge(where, "pp", row.get("pp"), d.pp) or DEFAULT_PP)
-    dtype = _text(where, "dtype", _merge(where, "dtype", row.get("dtype"), d.dtype) or DEFAULT_DTYPE).lower()
-    kv = _merge(where, "kv_dtype", row.get("kv_dtype"), d.kv_dtype)
-    engine = _text(
-        where, "engine", _merge(where, "engine", row.get("engine"), d.engine) or DEFAULT_CSV_ENGINE
-    )
-    isl = _number(where, "isl", row.get("isl", ""), minimum=1.0, strict=False)
-    osl = _number(where, "osl", row.get("osl", ""), minimum=1.0, strict=False)
-    given = [c for c in ("batch", "concurrency", "request_rate") if row.get(c, "")]
-    if len(given) != 1:
-        raise InputError(
-            f"{where}, batch/concurrency/request_rate", given or "(none)", "exactly one of the three per row"
-        )
-    prefill_s = _opt_ms(where, row, "prefill_ms")
-    ttft_s = _opt_ms(where, row, "ttft_ms")
-    tpot_s = _opt_ms(where, row, "tpot_ms")
-    itl_s = _opt_ms(where, row, "itl_ms")
-    tpot_s = tpot_s if tpot_s is not None else itl_s
-    tput = row.get("output_throughput", "")
-    out_tps = None if tput == "" else _number(where, "output_throughput", tput)
-    if all(v is None for v in (prefill_s, ttft_s, tpot_s, out_tps)):
-        raise InputError(
-            f"{where}, measurements", "(all empty)", "at least one of " + ", ".join(MEASURED_COLUMNS)
-        )
-    rate: float | None = None
-    if given[0] == "batch":
-        load, batch = "batch", float(_whole(where, "batch", row["batch"]))
-    elif given[0] == "concurrency":
-        load, batch = "concurrency", float(_whole(where, "concurrency", row["concurrency"]))
-    else:
-        load = "rate"
-        rate = _number(where, "request_rate", row["request_rate"])
-        if ttft_s is None or tpot_s is None:
-            raise InputError(
-                f"{where}, request_rate",
-                row["request_rate"],
-                "a request_rate row also needs ttft_ms and tpot_ms (or itl_ms): the running batch comes "
-                "from Little's law, rate x (TTFT + (osl - 1) x TPOT)",
-            )
-        batch = max(1.0, running_requests(rate, ttft_s, tpot_s, osl))
-    return Measurement(
-        source=where,
-        **_identity(model, gpu, kv),
-        tp=tp,
-        pp=pp,
-        dtype=dtype,
-        engine=engine,
-        isl=isl,
-        osl=osl,
-        load=load,
-        batch=batch,
-        request_rate_rps=rate,
-        prefill_s=prefill_s,
-        ttft_s=ttft_s,
-        tpot_s=tpot_s,
-        output_tokens_per_s=out_tps,
-        file=name,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# vLLM serving-benchmark result JSON
-
-
-def _json_objects(text: str, name: str) -> list[tuple[str, Any]]:
-    """One JSON object, a JSON list of objects, or JSON Lines (``vllm bench serve --append-result``)."""
-    stripped = text.strip()
-    if not stripped:
-        raise InputError(f"{name}", "(empty file)", "a vLLM benchmark result JSON object")
-    try:
-        data = json.loads(stripped)
-    except json.JSONDecodeError:
-        data = None
-        objs: list[tuple[str, Any]] = []
-        for n, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                objs.append((f"{name} line {n}", json.loads(line)))
-            except json.JSONDecodeError as err:
-                raise InputError(f"{name} line {n}", line[:60], f"valid JSON ({err.msg})") from None
-        return objs
-    if isinstance(data, list):
-        return [(f"{name} [{i}]", obj) for i, obj in enumerate(data)]
-    return [(name, data)]
-
-
-def _get(obj: Mapping[str, Any], where: str, key: str, *, required: bool = True) -> Any:
-    if key in obj and obj[key] is not None:
-        return obj[key]
-    if required:
-        raise InputError(f"{where}, {key}", None, "present (vLLM benchmark result key)")
-    return None
-
-
-def _opt_json_ms(obj: Mapping[str, Any], where: str, key: str) -> float | None:
-    raw = _get(obj, where, key, required=False)
-    if raw is None:
-        return None
-    value = _number(where, key, raw, minimum=0.0, strict=False)
-    return value * MS if value > 0 else None  # vLLM writes 0 when a metric had no samples
-
-
-def parse_vllm_json(
-    text: str, *, name: str = "result.json", defaults: RowDefaults | None = None
-) -> tuple[Measurement, ...]:
-    """Measurements from vLLM ``benchmark_serving.py`` / ``vllm bench serve --save-result`` output.
-
-    Keys read (vLLM benchmarks/benchmark_serving.py and vllm/benchmarks/serve.py, ``result_json``):
-    ``completed``, ``total_input_tokens``, ``total_output_tokens``, ``request_rate`` (number or
-    "inf"), ``burstiness``, ``max_concurrency``, ``request_throughput``, ``output_throughput``,
-    ``mean_ttft_ms``, ``mean_tpot_ms``, ``mean_itl_ms``, ``mean_e2el_ms``; ``model_id`` and the
-    ``--metadata`` keys ``gpu``, ``tp``, ``pp``, ``dtype``, ``kv_dtype``, ``engine`` when present.
-    """
-    d = defaults or RowDefaults()
-    out = []
-    for where, obj in _json_objects(text, name):
-        if not isinstance(obj, dict):
-            raise InputError(where, type(obj).__name__, "a JSON object (one benchmark result)")
-        out.append(_vllm_row(obj, where, name, d))
-    if not out:
-        raise InputError(name, "(no results)", "at least one benchmark result")
-    return tuple(out)
-
-
-def _vllm_row(obj: Mapping[str, Any], where: str, name: str, d: RowDefaults) -> Measurement:
-    model_id = obj.get("model_id")
-    model = d.model if d.model is not None else model_id
-    if not model:
-        raise InputError(f"{where}, model_id", model_id, "a model name (the file's model_id or --model)")
-    gpu = _merge(where, "gpu", obj.get("gpu"), d.gpu)
-    if gpu is None:
-        raise InputError(f"{where}, gpu", None, "a GPU name (--gpu, or --metadata gpu=... when benchmarking)")
-    tp = _whole(where, "tp", _merge(where, "tp", obj.get("tp"), d.tp) or DEFAULT_TP)
-    pp = _whole(where, "pp", _merge(where, "pp", obj.get("pp"), d.pp) or DEFAULT_PP)
-    dtype = _text(where, "dtype", _merge(where, "dtype", obj.get("dtype"), d.dtype) or DEFAULT_DTYPE).lower()
-    kv = _merge(where, "kv_dtype", obj.get("kv_dtype"), d.kv_dtype)
-    engine = _text(
-        where, "engine", _merge(where, "engine", obj.get("engine"), d.engine) or DEFAULT_VLLM_ENGINE
-    )
-
-    completed = _whole(where, "completed", _get(obj, where, "completed"))
-    isl = _number(where, "total_input_tokens", _get(obj, where, "total_input_tokens")) / completed
-    osl = _number(where, "total_output_tokens", _get(obj, where, "total_output_tokens")) / completed
-    if isl < 1 or osl < 1:
-        raise InputError(
-            f"{where}, total_input_tokens/total_output_tokens", (isl, osl), ">= 1 token per request"
-        )
-    raw_rate = _get(obj, where, "request_rate")
-    infinite = isinstance(raw_rate, str) and raw_rate.strip().lower() in ("inf", "infinity")
-    rate = None if infinite else _number(where, "request_rate", raw_rate)
-    raw_b = obj.get("burstiness")
-    burstiness = 1.0 if raw_b is None else _number(where, "burstiness", raw_b)
-    raw_c = obj.get("max_concurrency")
-    cap = None if raw_c is None else float(_whole(where, "max_concurrency", raw_c))
-
-    ttft_s = _opt_json_ms(obj, where, "mean_ttft_ms")
-    tpot_s = _opt_json_ms(obj, where, "mean_tpot_ms")
-    itl_s = _opt_json_ms(obj, where, "mean_itl_ms")
-    tpot_s = tpot_s if tpot_s is not None else itl_s
-    e2e_s = _opt_json_ms(obj, where, "mean_e2el_ms")
-    raw_out = obj.get("output_throughput")
-    out_tps = None if raw_out is None else _number(where, "output_throughput", raw_out, strict=False) or None
-    if ttft_s is None and tpot_s is None:
-        raise InputError(f"{where}, mean_ttft_ms/mean_tpot_ms", None, "a TTFT or TPOT/ITL statistic")
-
-    limit = float(min(cap, completed)) if cap is not None else float(completed)
-    if rate is None and cap is not None:
-        load, batch, lam = "concurrency", limit, None
-    else:
-        load = "rate"
-        if rate is None:  # every request sent at once: arrival rate = measured completions per second
-            lam = _number(where, "request_throughput", _get(obj, where, "request_throughput"))
-        else:
-            lam = rate
-        if out_tps is not None and tpot_s is not None:
-            running = out_tps * tpot_s  # tokens/s x s/token per request = requests decoding (Little)
-        elif e2e_s is not None:
-            running = lam * e2e_s
-        elif ttft_s is not None and tpot_s is not None:
-            running = running_requests(lam, ttft_s, tpot_s, osl)
-        else:
-            raise InputError(f"{where}, output_throughput", None, "present (to know the running batch)")
-        batch = min(max(1.0, running), limit)
-    return Measurement(
-        source=where,
-        **_identity(model, gpu, kv),
-        tp=tp,
-        pp=pp,
-        dtype=dtype,
-        engine=engine,
-        isl=isl,
-        osl=osl,
-        load=load,
-        batch=batch,
-        request_rate_rps=lam,
-        burstiness=burstiness,
-        ttft_s=ttft_s,
-        tpot_s=tpot_s,
-        output_tokens_per_s=out_tps,
-        burst=rate is None and load == "rate",
-        file=name,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Files
-
-
-def load_measurements(
-    path: str | Path, fmt: str | None = None, *, defaults: RowDefaults | None = None
-) -> tuple[Measurement, ...]:
-    """Read one measurement file; ``fmt`` None guesses from the extension (.csv / .json / .jsonl)."""
-    p = Path(path)
-    if fmt is None:
-        suffix = p.suffix.lower()
-        fmt = "csv" if suffix == ".csv" else "vllm-json" if suffix in (".json", ".jsonl") else None
-        if fmt is None:
-            raise InputError(
-                "format", p.name, "csv or vllm-json (give --format, or name the file .csv/.json)"
-            )
-    if fmt not in FORMATS:
-        raise InputError("format", fmt, " or ".join(FORMATS))
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError("measurements", str(p), f"a readable UTF-8 file ({err})") from None
-    parse = parse_csv if fmt == "csv" else parse_vllm_json
-    return parse(text, name=p.name, defaults=defaults)

@@ -6,17 +6,11 @@ import argparse
 import math
 from typing import Any
 
-from model.calibrate.fit import (
-    DEFAULT_FIT,
-    FORMATS,
-    PARAMETERS,
-    CalibrationResult,
-    GroupFit,
-    RowDefaults,
-    calibrate,
-    load_measurements,
-    write_profiles,
-)
+from model.calibrate.fit import DEFAULT_FIT, PARAMETERS, calibrate
+from model.calibrate.load import load_measurements
+from model.calibrate.measurements import FORMATS, RowDefaults
+from model.calibrate.profile_toml import write_profiles
+from model.calibrate.results import CalibrationResult, GroupFit
 from model.cli.common import add_profile_dir, print_json, print_table
 
 

@@ -1,4 +1,4 @@
-"""``pdplan list gpus|links|models`` and ``pdplan show gpu|link|node|model NAME``."""
+"""``pdplan list gpus|links|nodes|engines|models`` and ``pdplan show gpu|link|node|engine|model NAME``."""
 
 from __future__ import annotations
 
@@ -6,20 +6,20 @@ import argparse
 from typing import Any
 
 from model.cli.common import add_profile_dir, print_json, print_table
-from model.hardware.profiles import load_catalog, unique
+from model.hardware.catalog import load_catalog, unique
 from model.llm.arch import active_params, describe, kv_bytes_per_token, params_b, total_params
 from model.llm.catalog import get_model, list_models
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("list", help="list built-in (and --profile-dir) GPUs, links, nodes or models")
-    p.add_argument("what", choices=["gpus", "links", "nodes", "models"])
+    p = sub.add_parser("list", help="list built-in (and --profile-dir) GPUs, links, nodes, engines or models")
+    p.add_argument("what", choices=["gpus", "links", "nodes", "engines", "models"])
     p.add_argument("--json", action="store_true", help="machine-readable output")
     add_profile_dir(p)
     p.set_defaults(handler=run_list)
 
     s = sub.add_parser("show", help="every field of one profile or model, with its source")
-    s.add_argument("what", choices=["gpu", "link", "node", "model"])
+    s.add_argument("what", choices=["gpu", "link", "node", "engine", "model"])
     s.add_argument("name", help="name, alias, or a .toml / config.json path")
     s.add_argument("--json", action="store_true")
     add_profile_dir(s)
@@ -63,6 +63,19 @@ def _node_row(n: Any) -> dict[str, Any]:
     }
 
 
+def _engine_row(e: Any) -> dict[str, Any]:
+    return {
+        "name": e.name,
+        "full_name": e.full_name,
+        "version": e.version,
+        "max_num_seqs": e.max_num_seqs,
+        "prefill_token_cap": e.prefill_token_cap,
+        "chunk_tokens": e.chunk_tokens,
+        "step_extra_ms": e.step_overhead_extra_s * 1e3,
+        "kv_transfer": ",".join(e.kv_transfer_modes),
+    }
+
+
 def _model_row(a: Any) -> dict[str, Any]:
     return {
         "name": a.name,
@@ -92,8 +105,13 @@ def run_list(args: argparse.Namespace) -> int:
             r["active_params"] = params_b(r["active_params"])
     else:
         catalog = load_catalog(args.profile_dir or None)
-        table = {"gpus": catalog.gpus, "links": catalog.links, "nodes": catalog.nodes}[args.what]
-        fn = {"gpus": _gpu_row, "links": _link_row, "nodes": _node_row}[args.what]
+        table = {
+            "gpus": catalog.gpus,
+            "links": catalog.links,
+            "nodes": catalog.nodes,
+            "engines": catalog.engines,
+        }[args.what]
+        fn = {"gpus": _gpu_row, "links": _link_row, "nodes": _node_row, "engines": _engine_row}[args.what]
         rows = [fn(p) for p in unique(table)]
     if args.json:
         print_json(rows)
@@ -109,7 +127,8 @@ def run_show(args: argparse.Namespace) -> int:
         sources: dict[str, str] = {}
     else:
         catalog = load_catalog(args.profile_dir or None)
-        item = {"gpu": catalog.gpu, "link": catalog.link, "node": catalog.node}[args.what](args.name)
+        lookup = {"gpu": catalog.gpu, "link": catalog.link, "node": catalog.node, "engine": catalog.engine}
+        item = lookup[args.what](args.name)
         info = {k: getattr(item, k) for k in item.__dataclass_fields__ if k != "sources"}
         sources = dict(item.sources)
     if args.json:

@@ -51,6 +51,7 @@ def add_scenario_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--dtype", default="bf16", help="weight dtype: bf16, fp16, fp8, int8, fp4, int4")
     p.add_argument("--kv-dtype", help="KV-cache dtype (default: the weight dtype, or bf16)")
+    p.add_argument("--engine", default="vllm", help="serving-engine profile (see `pdplan list engines`)")
     p.add_argument(
         "--arrival-cv",
         help="coefficient of variation of inter-arrival gaps (default: 1 = Poisson, or the trace's)",
@@ -85,6 +86,7 @@ def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "kv_dtype": args.kv_dtype,
         "profile_dirs": args.profile_dir or None,
         "arrival_scv": arrival_scv,
+        "engine": args.engine,
     }
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from model.cli.common import add_profile_dir, print_json, print_table, to_jsonable
 from model.errors import InputError
-from model.hardware.profiles import get_gpu, get_link
+from model.hardware.catalog import get_engine, get_gpu, get_link
+from model.hardware.engines import Engine
 from model.serving.configs import ARCHITECTURES, ColocatedConfig, DisaggregatedConfig
 from model.sim.simulate import SimOptions, SimResult, poisson_requests, simulate, trace_requests
 from model.units import Kind, format_rate, format_time, parse_quantity
@@ -19,9 +20,6 @@ from model.workload.traces import load_trace
 MAX_REQUESTS = 10_000_000
 
 DEFAULT_REQUESTS = 2000
-DEFAULT_CHUNK_TOKENS = (
-    512  # Sarathi-Serve's chunk size for its headline results (Agrawal et al. 2024, sec. 5)
-)
 
 
 def register(sub: Any) -> None:
@@ -39,8 +37,9 @@ def register(sub: Any) -> None:
         "--chunk",
         type=int,
         default=None,
-        help=f"chunked-prefill token budget (colocated-chunked; default {DEFAULT_CHUNK_TOKENS})",
+        help="chunked-prefill token budget (colocated-chunked; default: the engine profile's chunk_tokens)",
     )
+    p.add_argument("--engine", default="vllm", help="serving-engine profile (see `pdplan list engines`)")
     p.add_argument("--prefill", type=int, default=None, help="prefill instances (disaggregated; default 1)")
     p.add_argument("--prefill-tp", type=int, default=None, help="prefill TP (default --tp)")
     p.add_argument("--decode", type=int, default=None, help="decode instances (disaggregated; default 1)")
@@ -87,7 +86,7 @@ def _progress_bar() -> Any:
     return show
 
 
-def _config(args: argparse.Namespace) -> ColocatedConfig | DisaggregatedConfig:
+def _config(args: argparse.Namespace, engine: Engine) -> ColocatedConfig | DisaggregatedConfig:
     dirs = args.profile_dir or None
     gpu = get_gpu(args.gpu, dirs)
     if args.architecture == "disaggregated":
@@ -114,7 +113,7 @@ def _config(args: argparse.Namespace) -> ColocatedConfig | DisaggregatedConfig:
             raise InputError(flag, value, "only with --architecture disaggregated")
     chunk = None
     if args.architecture == "colocated-chunked":
-        chunk = args.chunk if args.chunk is not None else DEFAULT_CHUNK_TOKENS
+        chunk = args.chunk if args.chunk is not None else engine.chunk_tokens
     elif args.chunk is not None:
         raise InputError("--chunk", args.chunk, "only with --architecture colocated-chunked")
     return ColocatedConfig(gpu, args.tp, args.replicas, chunk)
@@ -183,7 +182,8 @@ def _summary_json(res: SimResult) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = _config(args)
+    engine = get_engine(args.engine, args.profile_dir or None)
+    config = _config(args, engine)
     slo = _slo(args)
     rate = (
         None if args.rate is None else parse_quantity(args.rate, Kind.RATE, "--rate", bare_unit="1 / second")
@@ -209,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
         slo=slo,
         weight_dtype=args.dtype,
         kv_dtype=args.kv_dtype,
+        engine=engine,
         options=options,
     )
     if args.per_request:

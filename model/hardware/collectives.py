@@ -12,7 +12,10 @@ import math
 import numpy as np
 
 from model.errors import InputError, UnknownNameError
-from model.hardware.profiles import GPU, Link, get_link
+from model.hardware.catalog import get_link
+from model.hardware.gpus import GPU
+from model.hardware.links import Link
+from model.scalars import plain
 
 ArrayLike = float | int | np.ndarray
 
@@ -33,7 +36,7 @@ def _nonneg(name: str, value: ArrayLike) -> np.ndarray:
 
 def allreduce_time_s(
     message_bytes: ArrayLike, n_gpus: ArrayLike, bandwidth_bytes_per_s: ArrayLike, latency_s: ArrayLike
-) -> np.ndarray:
+) -> float | np.ndarray:
     """Time of one ring all-reduce of ``message_bytes`` over ``n_gpus`` GPUs.
 
     t = 2 (n - 1) x (latency + (M / n) / bandwidth); 0 when n == 1.
@@ -42,6 +45,7 @@ def allreduce_time_s(
     of workstations", JPDC 69(2); NCCL docs, "Performance reported by NCCL tests": algbw and
     busbw = algbw x 2(n-1)/n). ``bandwidth_bytes_per_s`` is the achievable per-direction
     bandwidth of one GPU (line rate x efficiency); ``latency_s`` the per-step latency.
+    A float for scalar inputs, an array for array inputs.
     """
     m = _nonneg("message_bytes", message_bytes)
     n = np.asarray(n_gpus, dtype=float)
@@ -52,23 +56,24 @@ def allreduce_time_s(
         raise InputError("bandwidth_bytes_per_s", bandwidth_bytes_per_s, "numbers > 0")
     lat = _nonneg("latency_s", latency_s)
     steps = 2.0 * (n - 1.0)
-    return np.asarray(steps * (lat + (m / n) / bw), dtype=float)
+    return plain(np.asarray(steps * (lat + (m / n) / bw), dtype=float))
 
 
-def transfer_time_s(message_bytes: ArrayLike, link: Link, *, messages: ArrayLike = 1) -> np.ndarray:
+def transfer_time_s(message_bytes: ArrayLike, link: Link, *, messages: ArrayLike = 1) -> float | np.ndarray:
     """Time to move ``message_bytes`` over ``link`` as ``messages`` separate messages.
 
     t = messages x latency + bytes / (bandwidth x efficiency); 0 for a ``same-gpu`` link (nothing
     crosses it). The alpha-beta (Hockney 1994, "The communication challenge for MPP", Parallel
     Computing 20(3)) model; efficiency is the measured fraction of line rate in the link profile.
+    A float for scalar inputs, an array for array inputs.
     """
     m = _nonneg("message_bytes", message_bytes)
     k = np.asarray(messages, dtype=float)
     if not np.all(np.isfinite(k)) or np.any(k < 0):
         raise InputError("messages", messages, "numbers >= 0")
     if link.kind == "same-gpu":
-        return np.zeros(np.broadcast_shapes(m.shape, k.shape))
-    return np.asarray(k * link.latency_s + m / link.effective_bandwidth_bytes_per_s, dtype=float)
+        return plain(np.zeros(np.broadcast_shapes(m.shape, k.shape)))
+    return plain(np.asarray(k * link.latency_s + m / link.effective_bandwidth_bytes_per_s, dtype=float))
 
 
 def _normalise(kind: str) -> str:

@@ -81,18 +81,22 @@ class LLMArch:
 
     @property
     def is_moe(self) -> bool:
+        """Whether the MLP layers are mixture-of-experts (num_experts > 0)."""
         return self.num_experts > 0
 
     @property
     def is_mla(self) -> bool:
+        """Whether attention is multi-head latent attention (kv_lora_rank > 0, DeepSeek-V2 style)."""
         return self.kv_lora_rank > 0
 
     @property
     def num_moe_layers(self) -> int:
+        """Layers whose MLP is MoE: all but the leading dense ones (0 for a dense model)."""
         return self.num_layers - self.num_dense_layers if self.is_moe else 0
 
     @property
     def label(self) -> str:
+        """Display name for reports (the catalog name when none is set)."""
         return self.display_name or self.name
 
 

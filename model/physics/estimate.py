@@ -1,7 +1,7 @@
 """One-call estimate for a model on a GPU group: prefill, decode, TPOT and memory fit.
 
-The API behind ``pdplan estimate``; every number comes from :mod:`model.roofline` and
-:mod:`model.memory`.
+The API behind ``pdplan estimate``; every number comes from :mod:`model.physics.roofline` and
+:mod:`model.physics.memory`. All fields, including the breakdowns, are plain Python numbers and strings.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from model.errors import InputError
-from model.hardware.profiles import GPU, get_gpu
+from model.hardware.catalog import get_gpu
+from model.hardware.gpus import GPU
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.physics.memory import MemoryFit, memory_fit
@@ -26,12 +27,21 @@ from model.physics.roofline import (
     mean_tpot_s,
     prefill_cost,
 )
+from model.scalars import plain_fields
 
 
 @dataclass(frozen=True)
 class Estimate:
     """Latency and memory of one static batch of ``batch`` requests of ``isl`` prompt and ``osl``
-    output tokens on one instance. Times in seconds, sizes in bytes."""
+    output tokens on one instance. Times in seconds, sizes in bytes; plain Python numbers and strings
+    throughout (``prefill``, ``decode`` and ``memory`` too).
+
+    ``prefill_bound`` / ``decode_bound`` say which roofline limit set the step time ("compute" or
+    "memory"); ``decode_context_tokens`` is the context of the representative decode step
+    (isl + osl / 2); ``kv_capacity_tokens`` and ``max_batch`` are the KV cache in tokens and in
+    sequences of isl + osl tokens; ``fits`` is False with a one-line ``reason`` when the weights,
+    the batch's KV or the context window do not fit.
+    """
 
     model: str
     gpu: str
@@ -160,7 +170,7 @@ def estimate(
         max_batch=max_batch,
         fits=fits,
         reason=reason,
-        prefill=pre,
-        decode=dec,
+        prefill=plain_fields(pre),
+        decode=plain_fields(dec),
         memory=mem,
     )

@@ -16,6 +16,7 @@ import numpy as np
 
 from model.errors import InputError
 from model.physics.roofline import ACTIVATION_BYTES, LOGIT_BYTES, Deployment
+from model.scalars import plain, plain_fields
 from model.units import format_bytes
 
 GIB = 2.0**30
@@ -33,21 +34,22 @@ KV_BLOCK_TOKENS = 16
 
 @dataclass(frozen=True)
 class MemoryFit:
-    """Per-GPU memory budget of one instance. Arrays broadcast over max_batched_tokens and utilisation."""
+    """Per-GPU memory budget of one instance. Arrays broadcast over max_batched_tokens and utilisation
+    (plain Python numbers when both are scalars)."""
 
-    fits: np.ndarray
+    fits: bool | np.ndarray
     weight_bytes_per_gpu: float
-    workspace_bytes_per_gpu: np.ndarray
+    workspace_bytes_per_gpu: float | np.ndarray
     reserve_bytes_per_gpu: float
-    usable_bytes_per_gpu: np.ndarray
-    kv_bytes_available_per_gpu: np.ndarray
+    usable_bytes_per_gpu: float | np.ndarray
+    kv_bytes_available_per_gpu: float | np.ndarray
     kv_bytes_per_token_per_gpu: float
-    kv_capacity_tokens: np.ndarray
+    kv_capacity_tokens: float | np.ndarray
     gpu_memory_bytes: float
     n_gpus: int
     reason: str
 
-    def max_batch(self, context_tokens: float | np.ndarray) -> np.ndarray:
+    def max_batch(self, context_tokens: float | np.ndarray) -> float | np.ndarray:
         """Concurrent sequences of ``context_tokens`` tokens whose KV fits: floor(blocks / blocks per
         sequence), with paged 16-token blocks (a partly filled last block still takes a block)."""
         ctx = np.asarray(context_tokens, dtype=float)
@@ -55,7 +57,7 @@ class MemoryFit:
             raise InputError("context_tokens", context_tokens, "numbers >= 1")
         blocks = np.floor(self.kv_capacity_tokens / KV_BLOCK_TOKENS)
         per_seq = np.ceil(ctx / KV_BLOCK_TOKENS)
-        return np.floor(blocks / per_seq)
+        return plain(np.floor(blocks / per_seq))
 
 
 def activation_workspace_bytes(dep: Deployment, max_batched_tokens: float | np.ndarray) -> np.ndarray:
@@ -138,7 +140,7 @@ def memory_fit(
         )
     if fits.size > 1 and not (fits.all() or not fits.any()):
         reason += f" (fits in {int(fits.sum())} of {fits.size} settings)"
-    return MemoryFit(
+    result = MemoryFit(
         fits=fits,
         weight_bytes_per_gpu=weights,
         workspace_bytes_per_gpu=workspace,
@@ -151,3 +153,4 @@ def memory_fit(
         n_gpus=dep.n_gpus,
         reason=reason,
     )
+    return plain_fields(result)  # plain floats / bool for scalar inputs, arrays for array inputs

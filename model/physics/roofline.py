@@ -38,7 +38,8 @@ import numpy as np
 from model.errors import InputError
 from model.hardware.collectives import allreduce_time_s, default_tp_link, transfer_time_s
 from model.hardware.formats import bytes_per_element, compute_dtype
-from model.hardware.profiles import GPU, Link
+from model.hardware.gpus import GPU
+from model.hardware.links import Link
 from model.llm.arch import (
     LLMArch,
     active_params,
@@ -126,7 +127,7 @@ class Deployment:
         if not isinstance(self.arch, LLMArch):
             raise InputError("model", self.arch, "an LLMArch (see model.llm.catalog.get_model)")
         if not isinstance(self.gpu, GPU):
-            raise InputError("gpu", self.gpu, "a GPU profile (see model.hardware.profiles.get_gpu)")
+            raise InputError("gpu", self.gpu, "a GPU profile (see model.hardware.catalog.get_gpu)")
         check_tp(self.arch, self.tp)
         if not (isinstance(self.pp, int | np.integer) and not isinstance(self.pp, bool) and self.pp >= 1):
             raise InputError("pp", self.pp, "a whole number >= 1")
@@ -152,7 +153,7 @@ class Deployment:
         for name in ("tp_link", "pp_link"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, Link):
-                raise InputError(name, value, "a Link profile (see model.hardware.profiles.get_link) or None")
+                raise InputError(name, value, "a Link profile (see model.hardware.catalog.get_link) or None")
 
     # -- resolved settings --------------------------------------------------------------------
     @property

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from model.hardware.profiles import GPU, Link, Node
+from model.hardware.gpus import GPU
+from model.hardware.links import Link
+from model.hardware.nodes import Node
 from model.llm.arch import LLMArch
 from model.serving.candidates import link_for
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig

@@ -19,7 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from model.errors import InputError
-from model.hardware.profiles import GPU, Link, Node, load_catalog
+from model.hardware.catalog import load_catalog
+from model.hardware.engines import DEFAULT_ENGINE, Engine
+from model.hardware.gpus import GPU
+from model.hardware.links import Link
+from model.hardware.nodes import Node
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.planner.enumerate import (
@@ -85,8 +89,12 @@ def resolve_inputs(
     samples: int = DEFAULT_SAMPLES,
     seed: int = 0,
     arrival_scv: float = 1.0,
+    engine: str | Engine | None = None,
 ) -> PlanInputs:
     """Look up names, validate ranges, and build the scenario; errors name the field.
+
+    ``engine``: the serving-engine profile (name, alias, .toml path or Engine; None: vLLM) whose caps
+    and overheads the evaluation applies, the same profile ``pdplan simulate --engine`` reads.
 
     ``arrival_scv`` is the squared coefficient of variation of inter-arrival gaps (1 = Poisson); the
     prefill queues use it through the G/G/c approximation (model.queueing.mgc_wait).
@@ -126,6 +134,7 @@ def resolve_inputs(
     g = catalog.gpu(gpu)
     dg = catalog.gpu(decode_gpu) if decode_gpu is not None else g
     li = catalog.link(link)
+    eng = catalog.engine(DEFAULT_ENGINE if engine is None else engine)
     nd = catalog.node(node) if node is not None else None
     intra = catalog.link(nd.intra_node_link) if nd is not None else None
     arch = get_model(model)
@@ -149,6 +158,7 @@ def resolve_inputs(
         samples,
         seed,
         arrival_scv=arrival_scv,
+        engine=eng,
     )
     return PlanInputs(
         scn,
@@ -454,7 +464,7 @@ def plan(model: str | LLMArch, gpu: str | GPU, *, thresholds: bool = True, **kwa
     """Plan serving for ``model`` on ``gpu``: the verdict, its reasons and the best of each style.
 
     Keyword arguments are those of :func:`resolve_inputs` (workload, SLOs, link, decode_gpu, node,
-    gpus or target_rate_rps, dtype, TP and chunk options, objective, margin, profile_dirs, ...).
+    gpus or target_rate_rps, dtype, TP and chunk options, objective, margin, profile_dirs, engine, ...).
     ``thresholds`` False skips the flip-threshold searches (faster).
     """
     from model.planner.verdict import decide, flip_thresholds

@@ -11,11 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from model.physics.roofline import Deployment, decode_step_cost, prefill_cost
+from model.physics.roofline import decode_step_cost, prefill_cost
 from model.planner.types import BestConfig, Plan
 from model.serving.candidates import build_set
 from model.serving.common import StyleResult
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
+from model.serving.phase_tables import deployment
 from model.workload.scenario import Scenario
 
 
@@ -183,9 +184,7 @@ def roofline_points(b: BestConfig, scenario: Scenario) -> list[RooflinePoint]:
         deps = {"prefill": (cfg.gpu, cfg.tp), "decode": (cfg.gpu, cfg.tp)}
     out = []
     for phase, (gpu, tp) in deps.items():
-        dep = Deployment(
-            scenario.arch, gpu, tp=tp, weight_dtype=scenario.weight_dtype, kv_dtype=scenario.kv_dtype_resolved
-        )
+        dep = deployment(scenario, gpu, tp)
         if phase == "prefill":
             cost = prefill_cost(dep, max(scenario.mean_prompt_tokens, 1.0))
         else:

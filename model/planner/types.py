@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from model.hardware.profiles import GPU, Link, Node
+from model.hardware.gpus import GPU
+from model.hardware.links import Link
+from model.hardware.nodes import Node
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.serving.evaluation import Evaluation
 from model.workload.scenario import Scenario
@@ -84,4 +86,5 @@ class Plan:
 
     @property
     def mode(self) -> str:
+        """ "budget" when a GPU count was given, else "target-rate" (smallest GPUs for a rate)."""
         return "budget" if self.inputs.gpus is not None else "target-rate"

@@ -240,10 +240,10 @@ def _dis_goodput(scn, configs: list) -> float:
 
 
 def transfer_break_even(inp: PlanInputs, dis: BestConfig) -> FlipThreshold | None:
-    """Closed form (model/symbolic/formulas.py): the link line rate at which a p90-length prompt's exposed KV
+    """Closed form (model.symbolic.thresholds): the link line rate at which a p90-length prompt's exposed KV
     transfer just fits the TTFT slack left by queueing and prefill in the best disaggregated
     configuration at its goodput."""
-    from model.symbolic.formulas import break_even_bandwidth
+    from model.symbolic.thresholds import break_even_bandwidth
 
     cfg = dis.config
     if not isinstance(cfg, DisaggregatedConfig) or cfg.link.kind == "same-gpu":

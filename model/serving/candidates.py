@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-from model.hardware.profiles import Link
+from model.hardware.links import Link
 from model.serving.colocated import evaluate_colocated
 from model.serving.common import StyleResult
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig

@@ -11,7 +11,8 @@ import numbers
 from dataclasses import dataclass
 
 from model.errors import InputError
-from model.hardware.profiles import GPU, Link
+from model.hardware.gpus import GPU
+from model.hardware.links import Link
 
 ARCHITECTURES = ("colocated", "colocated-chunked", "disaggregated")
 
@@ -47,13 +48,16 @@ class ColocatedConfig:
 
     @property
     def architecture(self) -> str:
+        """The style name: "colocated", or "colocated-chunked" with a chunk size."""
         return "colocated" if self.chunk_tokens is None else "colocated-chunked"
 
     @property
     def n_gpus(self) -> int:
+        """GPUs used: TP x replicas."""
         return self.tp * self.replicas
 
     def label(self) -> str:
+        """One line for reports, e.g. "4 x TP2 h100-sxm, chunk 512"."""
         chunk = f", chunk {self.chunk_tokens}" if self.chunk_tokens else ""
         return f"{self.replicas} x TP{self.tp} {self.gpu.name}{chunk}"
 
@@ -101,9 +105,11 @@ class DisaggregatedConfig:
 
     @property
     def n_gpus(self) -> int:
+        """GPUs used in both pools: TP_p x n_p + TP_d x n_d."""
         return self.prefill_tp * self.n_prefill + self.decode_tp * self.n_decode
 
     def label(self) -> str:
+        """One line for reports: both pools and the link between them."""
         return (
             f"{self.n_prefill} x TP{self.prefill_tp} {self.prefill_gpu.name} prefill + "
             f"{self.n_decode} x TP{self.decode_tp} {self.decode_gpu.name} decode over {self.link.name}"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from model.errors import InputError
-from model.hardware.profiles import GPU
+from model.hardware.gpus import GPU
 from model.serving.candidates import build_set
 from model.serving.common import StyleResult
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig

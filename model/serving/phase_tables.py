@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from model.hardware.profiles import GPU
+from model.hardware.gpus import GPU
 from model.physics.memory import MemoryFit, memory_fit
 from model.physics.roofline import Deployment, decode_step_cost, mixed_step_cost, prefill_cost
 from model.workload.scenario import Scenario
@@ -27,8 +27,6 @@ CHUNK_LENGTH_POINTS = 24
 # Smallest prompt chunk per iteration, as a fraction of the token budget, that the chunked model
 # tabulates; a decode batch leaving less room than this is treated as saturating the budget.
 MIN_CHUNK_FRACTION = 1.0 / 16.0
-# Workspace a decode-only instance reserves: one step of up to this many sequences' tokens.
-DECODE_ONLY_BATCHED_TOKENS = 2048
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,7 +38,7 @@ class InstanceTables:
     fits: bool
     reason: str
     kv_capacity_tokens: float
-    max_batch: float  # sequences at the scenario's decode context that fit in the KV cache
+    max_batch: float  # sequences at the decode context that fit in the KV cache, within the engine's cap
     prefill_s: np.ndarray  # [S] unchunked prefill time per sampled request
     decode_step_s: np.ndarray  # [G] decode step time on BATCH_GRID at the decode context
     chunk_tokens: int | None = None
@@ -49,8 +47,16 @@ class InstanceTables:
     prefill_fixed_s: np.ndarray | None = None  # [S] per-step part of prefill_s that batching shares
 
 
-def _deployment(scn: Scenario, gpu: GPU, tp: int) -> Deployment:
-    return Deployment(scn.arch, gpu, tp=tp, weight_dtype=scn.weight_dtype, kv_dtype=scn.kv_dtype_resolved)
+def deployment(scn: Scenario, gpu: GPU, tp: int) -> Deployment:
+    """The scenario's model on ``gpu`` x TP ``tp``, with the engine profile's per-step overhead."""
+    return Deployment(
+        scn.arch,
+        gpu,
+        tp=tp,
+        weight_dtype=scn.weight_dtype,
+        kv_dtype=scn.kv_dtype_resolved,
+        step_overhead_s=scn.engine.step_overhead_s(gpu),
+    )
 
 
 def _decode_table(dep: Deployment, context_tokens: float) -> np.ndarray:
@@ -143,11 +149,14 @@ def _chunked_table(dep: Deployment, scn: Scenario, chunk: int, batch_grid: np.nd
 
 @lru_cache(maxsize=256)
 def instance_tables(scn: Scenario, gpu: GPU, tp: int, chunk_tokens: int | None, role: str) -> InstanceTables:
-    """Tables for an instance of ``gpu`` x TP ``tp`` in ``role`` "colocated", "prefill" or "decode"."""
-    dep = _deployment(scn, gpu, tp)
+    """Tables for an instance of ``gpu`` x TP ``tp`` in ``role`` "colocated", "prefill" or "decode".
+
+    The engine profile (``scn.engine``) sets the decode-only activation workspace and caps the
+    running batch at ``max_num_seqs``, as the simulator does (model.sim.simulate)."""
+    dep = deployment(scn, gpu, tp)
     prompt, cached = scn.prompt_tokens, scn.cached_tokens
     if role == "decode":
-        batched = DECODE_ONLY_BATCHED_TOKENS
+        batched = scn.engine.decode_batched_tokens
     elif chunk_tokens is not None:
         batched = chunk_tokens
     else:
@@ -159,7 +168,8 @@ def instance_tables(scn: Scenario, gpu: GPU, tp: int, chunk_tokens: int | None, 
     if fits and capacity < longest:
         fits = False
         reason = f"KV cache holds {capacity:,.0f} tokens, less than the longest request ({longest:,.0f})"
-    max_batch = float(fit.max_batch(max(scn.decode_context_tokens, 1.0))) if fits else 0.0
+    kv_batch = float(fit.max_batch(max(scn.decode_context_tokens, 1.0)))
+    max_batch = min(kv_batch, float(scn.engine.max_num_seqs)) if fits else 0.0
     pre = np.asarray(prefill_cost(dep, prompt - cached, cached_tokens=cached).time_s, dtype=float)
     dec = _decode_table(dep, scn.decode_context_tokens) if role != "prefill" else np.zeros_like(BATCH_GRID)
     if role == "prefill":

@@ -23,7 +23,9 @@ import math
 from dataclasses import dataclass
 
 from model.errors import InputError
-from model.hardware.profiles import GPU
+from model.hardware.catalog import get_engine
+from model.hardware.engines import Engine
+from model.hardware.gpus import GPU
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.physics.memory import memory_fit
@@ -47,7 +49,6 @@ from model.workload.arrivals import scale_to_rate
 from model.workload.slo import SLO
 
 __all__ = [
-    "DEFAULT_PREFILL_TOKEN_CAP",
     "CallableSteps",
     "GoodputResult",
     "InstanceSpec",
@@ -63,12 +64,6 @@ __all__ = [
     "simulate_disaggregated",
     "trace_requests",
 ]
-
-# Prompt tokens per prefill iteration without chunking, and the activation workspace reserved for
-# it (vLLM's profiling default max_num_batched_tokens; model.physics.memory.memory_fit's default).
-DEFAULT_PREFILL_TOKEN_CAP = 8192
-# Activation workspace of a decode-only instance, the planner's value (model.phase_tables).
-DECODE_ONLY_BATCHED_TOKENS = 2048
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,13 +88,17 @@ def build_instance(
     kv_dtype: str | None = None,
     gpu_memory_utilization: float = 0.9,
     max_num_seqs: int | None = None,
+    step_overhead_s: float | None = None,
     field: str = "config",
 ) -> tuple[InstanceSpec, Deployment]:
     """An instance spec from the roofline (step times) and model.memory (KV capacity).
 
-    Raises InputError naming ``field`` when the weights and workspace leave no room for KV.
+    ``step_overhead_s`` None: the GPU profile's. Raises InputError naming ``field`` when the weights
+    and workspace leave no room for KV.
     """
-    dep = Deployment(arch, gpu, tp=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    dep = Deployment(
+        arch, gpu, tp=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype, step_overhead_s=step_overhead_s
+    )
     fit = memory_fit(dep, max_batched_tokens=workspace_tokens, gpu_memory_utilization=gpu_memory_utilization)
     if not bool(fit.fits):
         raise InputError(field, f"TP{tp} {gpu.name}", f"a configuration that fits in memory: {fit.reason}")
@@ -240,16 +239,25 @@ def simulate(
     weight_dtype: str = "bf16",
     kv_dtype: str | None = None,
     gpu_memory_utilization: float = 0.9,
-    prefill_token_cap: int = DEFAULT_PREFILL_TOKEN_CAP,
+    engine: str | Engine | None = None,
+    prefill_token_cap: int | None = None,
     max_num_seqs: int | None = None,
     options: SimOptions | None = None,
 ) -> SimResult:
     """Simulate ``requests`` on ``config`` serving ``model``; step times from the roofline layer.
 
-    ``prefill_token_cap``: prompt tokens per prefill iteration without chunking (colocated and the
-    prefill pool); a longer prompt runs alone. Raises InputError if an instance does not fit.
+    ``engine`` (name or profile; None: vLLM) supplies the caps and per-step overhead the planner
+    uses too (model.hardware.engines): ``prefill_token_cap`` (prompt tokens per prefill iteration
+    without chunking, colocated and the prefill pool; a longer prompt runs alone), ``max_num_seqs``
+    (running sequences per instance) and the decode-only workspace; the two keywords override the
+    profile. Raises InputError if an instance does not fit.
     """
     arch = get_model(model)
+    eng = get_engine(engine)
+    if prefill_token_cap is None:
+        prefill_token_cap = eng.prefill_token_cap
+    if max_num_seqs is None:
+        max_num_seqs = eng.max_num_seqs
     if not isinstance(requests, SimRequests):
         raise InputError(
             "requests", type(requests).__name__, "a SimRequests (see poisson_requests, trace_requests)"
@@ -271,6 +279,7 @@ def simulate(
             config.tp,
             max_batched_tokens=chunk if chunk else prefill_token_cap,
             workspace_tokens=chunk if chunk else max(prefill_token_cap, longest),
+            step_overhead_s=eng.step_overhead_s(config.gpu),
             **common,
         )
         return simulate_colocated(
@@ -289,6 +298,7 @@ def simulate(
             config.prefill_tp,
             max_batched_tokens=prefill_token_cap,
             workspace_tokens=max(prefill_token_cap, longest),
+            step_overhead_s=eng.step_overhead_s(config.prefill_gpu),
             field="prefill",
             **common,
         )
@@ -296,8 +306,9 @@ def simulate(
             arch,
             config.decode_gpu,
             config.decode_tp,
-            max_batched_tokens=DECODE_ONLY_BATCHED_TOKENS,
-            workspace_tokens=DECODE_ONLY_BATCHED_TOKENS,
+            max_batched_tokens=eng.decode_batched_tokens,
+            workspace_tokens=eng.decode_batched_tokens,
+            step_overhead_s=eng.step_overhead_s(config.decode_gpu),
             field="decode",
             **common,
         )

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from model.hardware.collectives import transfer_time_s
-from model.hardware.profiles import Link
+from model.hardware.links import Link
 from model.physics.roofline import Deployment, decode_step_cost, mixed_step_cost, prefill_cost
 
 # Batch sizes added to the decode table per roofline call.

@@ -15,6 +15,8 @@ from functools import cached_property
 import numpy as np
 
 from model.errors import InputError
+from model.hardware.catalog import get_engine
+from model.hardware.engines import Engine
 from model.hardware.formats import bytes_per_element
 from model.llm.arch import LLMArch, kv_bytes_per_token
 from model.llm.catalog import get_model
@@ -31,7 +33,8 @@ def default_kv_dtype(weight_dtype: str) -> str:
 
 @dataclass(frozen=True, eq=False)
 class Scenario:
-    """What is served and what "good" means: model, dtypes, workload, SLOs."""
+    """What is served and what "good" means: model, dtypes, workload, SLOs, and the serving engine
+    whose caps and overheads both the planner and the simulator apply (None: the default, vLLM)."""
 
     arch: LLMArch
     workload: Workload
@@ -43,8 +46,13 @@ class Scenario:
     gpu_memory_utilization: float = 0.9
     prompt_scale: float = 1.0  # multiplies every sampled prompt length (what-if studies, flip thresholds)
     arrival_scv: float = 1.0  # squared CV of inter-arrival gaps: 1 = Poisson, > 1 bursty (e.g. from a trace)
+    engine: Engine | None = None  # resolved to the default engine profile when None
 
     def __post_init__(self) -> None:
+        if self.engine is None:
+            object.__setattr__(self, "engine", get_engine())
+        elif not isinstance(self.engine, Engine):
+            raise InputError("engine", self.engine, "an Engine profile (model.get_engine(name))")
         bytes_per_element(self.weight_dtype, "dtype")
         bytes_per_element(self.kv_dtype_resolved, "kv_dtype")
         if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or self.seed < 0:
@@ -77,13 +85,15 @@ class Scenario:
         kv_dtype: str | None = None,
         samples: int = DEFAULT_SAMPLES,
         seed: int = 0,
+        engine: str | Engine | None = None,
     ) -> Scenario:
-        """Resolve names (catalog model, workload preset) and build a scenario."""
+        """Resolve names (catalog model, workload preset, engine profile) and build a scenario."""
         wl = workload if isinstance(workload, Workload) else get_workload(workload)
-        return cls(get_model(model), wl, slo, dtype, kv_dtype, samples, seed)
+        return cls(get_model(model), wl, slo, dtype, kv_dtype, samples, seed, engine=get_engine(engine))
 
     @property
     def kv_dtype_resolved(self) -> str:
+        """The KV-cache dtype: ``kv_dtype``, or the default for the weight dtype when None."""
         return self.kv_dtype or default_kv_dtype(self.weight_dtype)
 
     @cached_property
@@ -95,10 +105,12 @@ class Scenario:
 
     @property
     def prompt_tokens(self) -> np.ndarray:
+        """Prompt lengths (tokens) of the sampled requests."""
         return self.requests[0]
 
     @property
     def output_tokens(self) -> np.ndarray:
+        """Output lengths (tokens) of the sampled requests."""
         return self.requests[1]
 
     @cached_property
@@ -120,12 +132,15 @@ class Scenario:
 
     @property
     def kv_bytes_per_token(self) -> float:
+        """KV-cache bytes one token adds, at the resolved KV dtype (model.llm.arch.kv_bytes_per_token)."""
         return kv_bytes_per_token(self.arch, self.kv_dtype_resolved)
 
     @property
     def mean_output_tokens(self) -> float:
+        """Mean output length of the sampled requests (tokens)."""
         return float(np.mean(self.output_tokens))
 
     @property
     def mean_prompt_tokens(self) -> float:
+        """Mean prompt length of the sampled requests (tokens)."""
         return float(np.mean(self.prompt_tokens))

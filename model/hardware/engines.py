@@ -1,0 +1,153 @@
+"""Engine profiles: the serving engine's batching caps, per-step overhead and KV-transfer support,
+read from ``hardware_profiles/engines/*.toml`` (vLLM, SGLang, TensorRT-LLM; schema in docs/profiles.md).
+
+One profile is read by both the planner (model.serving.phase_tables) and the simulator
+(model.sim.simulate), so a cap lives in one place (DESIGN.md, extension points). Every value carries
+its source: the engine's documentation or code defaults for the named version, or an explicit
+``assumption: ...`` with the reasoning.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from model.errors import InputError
+from model.hardware.gpus import GPU
+from model.hardware.schema import (
+    INT,
+    LIST,
+    NAMES,
+    QUANTITY0,
+    TEXT,
+    Schema,
+    Sources,
+    read_toml,
+    source_of,
+    validate,
+    wrap,
+)
+from model.units import Kind
+
+# The engine plans and simulations use unless told otherwise.
+DEFAULT_ENGINE = "vllm"
+
+# How an engine forms a prefill batch without chunking. "fcfs-token-cap": queued prompts join the
+# batch first-come-first-served while their prompt tokens fit in ``prefill_token_cap`` and the
+# running sequences stay within ``max_num_seqs``; a longer prompt runs alone (model.sim.colocated,
+# model.sim.disaggregated). Further policies (e.g. shortest-first) join this tuple.
+PREFILL_POLICIES = ("fcfs-token-cap",)
+# How KV cache can leave a prefill instance: per layer while the prefill runs, or after it.
+KV_TRANSFER_MODES = ("layerwise", "whole-request")
+
+# Plausible ranges (units in the names) that catch slips such as a cap of 0 or 10^9 sequences.
+_SEQS_RANGE = (1, 1 << 20)  # sequences per instance
+_TOKENS_RANGE = (16, 1 << 22)  # tokens per iteration (the planner accepts chunks of 16 .. 65536)
+_STEP_EXTRA_RANGE_S = (0.0, 1.0)  # seconds added to every engine iteration
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One serving engine's behaviour. ``sources`` maps each TOML field to its citation.
+
+    ``max_num_seqs``: sequences in one instance's running batch (vLLM ``--max-num-seqs``, SGLang
+    ``--max-running-requests``, TensorRT-LLM ``max_batch_size``); the KV cache may cap lower.
+    ``prefill_token_cap``: prompt tokens per prefill iteration without chunking.
+    ``decode_batched_tokens``: tokens per iteration a decode-only instance reserves activation
+    memory for. ``chunk_tokens``: default chunked-prefill token budget per iteration.
+    ``step_overhead_extra_s``: added to the GPU profile's ``efficiency.step_overhead``, which is
+    measured with vLLM (the reference engine), so vLLM's is 0.
+    """
+
+    name: str
+    full_name: str
+    version: str
+    max_num_seqs: int
+    prefill_policy: str
+    prefill_token_cap: int
+    decode_batched_tokens: int
+    chunk_tokens: int
+    step_overhead_extra_s: float = 0.0
+    kv_transfer_modes: tuple[str, ...] = KV_TRANSFER_MODES
+    kv_connectors: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    sources: Sources = field(default=(), compare=False, repr=False)
+    path: str = field(default="", compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        owner = f"engine {self.name}"
+        _whole_in(owner, "max_num_seqs", self.max_num_seqs, _SEQS_RANGE, "sequences")
+        for name in ("prefill_token_cap", "decode_batched_tokens", "chunk_tokens"):
+            _whole_in(owner, name, getattr(self, name), _TOKENS_RANGE, "tokens")
+        low, high = _STEP_EXTRA_RANGE_S
+        x = self.step_overhead_extra_s
+        if not (isinstance(x, int | float) and math.isfinite(x) and low <= x <= high):
+            raise InputError(f"{owner}.step_overhead_extra_s", x, f"a time in [{low:g}, {high:g}] s")
+        if self.prefill_policy not in PREFILL_POLICIES:
+            raise InputError(f"{owner}.prefill_policy", self.prefill_policy, f"one of {PREFILL_POLICIES}")
+        bad = [m for m in self.kv_transfer_modes if m not in KV_TRANSFER_MODES]
+        if bad or not self.kv_transfer_modes:
+            allowed = f"a non-empty subset of {KV_TRANSFER_MODES}"
+            raise InputError(f"{owner}.kv_transfer_modes", self.kv_transfer_modes, allowed)
+
+    def step_overhead_s(self, gpu: GPU) -> float:
+        """Fixed time of one engine iteration on ``gpu``: the GPU profile's measured per-step
+        overhead (host scheduling, sampling, graph launch under vLLM) plus this engine's difference."""
+        return gpu.step_overhead_s + self.step_overhead_extra_s
+
+    def supports_transfer(self, layerwise: bool) -> bool:
+        """Whether the engine can send KV layer by layer (``layerwise``) or after the prefill."""
+        return ("layerwise" if layerwise else "whole-request") in self.kv_transfer_modes
+
+    def source(self, field_name: str) -> str:
+        """The citation recorded for ``field_name`` (e.g. ``"batching.max_num_seqs"``)."""
+        return source_of(self.sources, field_name)
+
+
+def _whole_in(owner: str, name: str, value: object, bounds: tuple[int, int], unit: str) -> None:
+    low, high = bounds
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InputError(f"{owner}.{name}", value, f"a whole number of {unit} in [{low}, {high}]")
+
+
+# TOML schema: (section, key) -> (type, unit kind, required). Every key in a table needs a source.
+_ENGINE_SCHEMA: Schema = {
+    ("", "schema"): (INT, None, True),
+    ("", "name"): (TEXT, None, True),
+    ("", "full_name"): (TEXT, None, True),
+    ("", "version"): (TEXT, None, True),
+    ("", "aliases"): (LIST, None, False),
+    ("batching", "max_num_seqs"): (INT, None, True),
+    ("batching", "prefill_policy"): (TEXT, None, True),
+    ("batching", "prefill_token_cap"): (INT, None, True),
+    ("batching", "decode_batched_tokens"): (INT, None, True),
+    ("batching", "chunk_tokens"): (INT, None, True),
+    ("overheads", "step_extra"): (QUANTITY0, Kind.TIME, True),
+    ("kv_transfer", "modes"): (LIST, None, True),
+    ("kv_transfer", "connectors"): (NAMES, None, False),
+}
+
+
+def engine_from_toml(path: Path, text: str | None = None) -> Engine:
+    """Read and validate one engine profile file."""
+    v, sources = validate(path, read_toml(path, text), _ENGINE_SCHEMA, sourced_sections=True)
+    return wrap(
+        path,
+        lambda: Engine(
+            name=v["name"],
+            full_name=v["full_name"],
+            version=v["version"],
+            max_num_seqs=v["batching.max_num_seqs"],
+            prefill_policy=v["batching.prefill_policy"],
+            prefill_token_cap=v["batching.prefill_token_cap"],
+            decode_batched_tokens=v["batching.decode_batched_tokens"],
+            chunk_tokens=v["batching.chunk_tokens"],
+            step_overhead_extra_s=v["overheads.step_extra"],
+            kv_transfer_modes=v["kv_transfer.modes"],
+            kv_connectors=v.get("kv_transfer.connectors", ()),
+            aliases=v.get("aliases", ()),
+            sources=sources,
+            path=str(path),
+        ),
+    )

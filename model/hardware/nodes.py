@@ -1,0 +1,68 @@
+"""Node profiles: a server type (GPU kind and count, intra-node link, NICs), from
+``hardware_profiles/nodes/*.toml``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from model.errors import InputError
+from model.hardware.schema import INT, TEXT, Schema, Sources, read_toml, source_of, validate, wrap
+
+
+@dataclass(frozen=True)
+class Node:
+    """A server type: how many GPUs of which kind, what joins them, and which NICs leave it."""
+
+    name: str
+    full_name: str
+    gpu: str
+    gpus_per_node: int
+    intra_node_link: str
+    nic_link: str
+    nics_per_node: int
+    sources: Sources = field(default=(), compare=False, repr=False)
+    path: str = field(default="", compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        owner = f"node {self.name}"
+        for name in ("gpus_per_node", "nics_per_node"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and 1 <= value <= 1024):
+                raise InputError(f"{owner}.{name}", value, "a whole number in [1, 1024]")
+
+    def source(self, field_name: str) -> str:
+        """The citation recorded for ``field_name`` (e.g. ``"bandwidth"``)."""
+        return source_of(self.sources, field_name)
+
+
+# TOML schema: (section, key) -> (type, unit kind, required).
+_NODE_SCHEMA: Schema = {
+    ("", "schema"): (INT, None, True),
+    ("", "name"): (TEXT, None, True),
+    ("", "full_name"): (TEXT, None, True),
+    ("", "gpu"): (TEXT, None, True),
+    ("", "gpus_per_node"): (INT, None, True),
+    ("", "intra_node_link"): (TEXT, None, True),
+    ("", "nic_link"): (TEXT, None, True),
+    ("", "nics_per_node"): (INT, None, True),
+}
+
+
+def node_from_toml(path: Path, text: str | None = None) -> Node:
+    """Read and validate one node profile file."""
+    v, sources = validate(path, read_toml(path, text), _NODE_SCHEMA)
+    return wrap(
+        path,
+        lambda: Node(
+            v["name"],
+            v["full_name"],
+            v["gpu"],
+            v["gpus_per_node"],
+            v["intra_node_link"],
+            v["nic_link"],
+            v["nics_per_node"],
+            sources,
+            str(path),
+        ),
+    )
