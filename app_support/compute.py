@@ -229,9 +229,7 @@ def _math(key: str, _plan_obj: model.Plan, style: str, rate: float) -> list[tupl
         pre = dec = _deployment(plan, cfg.gpu, cfg.tp)
     values: dict[str, Callable[[], dict[str, float]]] = {
         "prefill": lambda: prefill_values(pre, max(scn.mean_prompt_tokens, 1.0)),
-        "decode": lambda: decode_values(
-            dec, max(ev.decode_batch, 1.0), max(scn.decode_context_tokens, 1.0)
-        ),
+        "decode": lambda: decode_values(dec, max(ev.decode_batch, 1.0), max(scn.decode_context_tokens, 1.0)),
         "kv": lambda: selection.kv_values(arch, bytes_per_element(scn.kv_dtype_resolved)),
         "transfer": lambda: selection.transfer_values(cfg, arch, ev.kv_bytes_per_request, ev.prefill_s),
     }
