@@ -12,8 +12,9 @@ import time
 
 import streamlit as st
 
-from app_support import charts, compute, inputs, panels
+from app_support import charts, compute, guard, inputs, panels
 from model.errors import PdplanError
+from model.units import format_count
 
 st.set_page_config(page_title="pdplan: colocated or disaggregated?", page_icon="⚖️", layout="wide")
 
@@ -49,7 +50,7 @@ def pool_map_tab(spec: inputs.Spec, plan) -> None:
     if dis is not None and (dis.config.prefill_tp, dis.config.decode_tp) == (tp_p, tp_d):
         best = (dis.config.n_prefill, dis.config.n_decode)
     st.plotly_chart(charts.pool_map(m, tp_p, tp_d, best), key="chart_pool_map")
-    note = f"Every split with n_p x TP{tp_p} + n_d x TP{tp_d} <= {mapped} GPUs"
+    note = f"Every split with n_p x TP{tp_p} + n_d x TP{tp_d} <= {format_count(mapped, 'GPU')}"
     if mapped < budget:
         note += f" (the budget of {budget} is cut to {mapped} to keep the map interactive)"
     st.caption(
@@ -124,4 +125,4 @@ def main() -> None:
     st.caption(f"Computed in {time.perf_counter() - t0:.2f} s (cached results are reused; page run {runs}).")
 
 
-main()
+guard.run_guarded(main)

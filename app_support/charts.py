@@ -8,6 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from model.units import format_count, format_rate
+
 STYLE_COLOURS = {"colocated": "#636EFA", "colocated-chunked": "#00A67E", "disaggregated": "#EF553B"}
 TTFT_PARTS = (
     ("queue_wait", "queue wait", "#8C9CB5"),
@@ -54,8 +56,9 @@ def pool_map(m: dict[str, np.ndarray], tp_p: int, tp_d: int, best: tuple[int, in
             "ok" if ok else ("does not fit in memory" if not m["fits"][i] else "misses the SLOs at any rate")
         )
         text[r, c] = (
-            f"{n_p[i]} x TP{tp_p} prefill + {n_d[i]} x TP{tp_d} decode = {int(m['n_gpus'][i])} GPUs<br>"
-            f"goodput {m['goodput_rps'][i]:.3g} req/s ({m['goodput_rps_per_gpu'][i]:.3g} per GPU): {status}"
+            f"{n_p[i]} x TP{tp_p} prefill + {n_d[i]} x TP{tp_d} decode = "
+            f"{format_count(int(m['n_gpus'][i]), 'GPU')}<br>goodput {format_rate(m['goodput_rps'][i])} "
+            f"({format_rate(m['goodput_rps_per_gpu'][i])} per GPU): {status}"
         )
     fig.add_trace(
         go.Heatmap(

@@ -20,6 +20,7 @@ import streamlit as st
 
 import model
 from model.serving.registry import style_names, style_of
+from model.units import format_bandwidth
 
 from .inputs import Spec, cached_config, cached_trace
 
@@ -53,10 +54,9 @@ def _link(spec: Spec) -> str | model.Link:
     link = spec["link"]
     if isinstance(link, str):
         return link
-    gbit = link["bandwidth_bytes_per_s"] * 8 / 1e9
     return model.Link(
         name="custom",
-        full_name=f"custom link, {gbit:.4g} Gbit/s",
+        full_name=f"custom link, {format_bandwidth(link['bandwidth_bytes_per_s'], digits=4)}",
         kind="network",
         bandwidth_bytes_per_s=link["bandwidth_bytes_per_s"],
         latency_s=link["latency_s"],
@@ -212,6 +212,7 @@ def _deployment(plan: model.Plan, gpu: model.GPU, tp: int) -> model.Deployment:
 def _math(key: str, _plan_obj: model.Plan, style: str, rate: float) -> list[tuple[str, str]]:
     from model.hardware.formats import bytes_per_element
     from model.symbolic import formulas as symbolic
+    from model.symbolic import selection
     from model.symbolic.roofline import decode_values, prefill_values
 
     plan = _plan_obj
@@ -224,66 +225,21 @@ def _math(key: str, _plan_obj: model.Plan, style: str, rate: float) -> list[tupl
     deps = cfg_style.phase_deployments(cfg)
     pre = _deployment(plan, *deps["prefill"])
     dec = pre if deps["decode"] == deps["prefill"] else _deployment(plan, *deps["decode"])
+    values: dict[str, Callable[[], dict[str, float]]] = {
+        "prefill": lambda: prefill_values(pre, max(scn.mean_prompt_tokens, 1.0)),
+        "decode": lambda: decode_values(dec, max(ev.decode_batch, 1.0), max(scn.decode_context_tokens, 1.0)),
+        "kv": lambda: selection.kv_values(arch, bytes_per_element(scn.kv_dtype_resolved)),
+        "transfer": lambda: selection.transfer_values(cfg, arch, ev.kv_bytes_per_request, ev.prefill_s),
+    }
     sections: list[tuple[str, str]] = []
-
-    def add(title: str, names: list[str], values: Callable[[], dict[str, float]] | None) -> None:
+    for section in selection.formulas_for(cfg, arch):
+        formulas = [symbolic.formula(n) for n in section.formulas]
         try:
-            formulas = [symbolic.formula(n) for n in names]
-            sections.append((title, symbolic.latex_block(formulas, values() if values else None)))
+            numbers = values[section.values]() if section.values else None
+            sections.append((section.title, symbolic.latex_block(formulas, numbers)))
         except model.PdplanError as err:  # a value out of the formula's range: show it symbolic
-            sections.append(
-                (
-                    title,
-                    symbolic.latex_block([symbolic.formula(n) for n in names], None)
-                    + f"\n\n*(values not shown: {err})*",
-                )
-            )
-
-    add(
-        "Prefill time (roofline, mean prompt)",
-        ["prefill_time"],
-        lambda: prefill_values(pre, max(scn.mean_prompt_tokens, 1.0)),
-    )
-    add(
-        "Decode step time (roofline, batch at this rate)",
-        ["decode_step_time"],
-        lambda: decode_values(dec, max(ev.decode_batch, 1.0), max(scn.decode_context_tokens, 1.0)),
-    )
-    if arch.kv_lora_rank:
-        kv_names = ["kv_bytes_per_token_mla"]
-        kv_values = {
-            "num_layers": arch.num_layers,
-            "kv_lora_rank": arch.kv_lora_rank,
-            "qk_rope_head_dim": arch.qk_rope_head_dim,
-        }
-    else:
-        kv_names = ["kv_bytes_per_token_gqa"]
-        kv_values = {
-            "num_layers": arch.num_layers,
-            "num_kv_heads": arch.num_kv_heads,
-            "head_dim": arch.head_dim,
-        }
-    kv_values["kv_element_bytes"] = bytes_per_element(scn.kv_dtype_resolved)
-    add("KV-cache bytes per token", kv_names, lambda: kv_values)
-    link = cfg_style.kv_link(cfg)
-    if link is not None:
-        values = {
-            "kv_bytes": ev.kv_bytes_per_request,
-            "link_latency_s": link.latency_s,
-            "lanes": cfg.transfer_lanes,
-            "link_bandwidth_bytes_per_s": link.bandwidth_bytes_per_s,
-            "link_efficiency": link.efficiency,
-            "num_layers": arch.num_layers,
-            "prefill_s": ev.prefill_s,
-        }
-        add(
-            "KV transfer (mean request)",
-            ["kv_transfer_layerwise" if cfg.layerwise else "kv_transfer_whole"],
-            lambda: values,
-        )
-    add("Queueing and batching (symbolic)", ["mg1_wait", "mmc_wait", "decode_batch", "decode_tpot"], None)
-    if cfg_style.family == "colocated":
-        add("Colocated interference (symbolic)", ["colocated_stall_inflation", "colocated_tpot"], None)
+            block = symbolic.latex_block(formulas, None) + f"\n\n*(values not shown: {err})*"
+            sections.append((section.title, block))
     return sections
 
 

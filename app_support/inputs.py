@@ -5,8 +5,9 @@ defaults) and are bound to the URL query string (``bind="query-params"``: a valu
 default appears as ``?key=value``), so a link reproduces the view. A scenario file
 (:func:`scenario_json`, :func:`apply_scenario`) holds the same keys plus any uploaded config.json
 or trace, so it restores every input. :func:`parse` turns the widget values into a :class:`Spec`
-of plain SI values (times in seconds, bandwidth in bytes/s) read with pint through
-``model.units``; the cached calls in ``app_support.compute`` are keyed on it.
+of plain SI values (times in seconds, bandwidth in bytes/s) read through the strict grammar of
+``model.units``; the cached calls in ``app_support.compute`` are keyed on it. The defaults, ranges
+and value checks shared with URL parameters and scenario files live in ``app_support.values``.
 """
 
 from __future__ import annotations
@@ -15,153 +16,74 @@ import copy
 import json
 import math
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Any
 
 import streamlit as st
 
 import model
 from model.errors import PdplanError
-from model.hardware.catalog import unique
-from model.hardware.formats import FORMATS, format_names
-from model.serving.enumeration import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS
-from model.units import Kind, parse_quantity
 
 from . import uploads
-
-SAME = "same as prefill"
-CATALOG, CONFIG_UPLOAD = "catalog", "config.json upload"
-BUDGET, TARGET = "GPU budget", "target rate"
-PRESET, TRACE_UPLOAD = "preset", "trace upload"
-CUSTOM_LINK = "custom"
-AUTO = "auto"
-BIND = "query-params"
-
-DEFAULTS: dict[str, Any] = {
-    "model_source": "catalog",
-    "model": "llama-3.1-70b",
-    "gpu": "h100-sxm",
-    "decode_gpu": SAME,
-    "link": "ib-ndr-400",
-    "link_bw": "25 Gbit/s",
-    "link_latency": "10 us",
-    "link_eff": 0.9,
-    "mode": BUDGET,
-    "gpus": 16,
-    "target_rate": 20.0,
-    "objective": "GPUs",
-    "workload_source": "preset",
-    "workload": "chat",
-    "rate": 0.0,
-    "ttft": "500 ms",
-    "tpot": "50 ms",
-    "percentile": 90,
-    "attainment": 0.9,
-    "dtype": "bf16",
-    "kv_dtype": AUTO,
-    "prefill_mfu": "",
-    "decode_mbu": "",
-    "price": "",
-    "tdp": "",
-    "chunks": list(DEFAULT_CHUNK_OPTIONS),
-    "tps": list(DEFAULT_TP_OPTIONS),
-    "layerwise": True,
-    "margin": 0.10,
-}
-# Inputs that change what is shown but not the plan (kept out of the plan's cache key).
-VIEW_ONLY = ("rate_rps",)
-CHUNK_CHOICES = sorted({128, 256, 512, 1024, 2048, 4096, 8192, *DEFAULT_CHUNK_OPTIONS})
-TP_CHOICES = sorted({1, 2, 4, 8, 16, *DEFAULT_TP_OPTIONS})
-DTYPES = list(format_names())  # the format table's rows and aliases (model/hardware/formats.py)
-KV_DTYPES = [AUTO, *(f.name for f in FORMATS if f.kv_cache)]
-MAX_GPUS = 256
-
-
-@lru_cache(maxsize=1)
-def choices() -> dict[str, list[Any]]:
-    """Options of every choice widget (catalog names), for the widgets and for validation."""
-    catalog = model.load_catalog()
-    gpus = [g.name for g in unique(catalog.gpus)]
-    return {
-        "model_source": [CATALOG, CONFIG_UPLOAD],
-        "model": [a.name for a in model.list_models()],
-        "gpu": gpus,
-        "decode_gpu": [SAME, *gpus],
-        "link": [li.name for li in unique(catalog.links)] + [CUSTOM_LINK],
-        "mode": [BUDGET, TARGET],
-        "objective": ["GPUs", "cost"],
-        "workload_source": [PRESET, TRACE_UPLOAD],
-        "workload": model.list_workloads(),
-        "dtype": DTYPES,
-        "kv_dtype": KV_DTYPES,
-        "chunks": CHUNK_CHOICES,
-        "tps": TP_CHOICES,
-    }
-
+from .values import (  # noqa: F401  (re-exported: app.py and the tests read them from here)
+    AUTO,
+    BIND,
+    BUDGET,
+    CATALOG,
+    CONFIG_UPLOAD,
+    CUSTOM_LINK,
+    DEFAULTS,
+    PRESET,
+    RANGES,
+    SAME,
+    TARGET,
+    TEXT_READERS,
+    TRACE_UPLOAD,
+    VIEW_ONLY,
+    check_value,
+    choices,
+    echo,
+    problem_text,
+    url_problems,
+)
 
 # ---------------------------------------------------------------------------------------------
 # scenario files
 
 
-def _valid(key: str, value: Any) -> Any:
-    """``value`` converted to the widget's type, or raise ValueError."""
-    default = DEFAULTS[key]
-    opts = choices().get(key)
-    if isinstance(default, list):
-        if not isinstance(value, list) or not value or any(v not in opts for v in value):
-            raise ValueError(f"a non-empty list from {opts}")
-        return [int(v) for v in value]
-    if opts is not None:
-        if value not in opts:
-            raise ValueError(f"one of {', '.join(map(str, opts))}")
-        return value
-    if isinstance(default, bool):
-        if not isinstance(value, bool):
-            raise ValueError("true or false")
-        return value
-    lo, hi = RANGES.get(key, (None, None))
-    if isinstance(default, int):
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GPUS * 4:
-            raise ValueError("a whole number")
-        if lo is not None and not lo <= value <= hi:
-            raise ValueError(f"a whole number in [{lo}, {hi}]")
-        return value
-    if isinstance(default, float):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise ValueError("a number")
-        if lo is not None and not lo <= value <= hi:
-            raise ValueError(f"a number in [{lo}, {hi}]")
-        return float(value)
-    if not isinstance(value, str) or len(value) > 100:
-        raise ValueError("a short text")
-    return value
+def apply_scenario(obj: dict[str, Any], state: Any = None) -> list[str]:
+    """Set the widgets (and the stored uploads) from a scenario file; return problems found.
 
-
-def apply_scenario(obj: dict[str, Any]) -> list[str]:
-    """Set the widgets (and the stored uploads) from a scenario file; return problems found."""
+    ``state`` is where the values go (default the session state); every value that cannot be used
+    is left out and named in one of the returned lines."""
+    state = st.session_state if state is None else state
     problems = []
     inputs = obj.get("inputs", {})
     if not isinstance(inputs, dict):
-        return ["'inputs' is not an object"]
+        return ["Scenario file: 'inputs' is not an object; no input was changed"]
     for key, value in inputs.items():
         if key not in DEFAULTS:
-            problems.append(f"unknown input {key!r} ignored")
+            problems.append(f"Scenario file: unknown input {echo(key)} ignored")
             continue
         try:
-            st.session_state[key] = _valid(key, value)
+            state[key] = check_value(key, value)
         except ValueError as err:
-            problems.append(f"{key}: got {value!r}; expected {err}")
+            current = state.get(key, DEFAULTS[key])
+            problems.append(problem_text("Scenario file:", key, value, str(err), current))
     for kind in ("config", "trace"):
         item = obj.get(kind)
-        st.session_state.pop(f"restored_{kind}", None)
+        state.pop(f"restored_{kind}", None)
         if item is None:
             continue
         if not (
             isinstance(item, dict) and isinstance(item.get("name"), str) and isinstance(item.get("text"), str)
         ):
-            problems.append(f"{kind}: expected {{'name': ..., 'text': ...}}")
+            problems.append(f"Scenario file: {kind} ignored: expected {{'name': ..., 'text': ...}}")
             continue
-        st.session_state[f"restored_{kind}"] = (item["name"][:200], item["text"].encode("utf-8"))
+        try:
+            state[f"restored_{kind}"] = (item["name"][:200].encode().decode(), item["text"].encode("utf-8"))
+        except UnicodeEncodeError:
+            problems.append(f"Scenario file: {kind} ignored: its text is not valid Unicode")
     return problems
 
 
@@ -217,9 +139,16 @@ class Raw:
     errors: list[str] = field(default_factory=list)
 
 
-def _upload(label: str, key: str, types: list[str], limit: int, help_text: str) -> tuple[str, bytes] | None:
+def _upload(
+    label: str, key: str, types: list[str], limit: int, help_text: str, errors: list[str]
+) -> tuple[str, bytes] | None:
     f = st.file_uploader(label, type=types, key=key, max_upload_size=math.ceil(limit / 1e6), help=help_text)
     if f is not None:
+        try:  # the size is known before the bytes are read
+            uploads.check_size_only(f.name, f.size, limit, label)
+        except uploads.UploadError as err:
+            errors.append(str(err))
+            return None
         return f.name, f.getvalue()
     return st.session_state.get(f"restored_{key.removesuffix('_upload')}")
 
@@ -239,18 +168,6 @@ def _text(label: str, key: str, **kw: Any) -> str:
     return st.text_input(label, value=DEFAULTS[key], key=key, bind=BIND, **kw)
 
 
-# Allowed range of every numeric widget: the widgets and scenario-file validation both use it.
-RANGES: dict[str, tuple[Any, Any]] = {
-    "link_eff": (0.1, 1.0),
-    "gpus": (1, MAX_GPUS),
-    "target_rate": (0.001, 1e5),
-    "rate": (0.0, 1e5),
-    "percentile": (50, 99),
-    "attainment": (0.5, 1.0),
-    "margin": (0.0, 0.5),
-}
-
-
 def _slider(label: str, key: str, **kw: Any) -> Any:
     lo, hi = RANGES[key]
     return st.slider(label, lo, hi, value=DEFAULTS[key], key=key, bind=BIND, **kw)
@@ -265,6 +182,8 @@ def sidebar() -> Raw:
     """Draw every input in the sidebar (defaults from DEFAULTS, bound to the URL); return their values."""
     c = choices()
     raw_uploads: dict[str, tuple[str, bytes] | None] = {"config": None, "trace": None}
+    upload_errors: list[str] = []
+    check_url()
     with st.sidebar:
         st.header("Inputs")
         with st.expander("Scenario file"):
@@ -280,6 +199,7 @@ def sidebar() -> Raw:
                 ["json"],
                 uploads.MAX_CONFIG_BYTES,
                 "The model's config.json (read as JSON, never executed).",
+                upload_errors,
             )
 
         st.subheader("Hardware")
@@ -311,6 +231,7 @@ def sidebar() -> Raw:
                 ["csv", "jsonl", "json", "txt"],
                 uploads.MAX_TRACE_BYTES,
                 "Azure LLM trace or BurstGPT CSV, or Mooncake JSON lines.",
+                upload_errors,
             )
         _number(
             "Request rate to inspect (req/s; 0 = each style at its goodput)",
@@ -347,7 +268,7 @@ def sidebar() -> Raw:
             )
             _slider("Margin disaggregation must win by", "margin", step=0.01)
     values = {k: copy.deepcopy(st.session_state.get(k, v)) for k, v in DEFAULTS.items()}
-    return Raw(values, raw_uploads["config"], raw_uploads["trace"])
+    return Raw(values, raw_uploads["config"], raw_uploads["trace"], upload_errors)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -402,34 +323,42 @@ class Spec:
         return self.values[name]
 
 
-def _fraction(text: str, field_name: str) -> float | None:
-    if not text.strip():
-        return None
-    try:
-        v = float(text)
-    except ValueError:
-        raise model.InputError(field_name, text, "a fraction in (0, 1], e.g. 0.6, or blank") from None
-    if not 0 < v <= 1:
-        raise model.InputError(field_name, text, "a fraction in (0, 1], e.g. 0.6, or blank")
-    return v
+# ---------------------------------------------------------------------------------------------
+# URL parameters
 
 
-def _price(text: str) -> float | None:
-    if not text.strip():
-        return None
-    try:
-        v = float(text.strip().lstrip("$"))
-    except ValueError:
-        raise model.InputError("price", text, "US dollars per GPU-hour, e.g. 2.5, or blank") from None
-    if not (math.isfinite(v) and v >= 0):
-        raise model.InputError("price", text, "US dollars per GPU-hour >= 0, or blank")
-    return v
+def _drop_url_params(keys: list[str]) -> None:
+    """Remove ``keys`` from the URL before the widgets read it, so they start from their defaults.
+
+    Streamlit seeds a bound widget from the query string it received at the start of the run and
+    offers no public call to drop a parameter before the widget exists, so this uses its session's
+    query-parameter object (covered by tests/test_app_hardening.py, which fail if it stops working).
+    """
+    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    if ctx is None:
+        return
+    with ctx.session_state.query_params() as qp:
+        for key in keys:
+            qp.remove_param(key)
+            getattr(qp, "_initial_query_params", {}).pop(key, None)
+
+
+def check_url() -> None:
+    """Warn about (and drop) every URL parameter that cannot be used, naming it and the default used."""
+    params = {k: st.query_params.get_all(k) for k in st.query_params}
+    problems = url_problems(params)
+    if problems:
+        _drop_url_params([k for k, _ in problems])
+        for _, text in problems:
+            st.warning(text)
 
 
 def parse(raw: Raw) -> tuple[Spec | None, list[str]]:
     """Read the widget values (pint for quantities); return the Spec or the error messages."""
     v = raw.values
-    errors: list[str] = []
+    errors: list[str] = list(raw.errors)
     out: dict[str, Any] = {}
 
     def attempt(fn, *args, **kwargs):
@@ -441,7 +370,8 @@ def parse(raw: Raw) -> tuple[Spec | None, list[str]]:
 
     if v["model_source"] == CONFIG_UPLOAD:
         if raw.config is None:
-            errors.append("Upload a Hugging Face config.json (or pick a catalog model).")
+            if not raw.errors:
+                errors.append("Upload a Hugging Face config.json (or pick a catalog model).")
         else:
             name, data = raw.config
             text = attempt(
@@ -456,8 +386,8 @@ def parse(raw: Raw) -> tuple[Spec | None, list[str]]:
     out["gpu"] = v["gpu"]
     out["decode_gpu"] = None if v["decode_gpu"] == SAME else v["decode_gpu"]
     if v["link"] == CUSTOM_LINK:
-        bw = attempt(parse_quantity, v["link_bw"], Kind.BANDWIDTH, "link bandwidth")
-        lat = attempt(parse_quantity, v["link_latency"], Kind.TIME, "link latency", bare_unit="microsecond")
+        bw = attempt(TEXT_READERS["link_bw"], v["link_bw"])
+        lat = attempt(TEXT_READERS["link_latency"], v["link_latency"])
         out["link"] = {"bandwidth_bytes_per_s": bw, "latency_s": lat, "efficiency": float(v["link_eff"])}
     else:
         out["link"] = v["link"]
@@ -469,7 +399,8 @@ def parse(raw: Raw) -> tuple[Spec | None, list[str]]:
     trace_bytes = None
     if v["workload_source"] == TRACE_UPLOAD:
         if raw.trace is None:
-            errors.append("Upload a request trace (or pick a workload preset).")
+            if not raw.errors:
+                errors.append("Upload a request trace (or pick a workload preset).")
         else:
             name, data = raw.trace
             ok = attempt(uploads.check_size, name, data, uploads.MAX_TRACE_BYTES, "trace") is not None
@@ -480,23 +411,16 @@ def parse(raw: Raw) -> tuple[Spec | None, list[str]]:
     else:
         out.update(workload=v["workload"], trace_name=None, trace_digest=None)
     out["rate_rps"] = float(v["rate"])
-    out["ttft_slo_s"] = attempt(parse_quantity, v["ttft"], Kind.TIME, "TTFT target", bare_unit="millisecond")
-    out["tpot_slo_s"] = attempt(parse_quantity, v["tpot"], Kind.TIME, "TPOT target", bare_unit="millisecond")
-    for key in ("ttft_slo_s", "tpot_slo_s"):
-        if out[key] is not None and not out[key] > 0:
-            errors.append(f"{key.split('_')[0].upper()} target: must be > 0")
+    out["ttft_slo_s"] = attempt(TEXT_READERS["ttft"], v["ttft"])
+    out["tpot_slo_s"] = attempt(TEXT_READERS["tpot"], v["tpot"])
     out["percentile"] = float(v["percentile"])
     out["attainment"] = float(v["attainment"])
     out["dtype"] = v["dtype"]
     out["kv_dtype"] = None if v["kv_dtype"] == AUTO else v["kv_dtype"]
-    out["prefill_mfu"] = attempt(_fraction, v["prefill_mfu"], "prefill MFU")
-    out["decode_mbu"] = attempt(_fraction, v["decode_mbu"], "decode MBU")
-    out["price"] = attempt(_price, v["price"])
-    out["tdp_w"] = (
-        attempt(parse_quantity, v["tdp"], Kind.POWER, "GPU power", bare_unit="watt")
-        if v["tdp"].strip()
-        else None
-    )
+    out["prefill_mfu"] = attempt(TEXT_READERS["prefill_mfu"], v["prefill_mfu"])
+    out["decode_mbu"] = attempt(TEXT_READERS["decode_mbu"], v["decode_mbu"])
+    out["price"] = attempt(TEXT_READERS["price"], v["price"])
+    out["tdp_w"] = attempt(TEXT_READERS["tdp"], v["tdp"])
     if not v["chunks"]:
         errors.append("Chunk sizes: pick at least one.")
     if not v["tps"]:

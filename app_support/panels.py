@@ -13,6 +13,7 @@ from typing import Any
 import streamlit as st
 
 import model
+from model.units import format_bytes, format_count, format_money, format_rate, format_si, format_time
 
 from . import compute
 from .charts import STYLE_COLOURS
@@ -44,14 +45,6 @@ def _safe(text: str) -> str:
     return md(html.escape(text))
 
 
-def _ms(x: float) -> str:
-    return f"{x * 1e3:.3g} ms" if math.isfinite(x) else "unbounded"
-
-
-def _num(x: float, fmt: str = ".3g") -> str:
-    return format(x, fmt) if math.isfinite(x) else "∞"
-
-
 # ---------------------------------------------------------------------------------------------
 # verdict
 
@@ -59,7 +52,7 @@ def _num(x: float, fmt: str = ".3g") -> str:
 def verdict_card(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spec) -> None:
     """The verdict, its reasons and flip thresholds, and the best configuration of each style."""
     inp = plan.inputs
-    where = f"{inp.gpus} GPUs" if inp.gpus is not None else f"{inp.target_rate_rps:g} req/s"
+    where = format_count(inp.gpus, "GPU") if inp.gpus is not None else format_rate(inp.target_rate_rps)
     colour = STYLE_COLOURS.get(plan.verdict, "#777777")
     with st.container(border=True):
         st.markdown(
@@ -106,7 +99,8 @@ def _by_length(ev: model.Evaluation) -> str:
     if not classes:
         return "–"
     return "; ".join(
-        f"{c.name} (≤{c.prompt_tokens_range[1]:,.0f} tok): {_ms(c.ttft_p90_s)}, {c.slo_attainment:.0%}"
+        f"{c.name} (≤{format_count(c.prompt_tokens_range[1], 'token')}): {format_time(c.ttft_p90_s)}, "
+        f"{c.slo_attainment:.0%}"
         for c in classes
     )
 
@@ -126,21 +120,31 @@ def side_by_side(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spe
         "| | " + " | ".join(head) + " |",
         "|---|" + "---|" * len(styles),
         _row("configuration", lambda s: md(b[s].label), styles),
-        _row("GPUs / cost", lambda s: f"{b[s].n_gpus} / \\${b[s].cost_usd_per_hour:.2f} per h", styles),
         _row(
-            "**goodput** (req/s)",
-            lambda s: f"**{b[s].goodput_rps:.3g}** ({b[s].goodput_rps_per_gpu:.3g} per GPU)",
+            "GPUs / cost",
+            lambda s: md(f"{format_count(b[s].n_gpus, 'GPU')} / {format_money(b[s].cost_usd_per_hour, 'h')}"),
+            styles,
+        ),
+        _row(
+            "**goodput**",
+            lambda s: (
+                f"**{format_rate(b[s].goodput_rps)}** ({format_rate(b[s].goodput_rps_per_gpu)} per GPU)"
+            ),
             styles,
         ),
         _row("limited by", lambda s: md(b[s].binding_constraint), styles),
         _row(
             f"TTFT p50 / p90 / p99 {at}",
-            lambda s: " / ".join(_ms(x) for x in (ev[s].ttft_s.p50, ev[s].ttft_s.p90, ev[s].ttft_s.p99)),
+            lambda s: " / ".join(
+                format_time(x) for x in (ev[s].ttft_s.p50, ev[s].ttft_s.p90, ev[s].ttft_s.p99)
+            ),
             styles,
         ),
         _row(
             f"TPOT p50 / p90 / p99 {at}",
-            lambda s: " / ".join(_ms(x) for x in (ev[s].tpot_s.p50, ev[s].tpot_s.p90, ev[s].tpot_s.p99)),
+            lambda s: " / ".join(
+                format_time(x) for x in (ev[s].tpot_s.p50, ev[s].tpot_s.p90, ev[s].tpot_s.p99)
+            ),
             styles,
         ),
         _row(
@@ -149,22 +153,26 @@ def side_by_side(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spe
             styles,
         ),
         _row("p90 TTFT / attainment by prompt length", lambda s: _by_length(ev[s]), styles),
-        _row("output tokens/s", lambda s: _num(ev[s].output_tokens_per_s, ",.0f"), styles),
-        _row("energy per output token", lambda s: f"{_num(ev[s].energy_j_per_output_token)} J", styles),
+        _row("output tokens", lambda s: format_rate(ev[s].output_tokens_per_s, "tok/s"), styles),
+        _row(
+            "energy per output token",
+            lambda s: format_si(ev[s].energy_j_per_output_token, "J", small=True),
+            styles,
+        ),
         _row(
             "cost per million output tokens",
-            lambda s: f"\\${_num(ev[s].cost_usd_per_million_output_tokens)}",
+            lambda s: md(format_money(ev[s].cost_usd_per_million_output_tokens)),
             styles,
         ),
         _row(
             "weight copies",
-            lambda s: f"{ev[s].weight_copies} ({ev[s].weight_bytes_total / 1e9:.3g} GB)",
+            lambda s: f"{ev[s].weight_copies} ({format_bytes(ev[s].weight_bytes_total)})",
             styles,
         ),
         _row(
             "KV per request / link use",
             lambda s: (
-                f"{ev[s].kv_bytes_per_request / 1e6:.3g} MB / {ev[s].link_utilisation:.0%}"
+                f"{format_bytes(ev[s].kv_bytes_per_request)} / {ev[s].link_utilisation:.0%}"
                 if s == "disaggregated"
                 else "–"
             ),
@@ -172,7 +180,9 @@ def side_by_side(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spe
         ),
         _row(
             "goodput after losing one instance",
-            lambda s: ", ".join(f"{k} {v:.3g}" for k, v in b[s].failure.goodput_after_loss_rps.items()),
+            lambda s: ", ".join(
+                f"{k} {format_rate(v)}" for k, v in b[s].failure.goodput_after_loss_rps.items()
+            ),
             styles,
         ),
     ]
@@ -253,12 +263,10 @@ def results_csv(plan: model.Plan, evals: dict[str, model.Evaluation]) -> str:
 
 def results_json(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spec) -> str:
     """``model.plan_dict`` plus the metrics at the inspected rate and the app's plain inputs."""
-    from model.planner.report import _plain
+    from model.planner.report import evaluation_dict
 
     data = model.plan_dict(plan)
-    data["evaluated_at"] = {
-        s: {k: v for k, v in _plain(ev).items() if k != "config"} for s, ev in evals.items()
-    }
+    data["evaluated_at"] = {s: evaluation_dict(ev) for s, ev in evals.items()}
     data["app_inputs"] = {k: v for k, v in spec.values.items() if k != "config_text"}
     return json.dumps(data, indent=1, default=str)
 

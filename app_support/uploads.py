@@ -19,6 +19,7 @@ from typing import Any
 import model
 from model.errors import PdplanError
 from model.llm import hf_config
+from model.units import format_bytes
 from model.workload import traces
 
 MAX_CONFIG_BYTES = 1_000_000  # a config.json is a few kB; DeepSeek-V3's is 2 kB
@@ -31,16 +32,37 @@ class UploadError(ValueError):
     """An upload that cannot be used; ``str(err)`` is a one-line message for people."""
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.3g} MB"
+# What a loader may raise on a hostile file (numbers too large for a float, nesting too deep,
+# a CSV field over the csv module's limit, ...): each becomes an UploadError naming the file.
+# Anything else is a bug and reaches the page guard (app_support.guard), which logs it.
+PARSE_ERRORS = (
+    PdplanError,
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    UnicodeError,
+    csv.Error,
+    OSError,
+    RecursionError,
+    OverflowError,
+    MemoryError,
+)
+
+
+def check_size_only(name: str, size: int, limit: int, what: str) -> None:
+    """Refuse a file of ``size`` bytes above ``limit`` (called before its bytes are read)."""
+    if size > limit:
+        raise UploadError(
+            f"{_name(name)}: {format_bytes(size)} is too large for a {what} (limit {format_bytes(limit)})"
+        )
 
 
 def check_size(name: str, data: bytes, limit: int, what: str) -> bytes:
     """``data`` unless it is empty or larger than ``limit`` bytes."""
-    if len(data) > limit:
-        raise UploadError(f"{name}: {_mb(len(data))} is too large for a {what} (limit {_mb(limit)})")
+    check_size_only(name, len(data), limit, what)
     if not data.strip():
-        raise UploadError(f"{name}: the file is empty")
+        raise UploadError(f"{_name(name)}: the file is empty")
     return data
 
 
@@ -49,7 +71,7 @@ def decode_text(name: str, data: bytes) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        raise UploadError(f"{name}: not UTF-8 text (byte {err.start}); expected a text file") from None
+        raise UploadError(f"{_name(name)}: not UTF-8 text (byte {err.start}); expected a text file") from None
 
 
 def digest(data: bytes) -> str:
@@ -62,7 +84,7 @@ def parse_config(name: str, text: str) -> model.LLMArch:
     check_size(name, text.encode("utf-8"), MAX_CONFIG_BYTES, "config.json")
     try:
         return hf_config.parse_hf_config_text(text, where=name or "config.json")
-    except (PdplanError, ValueError, TypeError, RecursionError) as err:
+    except PARSE_ERRORS as err:
         raise UploadError(_one_line(err, name)) from None
 
 
@@ -81,8 +103,8 @@ def parse_trace(name: str, data: bytes) -> traces.Trace:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         trace = traces.load_trace(tmp)
-    except (PdplanError, ValueError, UnicodeError, csv.Error, OSError, TypeError, KeyError) as err:
-        raise UploadError(_one_line(err, name).replace(tmp, name).replace(Path(tmp).name, name)) from None
+    except PARSE_ERRORS as err:
+        raise UploadError(_one_line(err, name, {tmp: name, Path(tmp).name: name})) from None
     finally:
         Path(tmp).unlink(missing_ok=True)
     return trace
@@ -94,17 +116,36 @@ def parse_scenario(name: str, data: bytes) -> dict[str, Any]:
     try:
         obj = json.loads(decode_text(name, data))
     except (ValueError, RecursionError) as err:
-        raise UploadError(f"{name}: not valid JSON ({_one_line(err, '')})") from None
+        raise UploadError(f"{_name(name)}: not valid JSON ({_one_line(err, '')})") from None
     if not isinstance(obj, dict) or obj.get("format") != SCENARIO_FORMAT:
-        raise UploadError(f'{name}: not a pdplan scenario file (expected "format": "{SCENARIO_FORMAT}")')
+        raise UploadError(
+            f'{_name(name)}: not a pdplan scenario file (expected "format": "{SCENARIO_FORMAT}")'
+        )
+    try:  # JSON may escape a lone surrogate ("\\ud800"), which no later step can encode
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UploadError(f"{_name(name)}: holds text that is not valid Unicode (a lone surrogate)") from None
+    except (ValueError, RecursionError) as err:
+        raise UploadError(f"{_name(name)}: cannot be read ({_one_line(err, '')})") from None
     return obj
 
 
 SCENARIO_FORMAT = "pdplan-scenario/1"
 
 
-def _one_line(err: BaseException, name: str) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
+def _name(name: str) -> str:
+    """A file name fit for a message: one line, at most 100 characters, valid UTF-8."""
+    text = " ".join(str(name).split())[:100]
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _one_line(err: BaseException, name: str, replace: dict[str, str] | None = None) -> str:
+    """``err`` as one line starting with the file name; ``replace`` hides temporary paths."""
+    text = str(err)
+    for old, new in (replace or {}).items():
+        text = text.replace(old, new)
+    text = " ".join(text.split()) or type(err).__name__
+    name = _name(name)
     if name and not text.startswith(name):
         text = f"{name}: {text}"
-    return text[:500]
+    return text[:500].encode("utf-8", "backslashreplace").decode("utf-8")

@@ -211,3 +211,122 @@ def format_quantity(value_si: float, kind: Kind, unit: str, digits: int = 3) -> 
     if factor is None:
         raise InputError("unit", unit, f"one of {kind.name.lower()}'s units, e.g. {kind.example}")
     return f"{value_si / factor:.{digits}g} {unit}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Human-readable numbers: the one formatting family of pdplan (reasons, CLI tables, the app).
+# Each function takes a plain SI float and picks the prefix that keeps 1 <= mantissa < 1000,
+# rounds to ``digits`` significant figures (moving up a prefix when rounding reaches 1000), and
+# says "unbounded" / "n/a" instead of printing inf or NaN.
+
+_UP = (("k", 1e3), ("M", 1e6), ("G", 1e9), ("T", 1e12), ("P", 1e15), ("E", 1e18))
+_DOWN = (("m", 1e-3), ("µ", 1e-6), ("n", 1e-9))
+
+
+def _sig(x: float, digits: int) -> str:
+    """``x`` to ``digits`` significant figures, without an exponent below 1000 ("100", not "1e+02")."""
+    text = f"{x:.{digits}g}"
+    if "e+" in text and abs(x) < 999.5:
+        text = f"{x:.0f}"
+    return text
+
+
+def _rounds_below(x: float, limit: float, digits: int) -> bool:
+    return abs(float(f"{x:.{digits}g}")) < limit
+
+
+def _prefixed(value: float, digits: int, small: bool) -> tuple[str, str]:
+    """(mantissa text, SI prefix) of a finite ``value`` with 1 <= |mantissa| < 1000 after rounding."""
+    mag = abs(value)
+    if small and mag > 0 and _rounds_below(mag, 1.0, digits):
+        for prefix, factor in _DOWN:
+            if not _rounds_below(mag / factor, 1.0, digits) or prefix == _DOWN[-1][0]:
+                return _sig(value / factor, digits), prefix
+    if _rounds_below(mag, 1000.0, digits):
+        return _sig(value, digits), ""
+    for prefix, factor in _UP:
+        if _rounds_below(mag / factor, 1000.0, digits) or prefix == _UP[-1][0]:
+            return _sig(value / factor, digits), prefix
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _not_finite(value: float) -> str | None:
+    if math.isnan(value):
+        return "n/a"
+    if math.isinf(value):
+        return "unbounded" if value > 0 else "-unbounded"
+    return None
+
+
+def format_si(value: float, unit: str, digits: int = 3, *, small: bool = False) -> str:
+    """``value`` with an SI prefix on ``unit``: ``format_si(1.13e12, "B") == "1.13 TB"``.
+
+    Prefixes k..E above 1000; with ``small`` also m, µ, n below 1. Infinity gives "unbounded",
+    NaN "n/a".
+    """
+    bad = _not_finite(value)
+    if bad is not None:
+        return bad
+    number, prefix = _prefixed(value, digits, small)
+    return f"{number} {prefix}{unit}"
+
+
+def format_time(seconds: float, digits: int = 3) -> str:
+    """A duration: "850 µs", "12.3 ms", "150 ms", "1.5 s", "16.7 min", "2.5 h"; inf is "unbounded"."""
+    if math.isfinite(seconds) and abs(seconds) >= 999.5:
+        minutes = seconds / 60.0
+        if abs(minutes) < 99.95:
+            return f"{_sig(minutes, digits)} min"
+        return f"{_sig(seconds / 3600.0, digits)} h"
+    if seconds == 0:
+        return "0 s"
+    return format_si(seconds, "s", digits, small=True)
+
+
+def format_bytes(n_bytes: float, digits: int = 3) -> str:
+    """A size in decimal SI bytes (the unit GPU datasheets use): "164 MB", "140 GB", "1.13 TB"."""
+    return format_si(n_bytes, "B", digits)
+
+
+def format_bandwidth(bytes_per_s: float, digits: int = 3) -> str:
+    """A link speed in bits per second, as networks are sold: "25 Gbit/s", "4 Pbit/s"."""
+    return format_si(bytes_per_s * 8.0, "bit/s", digits)
+
+
+def format_rate(per_s: float, unit: str = "req/s", digits: int = 3) -> str:
+    """A rate: "0.05 req/s", "12.3 req/s", "1.5k tok/s" (a prefix above 1000 only, on the number)."""
+    bad = _not_finite(per_s)
+    if bad is not None:
+        return bad
+    number, prefix = _prefixed(per_s, digits, small=False)
+    return f"{number}{prefix} {unit}"
+
+
+def format_count(n: float, unit: str, plural: str | None = None) -> str:
+    """A count with a unit that agrees in number: "1 GPU", "2 GPUs", "1,024 tokens", "1.5 copies"."""
+    if not math.isfinite(n):
+        return f"{_not_finite(n)} {plural or unit + 's'}"
+    whole = float(n).is_integer()
+    shown = f"{int(n):,}" if whole else (f"{n:,.0f}" if abs(n) >= 100 else f"{n:.3g}")
+    word = unit if whole and abs(n) == 1 else (plural or unit + "s")
+    return f"{shown} {word}"
+
+
+def format_money(usd: float | None, per: str = "") -> str:
+    """US dollars: "$2.50", "$0.0123", "$1,250", "$2.5M"; None, NaN or inf is "n/a" (never "$inf").
+
+    ``per`` is appended as "/per" ("$2.50/h").
+    """
+    if usd is None or not math.isfinite(usd):
+        return "n/a"
+    mag = abs(usd)
+    if mag >= 1e6:
+        body = "".join(_prefixed(usd, 3, small=False))
+    elif mag >= 1000:
+        body = f"{usd:,.0f}"
+    elif mag >= 0.1 or mag == 0:
+        body = f"{usd:.2f}"
+    else:
+        body = _sig(usd, 3)
+    sign = "-" if body.startswith("-") else ""
+    return f"{sign}${body.lstrip('-')}" + (f"/{per}" if per else "")

@@ -174,7 +174,7 @@ def test_efficiency_and_price_overrides_reach_the_planner():
     expected = model.plan("llama-3.1-70b", gpu, gpus=16, **DEFAULT)
     assert verdict_of(at) == expected.verdict
     table = next(m.value for m in at.markdown if m.value.startswith("| |"))
-    assert "$20.00 per h" in table.replace("\\", "")  # 16 GPUs x $1.25
+    assert "16 GPUs / $20.00/h" in table.replace("\\", "")  # 16 GPUs x $1.25
     at.text_input(key="tdp").set_value("10 W").run()  # below the profile's idle power
     assert_clean(at)
     assert any("idle" in e for e in errors_of(at))

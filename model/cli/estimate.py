@@ -7,6 +7,7 @@ from typing import Any
 
 from model.cli.common import add_profile_dir, print_json
 from model.physics.estimate import Estimate, estimate
+from model.units import format_bytes, format_time
 
 
 def register(sub: Any) -> None:
@@ -25,36 +26,30 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def _ms(x: float) -> str:
-    return f"{x * 1e3:.2f} ms"
-
-
-def _gb(x: float) -> str:
-    return f"{x / 1e9:.2f} GB"
-
-
 def _print(e: Estimate) -> None:
     kv = e.kv_dtype
     print(f"{e.model} on {e.tp * e.pp} x {e.gpu} (TP {e.tp}, PP {e.pp}), weights {e.dtype}, KV {kv}")
     print(f"  request: {e.isl} prompt + {e.osl} output tokens, batch {e.batch}")
     p, d = e.prefill, e.decode
     print(
-        f"  prefill      {_ms(e.prefill_s):>12}  ({e.prefill_bound}-bound: "
-        f"compute {_ms(float(p.compute_s))}, "
-        f"memory {_ms(float(p.memory_s))}, comm {_ms(float(p.comm_s))}, overhead {_ms(float(p.overhead_s))})"
+        f"  prefill      {format_time(e.prefill_s):>12}  ({e.prefill_bound}-bound: "
+        f"compute {format_time(float(p.compute_s))}, "
+        f"memory {format_time(float(p.memory_s))}, comm {format_time(float(p.comm_s))}, "
+        f"overhead {format_time(float(p.overhead_s))})"
     )
     print(
-        f"  decode step  {_ms(e.decode_step_s):>12}  ({e.decode_bound}-bound at context "
-        f"{e.decode_context_tokens:g}: compute {_ms(float(d.compute_s))}, memory {_ms(float(d.memory_s))}, "
-        f"comm {_ms(float(d.comm_s))}, overhead {_ms(float(d.overhead_s))})"
+        f"  decode step  {format_time(e.decode_step_s):>12}  ({e.decode_bound}-bound at context "
+        f"{e.decode_context_tokens:g}: compute {format_time(float(d.compute_s))}, "
+        f"memory {format_time(float(d.memory_s))}, "
+        f"comm {format_time(float(d.comm_s))}, overhead {format_time(float(d.overhead_s))})"
     )
-    print(f"  TPOT         {_ms(e.tpot_s):>12}  (mean over the growing context)")
-    print(f"  generation   {e.generation_s:>10.3f} s  ({e.output_tokens_per_s:.1f} output tokens/s)")
-    print(f"  weights/GPU  {_gb(e.weight_bytes_per_gpu):>12}")
+    print(f"  TPOT         {format_time(e.tpot_s):>12}  (mean over the growing context)")
+    print(f"  generation   {format_time(e.generation_s):>12}  ({e.output_tokens_per_s:.1f} output tokens/s)")
+    print(f"  weights/GPU  {format_bytes(e.weight_bytes_per_gpu):>12}")
     print(
-        f"  KV/token     {e.kv_bytes_per_token / 1e3:>9.1f} kB  "
-        f"({e.kv_bytes_per_token_per_gpu / 1e3:.1f} kB per GPU; "
-        f"{_gb(e.kv_bytes_per_request)} per request)"
+        f"  KV/token     {format_bytes(e.kv_bytes_per_token):>12}  "
+        f"({format_bytes(e.kv_bytes_per_token_per_gpu)} per GPU; "
+        f"{format_bytes(e.kv_bytes_per_request)} per request)"
     )
     print(
         f"  KV capacity  {e.kv_capacity_tokens:>12,.0f} tokens -> max batch {e.max_batch} at "

@@ -13,7 +13,7 @@ from model.hardware.engines import Engine
 from model.serving.registry import get_style, style_names, styles
 from model.serving.style import CliFlag
 from model.sim.simulate import SimOptions, SimResult, poisson_requests, simulate, trace_requests
-from model.units import Kind, parse_quantity
+from model.units import Kind, format_rate, format_time, parse_quantity
 from model.workload.slo import SLO
 from model.workload.traces import load_trace
 
@@ -122,34 +122,32 @@ def _slo(args: argparse.Namespace) -> SLO | None:
     )
 
 
-def _ms(x: float) -> str:
-    return f"{x * 1e3:.1f}"
-
-
 def _print(res: SimResult) -> None:
     s = res.summary
     print(f"{s.architecture}: {s.config}")
     print(
         f"  requests {s.requests} ({s.measured} measured, {s.completed} completed, {s.rejected} rejected); "
-        f"offered {s.offered_rate_rps:.3g} req/s, served {s.throughput_rps:.3g} req/s, "
+        f"offered {format_rate(s.offered_rate_rps)}, served {format_rate(s.throughput_rps)}, "
         f"{s.output_tokens_per_s:,.0f} output tokens/s over {s.makespan_s:.4g} s"
     )
     if not s.stable:
         print(f"  UNSTABLE: {s.stop_reason}")
     rows = [
-        ["TTFT", *(_ms(v) for v in s.ttft_s)],
-        ["TPOT", *(_ms(v) for v in s.tpot_s)],
-        ["max ITL", *(_ms(v) for v in s.max_itl_s)],
+        ["TTFT", *(format_time(v) for v in s.ttft_s)],
+        ["TPOT", *(format_time(v) for v in s.tpot_s)],
+        ["max ITL", *(format_time(v) for v in s.max_itl_s)],
     ]
-    print_table(rows, ["ms", "p50", "p90", "p99"])
+    print_table(rows, ["", "p50", "p90", "p99"])
     print(
-        f"  TTFT parts (mean): queue {_ms(s.mean_queue_wait_s)} ms, prefill {_ms(s.mean_prefill_s)} ms",
+        f"  TTFT parts (mean): queue {format_time(s.mean_queue_wait_s)}, "
+        f"prefill {format_time(s.mean_prefill_s)}",
         end="",
     )
     if get_style(s.architecture).family == "disaggregated":
         print(
-            f", decode admission {_ms(s.mean_decode_admission_wait_s)} ms, "
-            f"exposed transfer {_ms(s.mean_transfer_exposed_s)} ms; link utilisation {s.link_utilisation:.1%}"
+            f", decode admission {format_time(s.mean_decode_admission_wait_s)}, "
+            f"exposed transfer {format_time(s.mean_transfer_exposed_s)}; "
+            f"link utilisation {s.link_utilisation:.1%}"
         )
     else:
         print()
@@ -161,7 +159,7 @@ def _print(res: SimResult) -> None:
     if s.slo is not None:
         verdict = "meets" if s.meets_slo else "misses"
         print(
-            f"  SLO TTFT <= {_ms(s.slo.ttft_s)} ms, TPOT <= {_ms(s.slo.tpot_s)} ms: attainment "
+            f"  SLO TTFT <= {format_time(s.slo.ttft_s)}, TPOT <= {format_time(s.slo.tpot_s)}: attainment "
             f"{s.attainment:.1%} -> {verdict} the target ({s.slo.attainment:.0%} at p{s.slo.percentile:g})"
         )
 

@@ -17,6 +17,7 @@ import numpy as np
 from model.errors import InputError
 from model.physics.deployment import LOGIT_BYTES, Deployment
 from model.scalars import plain, plain_fields
+from model.units import format_bytes
 
 GIB = 2.0**30
 # Non-torch memory each GPU process holds: CUDA context and kernel images, cuBLAS/cuDNN workspaces
@@ -82,10 +83,6 @@ def activation_workspace_bytes(dep: Deployment, max_batched_tokens: float | np.n
     return t * per_token + logits
 
 
-def _gb(x: float) -> str:
-    return f"{x / 1e9:.1f} GB"
-
-
 def memory_fit(
     dep: Deployment,
     *,
@@ -127,18 +124,20 @@ def memory_fit(
     where = f"{dep.n_gpus} x {dep.gpu.name}" if dep.n_gpus > 1 else f"one {dep.gpu.name}"
     if weights > u0:
         reason = (
-            f"needs {_gb(weights)} of weights per GPU, has {_gb(u0)} usable "
-            f"({float(util.flat[0]):.2f} x {_gb(mem)}) on {where}"
+            f"needs {format_bytes(weights)} of weights per GPU, has {format_bytes(u0)} usable "
+            f"({float(util.flat[0]):.2f} x {format_bytes(mem)}) on {where}"
         )
     elif not bool(fits.flat[0]):
         reason = (
-            f"needs {_gb(weights + w0 + reserve)} per GPU (weights {_gb(weights)} + workspace "
-            f"{_gb(w0)} + reserve {_gb(reserve)}), has {_gb(u0)} usable on {where}; no room for KV"
+            f"needs {format_bytes(weights + w0 + reserve)} per GPU (weights {format_bytes(weights)} + "
+            f"workspace {format_bytes(w0)} + reserve {format_bytes(reserve)}), has {format_bytes(u0)} "
+            f"usable on {where}; no room for KV"
         )
     else:
         reason = (
-            f"fits on {where}: weights {_gb(weights)} + workspace {_gb(w0)} + reserve {_gb(reserve)} "
-            f"per GPU, {_gb(l0)} left for KV = {c0:,.0f} tokens"
+            f"fits on {where}: weights {format_bytes(weights)} + workspace {format_bytes(w0)} + "
+            f"reserve {format_bytes(reserve)} "
+            f"per GPU, {format_bytes(l0)} left for KV = {c0:,.0f} tokens"
         )
     if fits.size > 1 and not (fits.all() or not fits.any()):
         reason += f" (fits in {int(fits.sum())} of {fits.size} settings)"

@@ -33,6 +33,7 @@ from model.serving.enumeration import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS,
 from model.serving.evaluation import Evaluation, summarise
 from model.serving.registry import style_of, styles
 from model.serving.style import CandidateSet
+from model.units import format_time
 from model.workload.presets import Workload, get_workload
 from model.workload.scenario import DEFAULT_SAMPLES, Scenario
 from model.workload.slo import SLO
@@ -206,9 +207,9 @@ def _binding_constraint(cands: CandidateSet, i: int, rate: float, slo: SLO) -> s
     if not ttft_ok and not tpot_ok:
         return "TTFT and TPOT targets"
     if not ttft_ok:
-        return f"TTFT target (p{slo.percentile:g} <= {slo.ttft_s * 1e3:g} ms)"
+        return f"TTFT target (p{slo.percentile:g} <= {format_time(slo.ttft_s)})"
     if not tpot_ok:
-        return f"TPOT target (p{slo.percentile:g} <= {slo.tpot_s * 1e3:g} ms)"
+        return f"TPOT target (p{slo.percentile:g} <= {format_time(slo.tpot_s)})"
     return f"SLO attainment target ({slo.attainment:.0%} of requests meeting both)"
 
 

@@ -35,6 +35,11 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
+def evaluation_dict(ev: Any) -> dict[str, Any]:
+    """An Evaluation as JSON-ready data (its configuration left out; non-finite floats as strings)."""
+    return {k: v for k, v in _plain(ev).items() if k != "config"}
+
+
 def config_dict(config: Any) -> dict[str, Any]:
     """A configuration as names and numbers (profiles by name); its style decides the fields, and the
     key "architecture" holds the style name (kept from earlier output)."""
@@ -61,8 +66,7 @@ def best_dict(b: BestConfig) -> dict[str, Any]:
         "energy_j_per_output_token": ev.energy_j_per_output_token,
         "cost_usd_per_million_output_tokens": ev.cost_usd_per_million_output_tokens,
     }
-    at = {k: v for k, v in _plain(ev).items() if k != "config"}
-    out["at_goodput"] = at
+    out["at_goodput"] = evaluation_dict(ev)
     if b.failure is not None:
         out["failure"] = _plain(b.failure)
     return _plain(out)

@@ -22,6 +22,14 @@ from model.planner.types import BestConfig, FlipThreshold, PlanInputs
 from model.serving.evaluation import summarise
 from model.serving.registry import build_set, style_of, styles
 from model.serving.style import CandidateSet
+from model.units import (
+    format_bandwidth,
+    format_bytes,
+    format_count,
+    format_money,
+    format_rate,
+    format_time,
+)
 
 # Decode slowdown caused by prefill (TPOT / pure decode step - 1) above which interference counts
 # as material. DistServe (OSDI 2024, fig. 2) shows a single prefill in a decode batch slowing that
@@ -30,22 +38,6 @@ INTERFERENCE_MATERIAL = 0.10
 # Disaggregated candidates kept when searching flip thresholds (the best by current goodput).
 THRESHOLD_TOP_K = 12
 _BISECTIONS = 12
-
-
-def _ms(x: float) -> str:
-    if not np.isfinite(x):
-        return "unbounded"
-    if x >= 0.9995:
-        return f"{x:.3g} s"
-    return f"{x * 1e3:.0f} ms" if x >= 0.1 else f"{x * 1e3:.3g} ms"
-
-
-def _gb(x: float) -> str:
-    return f"{x / 1e9:.3g} GB"
-
-
-def _size(x: float) -> str:
-    return _gb(x) if x >= 1e9 else f"{x / 1e6:.3g} MB"
 
 
 def interference(b: BestConfig) -> float:
@@ -93,9 +85,10 @@ def _gain(inp: PlanInputs, dis: BestConfig, col: BestConfig) -> float:
 def _style_line(b: BestConfig) -> str:
     ev = b.at_goodput
     return (
-        f"Best {b.style}: {b.label} ({b.n_gpus} GPUs, ${b.cost_usd_per_hour:.2f}/h): goodput "
-        f"{b.goodput_rps:.3g} req/s ({b.goodput_rps_per_gpu:.3g} per GPU) with p90 TTFT {_ms(ev.ttft_s.p90)} "
-        f"and p90 TPOT {_ms(ev.tpot_s.p90)}; limited by the {b.binding_constraint}."
+        f"Best {b.style}: {b.label} ({format_count(b.n_gpus, 'GPU')}, "
+        f"{format_money(b.cost_usd_per_hour, 'h')}): goodput {format_rate(b.goodput_rps)} "
+        f"({format_rate(b.goodput_rps_per_gpu)} per GPU) with p90 TTFT {format_time(ev.ttft_s.p90)} "
+        f"and p90 TPOT {format_time(ev.tpot_s.p90)}; limited by the {b.binding_constraint}."
     )
 
 
@@ -112,11 +105,11 @@ def _why_no_disaggregation(inp: PlanInputs, goodputs: dict) -> str:
     ev = summarise(cands, res, i, inp.scenario, 1e-3)  # the evaluation already made, row i
     cfg = cands.configs[i]
     return (
-        f"even the closest split ({cfg.label()}) reaches p90 TTFT {_ms(ev.ttft_s.p90)} against the "
-        f"{_ms(slo.ttft_s)} target at a near-zero rate: each request's KV "
-        f"({_size(ev.kv_bytes_per_request)} on average) "
-        f"crosses {cfg.link.name} in {_ms(ev.transfer_s)} on average, and the weights are held "
-        f"{ev.weight_copies} times ({_gb(ev.weight_bytes_total)})"
+        f"even the closest split ({cfg.label()}) reaches p90 TTFT {format_time(ev.ttft_s.p90)} against the "
+        f"{format_time(slo.ttft_s)} target at a near-zero rate: each request's KV "
+        f"({format_bytes(ev.kv_bytes_per_request)} on average) "
+        f"crosses {cfg.link.name} in {format_time(ev.transfer_s)} on average, and the weights are held "
+        f"{ev.weight_copies} times ({format_bytes(ev.weight_bytes_total)})"
     )
 
 
@@ -129,15 +122,15 @@ def decide(
 ) -> tuple[str, list[str]]:
     """Apply the DESIGN.md rule; return the verdict and its reasons (sentences with numbers)."""
     reasons: list[str] = []
-    where = f"{inp.gpus} GPUs" if inp.gpus is not None else f"{inp.target_rate_rps:g} req/s"
+    where = format_count(inp.gpus, "GPU") if inp.gpus is not None else format_rate(inp.target_rate_rps)
     col = _colocated_best(inp, best)
     dis = _family_best(inp, best, "disaggregated")
     if col is None and dis is None:
         reasons.append(f"No configuration meets the SLOs ({where}).")
         if inp.target_rate_rps is not None:
             reasons.append(
-                f"The search stops at {inp.max_gpus} GPUs (max_gpus / --max-gpus); a larger target rate may "
-                "need more."
+                f"The search stops at {format_count(inp.max_gpus, 'GPU')} (max_gpus / --max-gpus); "
+                "a larger target rate may need more."
             )
         if infeasible:
             top = ", ".join(f"{r} ({n})" for r, n in infeasible.most_common(3))
@@ -187,9 +180,9 @@ def decide(
             )
             reasons.append(f"{col.style} is recommended: {why}.")
         reasons.append(
-            f"Interference in {col.label} at {col.goodput_rps:.3g} req/s: "
-            f"TPOT {_ms(col.at_goodput.tpot_mean_s)} "
-            f"against {_ms(col.at_goodput.decode_step_s)} for decode alone ({intf:+.0%})."
+            f"Interference in {col.label} at {format_rate(col.goodput_rps)}: "
+            f"TPOT {format_time(col.at_goodput.tpot_mean_s)} "
+            f"against {format_time(col.at_goodput.decode_step_s)} for decode alone ({intf:+.0%})."
         )
     for style in styles():
         if style.name in best:
@@ -199,10 +192,11 @@ def decide(
         link = style_of(dis.config).kv_link(dis.config)
         copies_col = col.at_goodput.weight_copies if col is not None else 0
         reasons.append(
-            f"Disaggregation costs: weights held {ev.weight_copies} times ({_gb(ev.weight_bytes_total)}) "
+            f"Disaggregation costs: weights held {ev.weight_copies} times "
+            f"({format_bytes(ev.weight_bytes_total)}) "
             f"against {copies_col} copies colocated; each request moves "
-            f"{_size(ev.kv_bytes_per_request)} of KV over "
-            f"{link.name if link else 'the link'}, exposing {_ms(ev.transfer_s)} of TTFT "
+            f"{format_bytes(ev.kv_bytes_per_request)} of KV over "
+            f"{link.name if link else 'the link'}, exposing {format_time(ev.transfer_s)} of TTFT "
             f"(link utilisation {ev.link_utilisation:.0%})."
         )
     if infeasible:
@@ -296,8 +290,10 @@ def transfer_break_even(inp: PlanInputs, dis: BestConfig) -> FlipThreshold | Non
         gbit,
         "Gbit/s per lane",
         cfg.link.bandwidth_bytes_per_s * 8 / 1e9,
-        f"a p90 prompt's KV ({_size(kv)}, {lanes} lane(s)) fits the {_ms(slack)} of TTFT left after queueing "
-        f"and prefill above {gbit:.3g} Gbit/s per lane ({th.binding}; closed form)",
+        f"a p90 prompt's KV ({format_bytes(kv)}, {format_count(lanes, 'lane')}) fits the "
+        f"{format_time(slack)} of TTFT left after queueing and prefill above "
+        f"{format_bandwidth(gbit * 1e9 / 8)} per lane "
+        f"({th.binding}; closed form)",
         method="closed-form",
     )
 
@@ -360,7 +356,8 @@ def flip_thresholds(
                     0.0 if always else math.inf,
                     "Gbit/s",
                     now,
-                    f"no link speed from {now * 1e-4:.3g} to {now * 1e4:.3g} Gbit/s flips the verdict: "
+                    f"no link speed from {format_bandwidth(line_rate * 1e-4)} to "
+                    f"{format_bandwidth(line_rate * 1e4)} flips the verdict: "
                     + (
                         "disaggregation wins at all of them"
                         if always
@@ -378,7 +375,8 @@ def flip_thresholds(
                     "Gbit/s",
                     line_rate * 8 / 1e9,
                     f"disaggregation {'wins' if inp.gpus is not None else 'holds the target rate'} {side} "
-                    f"{value:.3g} Gbit/s of link line rate (now {line_rate * 8 / 1e9:.3g} Gbit/s)",
+                    f"{format_bandwidth(line_rate * factor)} of link line rate "
+                    f"(now {format_bandwidth(line_rate)})",
                 )
             )
     if inp.gpus is not None and col is not None and top:
@@ -417,9 +415,10 @@ def flip_thresholds(
                 lo_style.goodput_rps,
                 "req/s",
                 lo_style.goodput_rps,
-                f"both styles meet the SLOs up to {lo_style.goodput_rps:.3g} req/s on {inp.gpus} GPUs; "
+                f"both styles meet the SLOs up to {format_rate(lo_style.goodput_rps)} on "
+                f"{format_count(inp.gpus, 'GPU')}; "
                 f"above it only "
-                f"{hi_style.style} does (up to {hi_style.goodput_rps:.3g} req/s)",
+                f"{hi_style.style} does (up to {format_rate(hi_style.goodput_rps)})",
             )
         )
     return out
