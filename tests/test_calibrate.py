@@ -14,6 +14,7 @@ from model.calibrate.csv_format import parse_csv
 from model.calibrate.fit import BOUNDS, calibrate
 from model.calibrate.load import load_measurements
 from model.calibrate.measurements import Measurement, RowDefaults, classify_ttft
+from model.calibrate.problem import group_configs, prefills_per_step
 from model.calibrate.profile_toml import calibrated_profile_toml, write_profiles
 from model.calibrate.vllm_format import parse_vllm_json
 from model.cli import main
@@ -22,6 +23,7 @@ from model.hardware.catalog import get_gpu, load_catalog
 from model.hardware.collectives import default_tp_link
 from model.hardware.gpus import gpu_from_toml
 from model.llm.catalog import get_model
+from model.physics.decode_tokens import tokens_per_decode_step
 from model.physics.deployment import Deployment
 from model.physics.estimate import estimate
 from model.physics.generation import mean_tpot_s
@@ -211,14 +213,14 @@ def test_continuous_batching_tpot_adds_other_prompts_prefill() -> None:
         tpot_s=0.01,
     )
     closed = Measurement(source="c", load="concurrency", batch=4.0, **common)
-    # open loop, mean running batch 2.5 (linear between batch 2 and 3), lambda x TPOT x (B - 1) / B prompts
+    # open loop, mean running batch 2.5 (linear between batch 2 and 3), lambda x TPOT prompts per step
     opened = Measurement(source="o", load="rate", batch=2.5, request_rate_rps=3.0, **common)
     g = calibrate([closed, opened], fit=("prefill_mfu",), loo=False).group()
     before = {r.source: r.before for r in g.residuals}
     extra = float(prefill_cost(dep, 1024).time_s) - dep.overhead_s
     assert before["c"] == pytest.approx(float(mean_tpot_s(dep, 4, 1024, 64)) + 3 / 64 * extra, rel=1e-9)
     decode = 0.5 * (float(mean_tpot_s(dep, 2, 1024, 64)) + float(mean_tpot_s(dep, 3, 1024, 64)))
-    assert before["o"] == pytest.approx(decode + 3.0 * 0.01 * 1.5 / 2.5 * extra, rel=1e-9)
+    assert before["o"] == pytest.approx(decode + 3.0 * 0.01 * extra, rel=1e-9)
 
 
 def test_open_loop_ttft_adds_md1_wait() -> None:
@@ -236,12 +238,23 @@ def test_prefills_per_step_hand_values() -> None:
     base = dict(
         source="s", model="m", gpu="g", tp=1, pp=1, dtype="bf16", kv_dtype=None, engine="e", isl=100.0
     )
-    closed = Measurement(**base, osl=128.0, load="concurrency", batch=16.0, tpot_s=0.01)
-    assert closed.prefills_per_step == pytest.approx(15 / 128)
+    arch = get_model("llama-3.1-8b")
+    one = tokens_per_decode_step()
+
+    def k(m: Measurement) -> float:
+        return float(prefills_per_step(group_configs([m], [arch])[0], one)[0])
+
+    # closed loop C = 16, osl 128: the 15 other slots each start one request per 128 iterations
+    assert k(Measurement(**base, osl=128.0, load="concurrency", batch=16.0, tpot_s=0.01)) == pytest.approx(
+        15 / 128, rel=1e-12
+    )
+    # open loop (Poisson): lambda x step = 2 req/s x 10 ms, whatever the running batch
     opened = Measurement(**base, osl=128.0, load="rate", batch=3.0, request_rate_rps=2.0, tpot_s=0.01)
-    assert opened.prefills_per_step == pytest.approx(2.0 * 0.01 * 2 / 3)
-    static = Measurement(**base, osl=128.0, load="batch", batch=8.0, tpot_s=0.01)
-    assert static.prefills_per_step == 0.0
+    assert k(opened) == pytest.approx(2.0 * 0.01, rel=1e-12)
+    # burst (all sent at once): slots kept full, the own slot excluded: lambda x step x (B - 1) / B
+    burst = dataclasses.replace(opened, burst=True)
+    assert k(burst) == pytest.approx(2.0 * 0.01 * 2 / 3, rel=1e-12)
+    assert k(Measurement(**base, osl=128.0, load="batch", batch=8.0, tpot_s=0.01)) == 0.0
 
 
 def test_ttft_light_load_rule() -> None:

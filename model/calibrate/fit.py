@@ -17,8 +17,9 @@ Predictions come from :mod:`model.physics` only (model.calibrate.problem; no sep
   Zhong et al. 2024, sec. 3.1 models a prefill instance the same way);
 - TPOT: ``mean_tpot_s(dep, B, isl, osl)`` at the mean running batch B (linear interpolation between
   whole batches), plus k x (prefill time - step overhead) for the k other prompts each decode step
-  carries (:attr:`Measurement.prefills_per_step`): a colocated engine stalls decodes while it
-  prefills (Sarathi-Serve, Agrawal et al. 2024, sec. 2-3);
+  carries (:func:`model.calibrate.problem.prefills_per_step`, the interference formula of
+  :mod:`model.queueing.interference`): a colocated engine stalls decodes while it prefills
+  (Sarathi-Serve, Agrawal et al. 2024, sec. 2-3);
 - output throughput (used only for rows without TPOT): B x osl / end-to-end time per request.
 
 Errors before (the base profile), after, and leave-one-out (each row predicted by a fit that did

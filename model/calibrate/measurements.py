@@ -118,23 +118,6 @@ class Measurement:
                 f"{where}, measurements", None, "at least one of prefill, TTFT, TPOT/ITL or output throughput"
             )
 
-    @property
-    def prefills_per_step(self) -> float:
-        """Mean number of *other* requests' prompts carried by each decode step of a request.
-
-        Static batch: 0 (all prefills happen before decoding). Closed loop of C requests: each
-        other slot starts one request per ~osl steps, so (C - 1) / osl. Open loop at rate lambda:
-        lambda x TPOT arrivals per step, times (B - 1) / B, the share that lands while this request
-        is decoding (B = mean running requests). First-order continuous-batching model
-        (Orca, Yu et al. 2022; Sarathi-Serve, Agrawal et al. 2024, sec. 2: prefills stall decodes).
-        """
-        if self.load == "batch":
-            return 0.0
-        if self.load == "concurrency":
-            return (self.batch - 1.0) / self.osl
-        tpot = self.tpot_s if self.tpot_s is not None else 0.0
-        return float(self.request_rate_rps or 0.0) * tpot * (self.batch - 1.0) / self.batch
-
 
 # ---------------------------------------------------------------------------------------------
 # Shared helpers

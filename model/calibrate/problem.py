@@ -21,12 +21,23 @@ from model.hardware.collectives import default_tp_link
 from model.hardware.gpus import GPU
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
+from model.physics.decode_tokens import DecodeTokens, decode_steps, tokens_per_decode_step
 from model.physics.deployment import Deployment
 from model.physics.generation import generation_time_s, mean_tpot_s
 from model.physics.steps import prefill_cost
+from model.queueing.interference import closed_loop_prefills_per_step, stalled_step_s
 from model.queueing.mgc import mgc_wait
 
-__all__ = ["Problem", "Target", "Theta", "group_configs", "resolve_model", "rethrow_at", "targets_for"]
+__all__ = [
+    "Problem",
+    "Target",
+    "Theta",
+    "group_configs",
+    "prefills_per_step",
+    "resolve_model",
+    "rethrow_at",
+    "targets_for",
+]
 
 # Penalty prediction (s) for an open-loop TTFT row whose queue is unstable at trial parameters.
 UNSTABLE_TTFT_S = 1e3
@@ -58,10 +69,12 @@ class _Config:
     osl: np.ndarray
     prefill_batch: np.ndarray
     decode_batch: np.ndarray
-    prefills_per_step: np.ndarray
     rate: np.ndarray  # open-loop arrival rate for TTFT, 0 where none
     scv_arrival: np.ndarray
     concurrency_mode: np.ndarray
+    open_rate: np.ndarray  # open-loop (or burst) rate behind the prompts decodes wait for, 0 where none
+    burst: np.ndarray  # every request sent at once: the engine keeps its slots full
+    measured_tpot: np.ndarray  # measured TPOT (s), 0 where not measured
 
 
 def _deployment(gpu: GPU, cfg: _Config, th: Theta) -> Deployment:
@@ -91,6 +104,23 @@ def _tpot_at(dep: Deployment, batch: np.ndarray, isl: np.ndarray, osl: np.ndarra
     return (1.0 - frac) * t_lo + frac * t_hi
 
 
+def prefills_per_step(cfg: _Config, per_step: DecodeTokens) -> np.ndarray:
+    """Mean number of *other* requests' prompts each decode step of a request waits for (k of
+    :func:`model.queueing.interference.stalled_step_s`).
+
+    Static batch: 0 (all prefills come before decoding). Closed loop of C requests:
+    :func:`~model.queueing.interference.closed_loop_prefills_per_step`, (C - 1) / osl with one token
+    per step. Open loop at rate lambda: the arrivals during one step, lambda x step time (arrivals do
+    not depend on the observed request; step time = measured TPOT x tokens emitted per step). Burst
+    (every request sent at once, request_rate = completions/s): the engine keeps its B slots full, so
+    a closed loop measured by its rate: lambda x step time x (B - 1) / B, the own slot excluded.
+    """
+    step_s = cfg.measured_tpot * per_step.emitted
+    open_k = cfg.open_rate * step_s * np.where(cfg.burst, (cfg.decode_batch - 1.0) / cfg.decode_batch, 1.0)
+    closed_k = closed_loop_prefills_per_step(cfg.decode_batch, cfg.osl, per_step)
+    return np.where(cfg.concurrency_mode, closed_k, open_k)
+
+
 def _predict(gpu: GPU, cfg: _Config, th: Theta) -> dict[str, np.ndarray]:
     """Predicted prefill, TTFT, TPOT (s) and output throughput (tokens/s) of every row of ``cfg``."""
     dep = _deployment(gpu, cfg, th)
@@ -102,10 +132,17 @@ def _predict(gpu: GPU, cfg: _Config, th: Theta) -> dict[str, np.ndarray]:
         wait[queued] = np.where(w.stable, w.mean_wait_s, UNSTABLE_TTFT_S)
     ttft = prefill + wait
     osl = cfg.osl
-    tpot = _tpot_at(dep, cfg.decode_batch, cfg.isl, osl)
-    tpot = tpot + cfg.prefills_per_step * np.maximum(prefill - dep.overhead_s, 0.0)
+    per_step = tokens_per_decode_step(dep)
+    # Each decode step also waits for k other prompts' prefill, less the step overhead it pays anyway
+    # (continuous batching puts the prompt into the running iteration; model.queueing.interference).
+    step_s = stalled_step_s(
+        _tpot_at(dep, cfg.decode_batch, cfg.isl, osl) * per_step.emitted,
+        prefills_per_step(cfg, per_step),
+        np.maximum(prefill - dep.overhead_s, 0.0),
+    )
+    tpot = step_s / per_step.emitted
     gen = np.asarray(generation_time_s(dep, cfg.decode_batch, cfg.isl, osl), dtype=float)
-    e2e = np.where(cfg.concurrency_mode, prefill + (osl - 1.0) * tpot, gen)
+    e2e = np.where(cfg.concurrency_mode, prefill + decode_steps(osl, per_step) * step_s, gen)
     throughput = cfg.decode_batch * osl / e2e
     return {"prefill": prefill, "ttft": ttft, "tpot": tpot, "throughput": throughput}
 
@@ -226,13 +263,17 @@ def group_configs(rows: Sequence[Measurement], archs: Sequence[LLMArch]) -> list
                 osl=np.array([m.osl for m in ms], dtype=float),
                 prefill_batch=np.array([m.batch if m.load == "batch" else 1.0 for m in ms], dtype=float),
                 decode_batch=np.array([m.batch for m in ms], dtype=float),
-                prefills_per_step=np.array([m.prefills_per_step for m in ms], dtype=float),
                 rate=np.array(
                     [m.request_rate_rps if m.load == "rate" and m.request_rate_rps else 0.0 for m in ms],
                     dtype=float,
                 ),
                 scv_arrival=np.array([1.0 / m.burstiness for m in ms], dtype=float),
                 concurrency_mode=np.array([m.load == "concurrency" for m in ms]),
+                open_rate=np.array(
+                    [(m.request_rate_rps or 0.0) if m.load == "rate" else 0.0 for m in ms], dtype=float
+                ),
+                burst=np.array([m.burst for m in ms]),
+                measured_tpot=np.array([m.tpot_s or 0.0 for m in ms], dtype=float),
             )
         )
     return out

@@ -5,15 +5,16 @@ running decodes for its whole duration (DistServe, Zhong et al. OSDI 2024, sec. 
 queue in a G/G/R queue over the replicas (service = prefill time; arrival burstiness from the
 scenario's inter-arrival SCV, Poisson by default; a least-loaded router is close to one shared
 queue); decodes run in the time prefill leaves, so the per-token time is
-tau(B) = t_dec(B) / (1 - rho_p) with rho_p = (lambda / R) E[S_prefill].
+tau(B) = t_dec(B) / (1 - rho_p) with rho_p = (lambda / R) E[S_prefill]
+(model.queueing.interference.shared_token_time_s).
 
 With chunked prefill (Sarathi-Serve, Agrawal et al. OSDI 2024): every iteration carries the
 decode batch B plus up to (C - B) prompt tokens. A prompt's prefill takes its chunked-prefill time
 S_c(L; B) from the roofline layer (prefix KV re-read per chunk, overhead per iteration); prompts
 queue in an M/G/R queue with that service; the prefill-busy fraction u = (lambda / R) E[S_c]
 splits iterations into mixed ones (mean t_mix = E[S_c] / E[chunks]) and decode-only ones
-(t_dec), so tau(B) = 1 / (u / t_mix + (1 - u) / t_dec). Both fixed points B = (lambda / R) E[O]
-tau(B) are solved on the batch grid (model.decode_batch).
+(t_dec), so tau(B) = 1 / (u / t_mix + (1 - u) / t_dec) (the same function). Both fixed points
+B = (lambda / R) E[O] tau(B) are solved on the batch grid (model.queueing.decode_batch).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from model.queueing.decode_batch import admission_wait, interp_rows, solve_batch
+from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel
 from model.queueing.mgc import mgc_wait
 from model.serving.common import StyleResult, busy_fraction, first_reason, moments, stack, wait_tail
@@ -63,11 +65,9 @@ def _chunked_per_token(
         mix[k, inside] = np.interp(BATCH_GRID[inside], grid, mean_s / chunks)
     es, mix = es[table_index], mix[table_index]
     dec = stack(tables, "decode_token_s")[table_index]
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):
         u = np.where(np.isfinite(es), rate_per_replica[:, None] * es, np.inf)
-        rate_iter = u / mix + (1.0 - u) / dec
-        tau = np.where(u < 1.0, 1.0 / rate_iter, np.inf)
-    return tau, u, mix
+    return shared_token_time_s(dec, u, mix), u, mix
 
 
 def evaluate_colocated(
@@ -100,8 +100,7 @@ def evaluate_colocated(
         service = stack(tables, "prefill_s")[table_index]
         es, _es2, scv = moments(service)
         rho_p = rate_r * es
-        with np.errstate(divide="ignore"):
-            tau = np.where((rho_p < 1)[:, None], dec / (1.0 - rho_p)[:, None], np.inf)
+        tau = shared_token_time_s(dec, rho_p[:, None])
     # The batch cannot grow past the last batch at which prefill still keeps up (finite tau).
     finite = np.isfinite(tau)
     last_finite = np.where(
@@ -129,7 +128,7 @@ def evaluate_colocated(
         max_itl = np.maximum(t_mix, t_dec)
     else:
         busy = rho_p
-        per_token = np.where(busy < 1, t_dec / np.maximum(1.0 - busy, 1e-12), np.inf)
+        per_token = shared_token_time_s(t_dec, busy)
         stalls = service
         # A prompt waits for the decode step in progress to end: mean residual t_dec / 2.
         residual = t_dec / 2.0

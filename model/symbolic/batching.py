@@ -7,6 +7,7 @@ from functools import cache
 
 import sympy as sp
 
+from model.queueing.interference import token_time_form
 from model.symbolic.core import Formula, make_formula, solve_for, tidy
 from model.symbolic.symbols import symbol
 
@@ -74,10 +75,11 @@ def _colocated_inflation() -> Formula:
         "colocated_stall_inflation",
         "Colocated (unchunked) decode per-token time: decodes run only in the time prefill leaves.",
         r"\tau",
-        s("decode_step_s") / (1 - rho),
+        token_time_form(s("decode_step_s"), rho, 0),
         ("decode_step_s", "rate_per_replica_rps", "mean_prefill_s"),
         "DistServe (Zhong et al. OSDI 2024), sec. 2.2: a prefill pre-empts the running decodes. Numeric: "
-        "model.serving.colocated.evaluate_colocated (unchunked).",
+        "model.queueing.interference.shared_token_time_s (prefill iterations carry no decode token), "
+        "called by model.serving.colocated.evaluate_colocated.",
         result_unit="s",
         where=[("prefill_utilisation", s("rate_per_replica_rps") * s("mean_prefill_s"))],
         condition=rho < 1,
@@ -92,7 +94,7 @@ def _colocated_tpot() -> Formula:
     b = sp.Symbol("B_fixed", positive=True)
     lam = s("rate_per_replica_rps")
     rho = lam * s("mean_prefill_s")
-    tau = (s("step_time_intercept_s") + s("step_time_slope_s") * b) / (1 - rho)
+    tau = token_time_form(s("step_time_intercept_s") + s("step_time_slope_s") * b, rho, 0)
     b_star = solve_for(b, lam * s("mean_output_tokens") * tau, b)
     tpot = tidy(sp.simplify(tau.subs(b, b_star)))
     return make_formula(
