@@ -6,6 +6,26 @@ front end can show ``str(err)`` as a one-line message without a traceback.
 
 from __future__ import annotations
 
+MAX_ECHO_CHARS = 80
+"""Longest piece of user input echoed back in an error message."""
+
+
+def short(value: object, limit: int = MAX_ECHO_CHARS) -> object:
+    """``value`` itself if its repr is short, else its text cut to ``limit`` characters plus "...".
+
+    The one helper every error message uses to echo input, so a 5,000-character flag or a
+    5,000-digit integer (whose repr Python 3.11+ refuses) never floods a terminal or a log.
+    """
+    text = value if isinstance(value, str) else None
+    if text is None:
+        try:
+            text = repr(value)
+        except (ValueError, OverflowError, RecursionError):
+            return f"<{type(value).__name__}>"
+        if len(text) <= limit:
+            return value
+    return text if len(text) <= limit else text[:limit] + "..."
+
 
 class PdplanError(ValueError):
     """Base class for every error pdplan raises on bad input."""
@@ -46,7 +66,7 @@ class InputError(PdplanError):
         self.field = field
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{field}: got {value!r}; allowed: {allowed}")
+        super().__init__(f"{field}: got {short(value)!r}; allowed: {allowed}")
 
 
 class UnstableError(PdplanError):

@@ -9,14 +9,15 @@ from typing import Any
 from model.cli.common import add_profile_dir, print_json, print_table, to_jsonable
 from model.errors import InputError
 from model.hardware.profiles import get_gpu, get_link
+from model.limits import MAX_SIM_REQUESTS
 from model.serving.configs import ARCHITECTURES, ColocatedConfig, DisaggregatedConfig
 from model.sim.simulate import SimOptions, SimResult, poisson_requests, simulate, trace_requests
 from model.units import Kind, parse_quantity
 from model.workload.slo import SLO
 from model.workload.traces import load_trace
 
-# Largest run the CLI accepts: ~10 s per 100k requests, so 10M is a long but bounded run.
-MAX_REQUESTS = 10_000_000
+# Largest run the CLI accepts (model.limits.MAX_SIM_REQUESTS: ~10 s per 100k requests, bounded memory).
+MAX_REQUESTS = MAX_SIM_REQUESTS
 
 DEFAULT_REQUESTS = 2000
 DEFAULT_CHUNK_TOKENS = (
@@ -33,7 +34,7 @@ def register(sub: Any) -> None:
         "--gpu", required=True, help="GPU name (colocated, and the prefill pool when disaggregated)"
     )
     p.add_argument("--architecture", required=True, choices=ARCHITECTURES)
-    p.add_argument("--replicas", type=int, default=1, help="colocated replicas (default 1)")
+    p.add_argument("--replicas", type=int, default=None, help="colocated replicas (default 1)")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree per instance (default 1)")
     p.add_argument(
         "--chunk",
@@ -89,8 +90,18 @@ def _progress_bar() -> Any:
 
 def _config(args: argparse.Namespace) -> ColocatedConfig | DisaggregatedConfig:
     dirs = args.profile_dir or None
+    for flag, value in (
+        ("--decode-gpu", args.decode_gpu),
+        ("--kv-dtype", args.kv_dtype),
+        ("--link", args.link),
+    ):
+        if value is not None and not value.strip():
+            raise InputError(flag, value, "a non-empty name (or leave the option out)")
     gpu = get_gpu(args.gpu, dirs)
     if args.architecture == "disaggregated":
+        for flag, value in (("--chunk", args.chunk), ("--replicas", args.replicas)):
+            if value is not None:
+                raise InputError(flag, value, "only with a colocated architecture (use --prefill/--decode)")
         if args.link is None:
             raise InputError("--link", None, "a link name for the KV transfer (see `pdplan list links`)")
         return DisaggregatedConfig(
@@ -117,7 +128,7 @@ def _config(args: argparse.Namespace) -> ColocatedConfig | DisaggregatedConfig:
         chunk = args.chunk if args.chunk is not None else DEFAULT_CHUNK_TOKENS
     elif args.chunk is not None:
         raise InputError("--chunk", args.chunk, "only with --architecture colocated-chunked")
-    return ColocatedConfig(gpu, args.tp, args.replicas, chunk)
+    return ColocatedConfig(gpu, args.tp, 1 if args.replicas is None else args.replicas, chunk)
 
 
 def _slo(args: argparse.Namespace) -> SLO | None:
@@ -192,8 +203,16 @@ def run(args: argparse.Namespace) -> int:
     )
     if rate is not None and not rate > 0:
         raise InputError("--rate", args.rate, "a rate > 0 req/s")
-    if args.requests is not None and not 1 <= args.requests <= MAX_REQUESTS:
-        raise InputError("--requests", args.requests, f"a whole number in [1, {MAX_REQUESTS}]")
+    if args.requests is not None and not 2 <= args.requests <= MAX_REQUESTS:
+        raise InputError(
+            "--requests",
+            args.requests,
+            f"a whole number in [2, {MAX_REQUESTS}] (two arrivals give a rate; the cap bounds run time)",
+        )
+    if args.warmup < 0:
+        raise InputError("--warmup", args.warmup, "a whole number >= 0")
+    if args.per_request is not None and not args.per_request.strip():
+        raise InputError("--per-request", args.per_request, "a CSV file path")
     if args.seed < 0:
         raise InputError("--seed", args.seed, "a whole number >= 0")
     if args.trace:

@@ -10,6 +10,7 @@ profile by writing one more file in a directory passed as ``profile_dirs`` (same
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,25 +19,38 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from model.errors import InputError, ProfileError, UnknownNameError
+from model.errors import InputError, ProfileError, UnknownNameError, short
+from model.limits import MAX_NESTING_DEPTH, MAX_PROFILE_BYTES, check_depth, check_file_size
 from model.units import Kind, parse_quantity
 
 # Plausible ranges (SI units) that catch unit slips such as "1 byte" of memory or "1e-300 B/s":
 # from the smallest edge accelerators to well beyond any announced data-center GPU.
+# Each row: field, low, high, unit for the message.
 _GPU_SANE_RANGES = (
-    ("memory_bytes", 1e8, 1e13),
-    ("memory_bandwidth_bytes_per_s", 1e9, 1e15),
-    ("tdp_w", 1.0, 1e4),
-    ("step_overhead_s", 0.0, 1.0),
-    ("pcie_bandwidth_bytes_per_s", 1e8, 1e13),
+    ("memory_bytes", 1e8, 1e13, "bytes"),
+    ("memory_bandwidth_bytes_per_s", 1e9, 1e15, "bytes/s"),
+    ("tdp_w", 1.0, 1e4, "W"),
+    ("step_overhead_s", 0.0, 1.0, "s"),
+    ("pcie_bandwidth_bytes_per_s", 1e8, 1e13, "bytes/s"),
+    ("idle_w", 0.0, 1e4, "W"),
+    # A rented GPU-hour costs cents to tens of dollars; 1,000 USD leaves room for whole-node prices.
+    ("price_usd_per_hour", 0.0, 1e3, "USD per GPU-hour"),
 )
+# Interconnect bandwidth when there is one: 1 GB/s (old PCIe switches) to 100 TB/s (bytes/s).
+_INTERCONNECT_RANGE = (1e9, 1e14)
+# Achieved fractions of peak (MFU, MBU, link efficiency): below 1% is a unit slip, not a measurement.
+_MIN_EFFICIENCY = 0.01
 # Dense peak FLOP/s per dtype: 1 TFLOP/s to 1 EFLOP/s.
 _PEAK_FLOPS_RANGE = (1e12, 1e18)
 
 DTYPES_WITH_PEAK = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+MAX_PROFILE_DIRS = 32  # profile directories per call: each is read and indexed once
 LINK_KINDS = ("network", "intra-node", "pcie", "same-gpu")
 
 Sources = tuple[tuple[str, str], ...]
+
+# A profile name: a plain file stem, never a path (no '/', '\\', '..' or leading dot).
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
 
 
 def _positive(name: str, value: float, owner: str) -> None:
@@ -45,8 +59,10 @@ def _positive(name: str, value: float, owner: str) -> None:
 
 
 def _fraction(name: str, value: float, owner: str) -> None:
-    if not (isinstance(value, int | float) and 0 < value <= 1):
-        raise InputError(f"{owner}.{name}", value, "a fraction in (0, 1]")
+    if not (isinstance(value, int | float) and _MIN_EFFICIENCY <= value <= 1):
+        raise InputError(
+            f"{owner}.{name}", value, f"a fraction of peak in [{_MIN_EFFICIENCY:g}, 1] (dimensionless)"
+        )
 
 
 def _source_of(sources: Sources, key: str) -> str:
@@ -88,16 +104,27 @@ class GPU:
             "pcie_bandwidth_bytes_per_s",
         ):
             _positive(name, getattr(self, name), owner)
-        for name, low, high in _GPU_SANE_RANGES:
+        for name in ("idle_w", "price_usd_per_hour", "interconnect_bandwidth_bytes_per_s"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise InputError(f"{owner}.{name}", value, "a finite number >= 0")
+        for name, low, high, unit in _GPU_SANE_RANGES:
             value = getattr(self, name)
             if not low <= value <= high:
                 raise InputError(
-                    f"{owner}.{name}", value, f"a physically plausible value in [{low:g}, {high:g}]"
+                    f"{owner}.{name}", value, f"a physically plausible value in [{low:g}, {high:g}] {unit}"
                 )
-        for name in ("idle_w", "price_usd_per_hour", "interconnect_bandwidth_bytes_per_s"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise InputError(f"{owner}.{name}", value, "a finite number >= 0")
+        bw = self.interconnect_bandwidth_bytes_per_s
+        if bw and not _INTERCONNECT_RANGE[0] <= bw <= _INTERCONNECT_RANGE[1]:
+            low, high = _INTERCONNECT_RANGE
+            raise InputError(
+                f"{owner}.interconnect_bandwidth_bytes_per_s", bw, f"0 or in [{low:g}, {high:g}] bytes/s"
+            )
         if self.idle_w > self.tdp_w:
             raise InputError(f"{owner}.idle_w", self.idle_w, f"<= tdp_w ({self.tdp_w} W)")
         _fraction("prefill_mfu", self.prefill_mfu, owner)
@@ -161,7 +188,7 @@ class Link:
                 "a line rate between 8 kbit/s and 8 Ebit/s (bytes/s)",
             )
         if not (math.isfinite(self.latency_s) and 0 <= self.latency_s <= 1.0):
-            raise InputError(f"{owner}.latency_s", self.latency_s, "a finite time >= 0 s")
+            raise InputError(f"{owner}.latency_s", self.latency_s, "a time in [0, 1] s")
         _fraction("efficiency", self.efficiency, owner)
 
     @property
@@ -254,12 +281,23 @@ _NODE_SCHEMA: dict[tuple[str, str], tuple[str, Kind | None, bool]] = {
 
 
 def _read_toml(path: Path, text: str | None = None) -> dict[str, Any]:
+    """Parse a profile within the limits of model.limits (file size, nesting depth)."""
     try:
-        return tomllib.loads(text if text is not None else path.read_text(encoding="utf-8"))
+        if text is None:
+            check_file_size(path, path.name, MAX_PROFILE_BYTES)
+            text = path.read_text(encoding="utf-8")
+        if len(text) > MAX_PROFILE_BYTES:
+            raise ProfileError(path.name, "(file)", f"larger than {MAX_PROFILE_BYTES:,} characters")
+        check_depth(text, path.name)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise ProfileError(path.name, "(file)", f"not valid TOML: {err}") from None
+        raise ProfileError(path.name, "(file)", f"not valid TOML: {short(str(err))}") from None
     except (OSError, UnicodeDecodeError) as err:
-        raise ProfileError(path.name, "(file)", f"cannot read: {err}") from None
+        raise ProfileError(path.name, "(file)", f"cannot read: {short(str(err))}") from None
+    except InputError as err:
+        raise ProfileError(path.name, "(file)", f"expected {err.allowed}") from None
+    except RecursionError:
+        raise ProfileError(path.name, "(file)", f"at most {MAX_NESTING_DEPTH} levels of nesting") from None
 
 
 def _flatten(data: Mapping[str, Any]) -> dict[tuple[str, str], Any]:
@@ -342,9 +380,13 @@ def _validate(
         raise ProfileError(
             where, "schema", f"unsupported schema version {values.get('schema')!r} (allowed: 1)"
         )
-    if values["name"] != path.stem and path.suffix == ".toml":
+    if not _NAME.fullmatch(values["name"]):
         raise ProfileError(
-            where, "name", f"must equal the file name stem {path.stem!r}, got {values['name']!r}"
+            where, "name", f"letters, digits, '.', '_' or '-' (not path-like), got {short(values['name'])!r}"
+        )
+    if values["name"] != path.stem and path.suffix.lower() == ".toml":
+        raise ProfileError(
+            where, "name", f"must equal the file name stem {path.stem!r}, got {short(values['name'])!r}"
         )
     return values, tuple(sources)
 
@@ -506,7 +548,7 @@ def _files(root: Any, sub: str) -> list[Any]:
     folder = root / sub
     if not folder.is_dir():
         return []
-    return sorted((f for f in folder.iterdir() if f.name.endswith(".toml")), key=lambda f: f.name)
+    return sorted((f for f in folder.iterdir() if f.name.lower().endswith(".toml")), key=lambda f: f.name)
 
 
 def _load_dir(root: Any) -> tuple[list[GPU], list[Link], list[Node]]:
@@ -529,7 +571,7 @@ def _user_dir(path: str | Path) -> tuple[list[GPU], list[Link], list[Node]]:
     if not root.is_dir():
         raise InputError("profile_dir", str(path), "an existing directory of .toml profiles")
     gpus, links, nodes = _load_dir(root)
-    for f in sorted(root.glob("*.toml")):
+    for f in sorted(p for p in root.iterdir() if p.is_file() and p.suffix.lower() == ".toml"):
         data = _read_toml(f)
         if "memory" in data:
             gpus.append(gpu_from_toml(f))
@@ -584,12 +626,20 @@ def _catalog(profile_dirs: tuple[str, ...]) -> HardwareCatalog:
 
 def load_catalog(profile_dirs: str | Path | Sequence[str | Path] | None = None) -> HardwareCatalog:
     """Built-in profiles plus any user directories (later ones override earlier names)."""
+    allowed = "None, a directory path, or a list of directory paths"
     if profile_dirs is None:
         dirs: tuple[str, ...] = ()
     elif isinstance(profile_dirs, str | Path):
         dirs = (str(profile_dirs),)
+    elif isinstance(profile_dirs, Sequence) and len(profile_dirs) <= MAX_PROFILE_DIRS:
+        dirs = tuple(
+            d if isinstance(d, str) else str(d) if isinstance(d, Path) else None for d in profile_dirs
+        )
     else:
-        dirs = tuple(str(d) for d in profile_dirs)
+        raise InputError("profile_dirs", short(profile_dirs), allowed)
+    for d in dirs:
+        if d is None or not d.strip():
+            raise InputError("profile_dirs", short(profile_dirs), allowed + " (not empty)")
     return _catalog(dirs)
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from model.errors import InputError
 from model.hardware.profiles import GPU
+from model.limits import MAX_INSTANCES, MAX_SIM_REQUESTS, check_int
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.physics.memory import memory_fit
@@ -254,6 +255,7 @@ def simulate(
         raise InputError(
             "requests", type(requests).__name__, "a SimRequests (see poisson_requests, trace_requests)"
         )
+    _check_run(config, requests, slo, options)
     if isinstance(prefill_token_cap, bool) or not isinstance(prefill_token_cap, int) or prefill_token_cap < 1:
         raise InputError("prefill_token_cap", prefill_token_cap, "a whole number of tokens >= 1")
     longest = int(requests.prompt_tokens.max())
@@ -317,6 +319,25 @@ def simulate(
             label=config.label(),
         )
     raise InputError("config", type(config).__name__, "a ColocatedConfig or DisaggregatedConfig")
+
+
+def _check_run(config: object, requests: SimRequests, slo: object, options: object) -> None:
+    """Argument types and the work caps of :mod:`model.limits`, checked before anything is built."""
+    if slo is not None and not isinstance(slo, SLO):
+        raise InputError("slo", type(slo).__name__, "an SLO(ttft_s, tpot_s, ...) or None")
+    if options is not None and not isinstance(options, SimOptions):
+        raise InputError("options", type(options).__name__, "a SimOptions or None")
+    n = len(requests.arrival_s)
+    check_int("requests", n, 1, MAX_SIM_REQUESTS, "the simulator's per-request records bound memory")
+    warmup = options.warmup_requests if options is not None else 0
+    if warmup >= n:
+        raise InputError("warmup_requests", warmup, f"fewer than the {n} requests (some must be measured)")
+    counts = {
+        ColocatedConfig: ("replicas",),
+        DisaggregatedConfig: ("n_prefill", "n_decode"),
+    }.get(type(config), ())
+    for name in counts:
+        check_int(name, getattr(config, name), 1, MAX_INSTANCES, "the event loop is linear in instances")
 
 
 # ---------------------------------------------------------------------------------------- goodput

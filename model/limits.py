@@ -1,0 +1,177 @@
+"""Every size, depth and work cap pdplan enforces on input, in one place (see docs/reliability.md).
+
+Each cap is a named constant with the reason for its value. Loaders, the CLI and the Python API
+import these (this module sits in the lowest layer, beside :mod:`model.errors`), and report a
+breach as a one-line :class:`~model.errors.InputError` that states the limit and why, so bad or
+hostile input is refused before any unbounded work or allocation starts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from model.errors import InputError, short
+
+# --- files ------------------------------------------------------------------------------------
+MAX_FILE_BYTES = 512 * 2**20
+"""Largest trace / measurement / config file read (512 MiB): the biggest public traces (Azure
+2023 code+conversation, BurstGPT) are under 200 MB; larger files would exhaust memory in lists."""
+
+MAX_PROFILE_BYTES = 1 * 2**20
+"""Largest TOML profile or config.json (1 MiB): real ones are a few kB."""
+
+MAX_NESTING_DEPTH = 64
+"""Deepest [ / { nesting in JSON or TOML: real files nest at most 4 deep; the JSON and TOML
+parsers recurse per level, so thousands of levels would raise RecursionError."""
+
+MAX_CSV_FIELD_CHARS = 4096
+"""Longest CSV field (csv module's own limit is 131,072): trace fields are numbers and timestamps."""
+
+MAX_TRACE_ROWS = 2_000_000
+"""Most requests in one trace: the Azure 2023 traces have ~28k, BurstGPT ~5.3M over 121 days
+(load a slice); each row costs ~100 bytes in lists while loading, so 2M rows stay under 0.5 GB."""
+
+MAX_JSON_INT_DIGITS = 30
+"""Longest integer literal accepted in JSON input: 30 digits is past any token count or time;
+Python refuses int() of more than 4,300 digits with a ValueError."""
+
+MAX_MEASUREMENT_ROWS = 100_000
+"""Most calibration measurement rows: a fit needs tens; the least-squares Jacobian is rows x 4."""
+
+# --- work -------------------------------------------------------------------------------------
+MAX_SIM_REQUESTS = 1_000_000
+"""Most requests one simulation replays: ~10 s per 100k requests on one core, so 1M is a
+bounded ~2 minute run holding ~1 GB of per-request records (~1 kB each with events)."""
+
+MAX_INSTANCES = 4096
+"""Most replicas / prefill or decode instances in one simulation: the event loop and the per-
+instance state are linear in instances; 4,096 GPUs-groups is past the largest serving fleets."""
+
+MAX_GPUS = 65_536
+"""Largest GPU budget or pool search in ``plan``: the candidate grid grows with the pool sizes;
+the planner enumerates pool splits in vectorised form up to this many GPUs."""
+
+MAX_TOKENS = 10_000_000
+"""Longest prompt, output, chunk or sequence length accepted (10M tokens): past any model's
+context window (the longest today is ~10M), and keeps token products exact in float64."""
+
+MAX_BATCH = 1_000_000
+"""Largest batch size accepted by the estimators: past any KV budget."""
+
+MAX_OPTIONS = 64
+"""Most values in a list option (``--tp``, ``--chunks``): the planner evaluates every
+combination, so 20,000 chunk sizes would multiply the search by 4,000 for no new information."""
+
+MAX_PARALLEL = 1024
+"""Largest TP / PP / EP degree: past any NVLink domain (GB200 NVL72) and any pipeline depth."""
+
+
+def check_int(field: str, value: object, low: int, high: int, why: str = "") -> int:
+    """``value`` as an int in [low, high] (bool and non-integers refused); InputError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(field, short(value), f"a whole number in [{low}, {high}]")
+    if not low <= value <= high:
+        raise InputError(
+            field, short(value), f"a whole number in [{low}, {high}]" + (f" ({why})" if why else "")
+        )
+    return value
+
+
+def check_real(field: str, value: object, low: float, high: float, *, low_open: bool = False) -> float:
+    """``value`` as a finite float in [low, high] (or (low, high]); InputError otherwise."""
+    lo = "(" if low_open else "["
+    allowed = f"a finite number in {lo}{low:g}, {high:g}]"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(field, short(value), allowed)
+    try:
+        x = float(value)
+    except OverflowError:
+        raise InputError(field, short(value), allowed) from None
+    if not math.isfinite(x) or x > high or x < low or (low_open and x == low):
+        raise InputError(field, short(value), allowed)
+    return x
+
+
+def check_file_size(path: Path, field: str, limit: int = MAX_FILE_BYTES) -> None:
+    """Refuse a file larger than ``limit`` bytes before reading it."""
+    try:
+        size = path.stat().st_size
+    except OSError as err:
+        raise InputError(field, short(str(path)), f"a readable file ({err.strerror})") from None
+    if size > limit:
+        raise InputError(
+            field,
+            short(str(path)),
+            f"a file of at most {limit:,} bytes (got {size:,}; see docs/reliability.md)",
+        )
+
+
+def nesting_depth(text: str) -> int:
+    """Deepest ``[``/``{`` nesting outside quoted strings (JSON and TOML; ``#`` comments skipped).
+
+    A linear scan, so a hostile file is measured without recursion before any parser sees it.
+    """
+    depth = deepest = 0
+    quote = ""
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if quote:
+            if c == "\\" and quote == '"':
+                i += 1
+            elif c == quote:
+                quote = ""
+        elif c in "\"'":
+            quote = c
+        elif c == "#":
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+        i += 1
+    return deepest
+
+
+def check_depth(text: str, field: str, limit: int = MAX_NESTING_DEPTH) -> None:
+    """Refuse JSON/TOML text nested deeper than ``limit`` (before parsing)."""
+    if nesting_depth(text) > limit:
+        raise InputError(field, "(nested text)", f"at most {limit} levels of [ or {{ nesting")
+
+
+def _json_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_JSON_INT_DIGITS:
+        raise ValueError(f"an integer of at most {MAX_JSON_INT_DIGITS} digits")
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    x = float(text)
+    if not math.isfinite(x):
+        raise ValueError("a finite number")
+    return x
+
+
+def _json_constant(text: str) -> float:
+    raise ValueError(f"a finite number, not {text}")
+
+
+def parse_json(text: str, field: str) -> Any:
+    """``json.loads`` with the limits: nesting depth, integer digits, no NaN/Infinity.
+
+    Raises :class:`InputError` naming ``field`` (the file) for invalid JSON or a breached limit.
+    """
+    check_depth(text, field)
+    try:
+        return json.loads(text, parse_int=_json_int, parse_float=_json_float, parse_constant=_json_constant)
+    except json.JSONDecodeError as err:
+        raise InputError(field, "(text)", f"valid JSON ({err.msg} at line {err.lineno})") from None
+    except RecursionError:
+        raise InputError(field, "(nested text)", f"at most {MAX_NESTING_DEPTH} levels of nesting") from None
+    except ValueError as err:
+        raise InputError(field, "(number)", f"JSON numbers that are {err}") from None
