@@ -53,10 +53,12 @@ class UnknownNameError(PdplanError):
 
         self.kind = kind
         self.name = name
-        close = difflib.get_close_matches(name.lower(), [k.lower() for k in known], n=3, cutoff=0.4)
+        close = difflib.get_close_matches(
+            str(name)[:MAX_ECHO_CHARS].lower(), [k.lower() for k in known], n=3, cutoff=0.4
+        )
         hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         shown = ", ".join(sorted(known)[:40])
-        super().__init__(f"unknown {kind} {name!r}{hint} (known: {shown})")
+        super().__init__(f"unknown {kind} {short(name)!r}{hint} (known: {shown})")
 
 
 class InputError(PdplanError):

@@ -46,13 +46,18 @@ MAX_SIM_REQUESTS = 1_000_000
 """Most requests one simulation replays: ~10 s per 100k requests on one core, so 1M is a
 bounded ~2 minute run holding ~1 GB of per-request records (~1 kB each with events)."""
 
+MAX_ARRIVAL_S = 1e9
+"""Latest arrival time a simulation accepts (~32 years): float64 keeps sub-microsecond resolution
+of event times up to here; at 1e300 s a 50 ms step would vanish in rounding (TTFT would read 0)."""
+
 MAX_INSTANCES = 4096
 """Most replicas / prefill or decode instances in one simulation: the event loop and the per-
 instance state are linear in instances; 4,096 GPUs-groups is past the largest serving fleets."""
 
-MAX_GPUS = 65_536
-"""Largest GPU budget or pool search in ``plan``: the candidate grid grows with the pool sizes;
-the planner enumerates pool splits in vectorised form up to this many GPUs."""
+MAX_PLAN_GPUS = 1024
+"""Largest GPU budget or pool search in ``plan``: the pool-split grid grows with the budget
+(a 1,024-GPU budget sweep takes ~30 s on one core, 4,096 over a minute); plan larger fleets
+per cluster of at most this size."""
 
 MAX_TOKENS = 10_000_000
 """Longest prompt, output, chunk or sequence length accepted (10M tokens): past any model's

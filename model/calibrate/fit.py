@@ -33,8 +33,9 @@ import json
 import math
 import re
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +51,10 @@ from model.calibrate.measurements import (
     parse_csv,
     parse_vllm_json,
 )
-from model.errors import InputError, PdplanError, UnknownNameError
+from model.errors import InputError, PdplanError, UnknownNameError, short
 from model.hardware.collectives import default_tp_link
 from model.hardware.profiles import GPU, gpu_from_toml, load_catalog
+from model.limits import MAX_MEASUREMENT_ROWS
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.physics.roofline import Deployment, generation_time_s, mean_tpot_s, prefill_cost
@@ -725,8 +727,21 @@ def calibrate(
     """
     if isinstance(measurements, str | Path):
         rows = list(load_measurements(measurements, fmt, defaults=defaults))
+    elif isinstance(measurements, Iterable) and not isinstance(measurements, Mapping | bytes):
+        rows = list(islice(measurements, MAX_MEASUREMENT_ROWS + 1))
     else:
-        rows = list(measurements)
+        raise InputError("measurements", type(measurements).__name__, "Measurement rows or a file path")
+    if len(rows) > MAX_MEASUREMENT_ROWS:
+        raise InputError(
+            "measurements", f"> {MAX_MEASUREMENT_ROWS:,} rows", f"at most {MAX_MEASUREMENT_ROWS:,} rows"
+        )
+    if isinstance(fit, str) or not isinstance(fit, Sequence) or not all(isinstance(n, str) for n in fit):
+        raise InputError("fit", short(fit), "a list of parameter names from " + ", ".join(PARAMETERS[:3]))
+    for name, flag in (("fit_comm", fit_comm), ("loo", loo)):
+        if not isinstance(flag, bool):
+            raise InputError(name, short(flag), "True or False")
+    if isinstance(max_ttft_utilisation, bool):
+        raise InputError("max_ttft_utilisation", max_ttft_utilisation, "a fraction in (0, 1)")
     if not rows:
         raise InputError("measurements", [], "at least one measurement")
     for m in rows:
@@ -897,15 +912,23 @@ def _inside(path: Path, package: str) -> bool:
     return False
 
 
-def write_profiles(result: CalibrationResult, out_dir: str | Path) -> tuple[Path, ...]:
+def write_profiles(
+    result: CalibrationResult, out_dir: str | Path, *, force: bool = False
+) -> tuple[Path, ...]:
     """Write each group's calibrated profile to ``out_dir/gpus/<profile_name>.toml``; returns the paths.
 
     ``out_dir`` is then usable as ``--profile-dir`` / ``profile_dirs``. Refuses to write inside the
-    pdplan package (its built-in profiles are not to be edited by a tool).
+    pdplan package (its built-in profiles are not to be edited by a tool), and refuses to replace an
+    existing file unless ``force`` (checked for every file before any is written).
     """
+    if not isinstance(result, CalibrationResult):
+        raise InputError("result", type(result).__name__, "a CalibrationResult (from calibrate)")
     if not isinstance(out_dir, str | Path) or not str(out_dir).strip():
-        raise InputError("out_dir", out_dir, "a directory path")
-    root = Path(out_dir).expanduser().resolve()
+        raise InputError("out_dir", short(out_dir), "a directory path")
+    try:
+        root = Path(out_dir).expanduser().resolve()
+    except (RuntimeError, OSError, ValueError) as err:  # '~nouser/x': no such user's home
+        raise InputError("out_dir", short(str(out_dir)), f"a directory path ({short(str(err))})") from None
     for pkg in ("hardware_profiles", "model"):
         if _inside(root, pkg):
             raise InputError("out_dir", str(out_dir), f"a directory outside the pdplan package ({pkg})")
@@ -914,9 +937,14 @@ def write_profiles(result: CalibrationResult, out_dir: str | Path) -> tuple[Path
         gpus.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise InputError("out_dir", str(out_dir), f"a writable directory ({err})") from None
-    paths = []
-    for g in result.groups:
-        path = gpus / f"{g.profile_name}.toml"
+    paths = [gpus / f"{g.profile_name}.toml" for g in result.groups]
+    existing = [p for p in paths if p.exists()]
+    if existing and not force:
+        raise InputError(
+            "out_dir",
+            short(str(existing[0])),
+            "a file that does not exist yet (pass --force / force=True to replace it)",
+        )
+    for g, path in zip(result.groups, paths, strict=True):
         path.write_text(calibrated_profile_toml(g), encoding="utf-8")
-        paths.append(path)
     return tuple(paths)

@@ -10,14 +10,23 @@ The exact columns and JSON keys read are listed in docs/calibration.md.
 from __future__ import annotations
 
 import csv
-import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from model.errors import InputError
+from model.errors import InputError, short
+from model.limits import (
+    MAX_BATCH,
+    MAX_CSV_FIELD_CHARS,
+    MAX_MEASUREMENT_ROWS,
+    MAX_PARALLEL,
+    MAX_TOKENS,
+    check_file_size,
+    check_int,
+    parse_json,
+)
 
 FORMATS = ("csv", "vllm-json")
 LOADS = ("batch", "concurrency", "rate")
@@ -55,6 +64,18 @@ DEFAULT_PP = 1
 DEFAULT_DTYPE = "bf16"
 DEFAULT_CSV_ENGINE = "custom"
 DEFAULT_VLLM_ENGINE = "vllm"
+
+
+# Plausible ranges of measured values: denormal or absurd numbers (1e-320 s) would make the
+# least-squares fit divide by ~0 and return NaN, so they are refused at the edge instead.
+_TIME_RANGE = (1e-7, 1e5)  # 100 ns (below any GPU kernel) to ~28 hours
+_MEASURED_RANGES = (
+    ("prefill_s", _TIME_RANGE, "s"),
+    ("ttft_s", _TIME_RANGE, "s"),
+    ("tpot_s", _TIME_RANGE, "s"),
+    ("output_tokens_per_s", (1e-6, 1e9), "tokens/s"),
+)
+_RATE_RANGE = (1e-6, 1e6)
 
 
 @dataclass(frozen=True)
@@ -99,22 +120,24 @@ class Measurement:
         where = self.source
         if self.load not in LOADS:
             raise InputError(f"{where}, load", self.load, " / ".join(LOADS))
-        for name, minimum in (("isl", 1.0), ("osl", 1.0), ("batch", 1.0)):
+        for name, maximum in (("isl", MAX_TOKENS), ("osl", MAX_TOKENS), ("batch", MAX_BATCH)):
             value = getattr(self, name)
-            if not (isinstance(value, int | float) and math.isfinite(value) and value >= minimum):
-                raise InputError(f"{where}, {name}", value, f"a number >= {minimum:g}")
+            if not (isinstance(value, int | float) and math.isfinite(value) and 1 <= value <= maximum):
+                raise InputError(f"{where}, {name}", value, f"a number in [1, {maximum:g}]")
         if self.load == "rate" and not (
             isinstance(self.request_rate_rps, int | float)
             and math.isfinite(self.request_rate_rps)
-            and self.request_rate_rps > 0
+            and _RATE_RANGE[0] <= self.request_rate_rps <= _RATE_RANGE[1]
         ):
-            raise InputError(f"{where}, request_rate", self.request_rate_rps, "a rate > 0 req/s")
-        for name in ("prefill_s", "ttft_s", "tpot_s", "output_tokens_per_s"):
+            raise InputError(
+                f"{where}, request_rate", self.request_rate_rps, "a rate in [1e-06, 1e+06] req/s"
+            )
+        for name, (low, high), unit in _MEASURED_RANGES:
             value = getattr(self, name)
             if value is not None and not (
-                isinstance(value, int | float) and math.isfinite(value) and value > 0
+                isinstance(value, int | float) and math.isfinite(value) and low <= value <= high
             ):
-                raise InputError(f"{where}, {name}", value, "a finite number > 0, or None")
+                raise InputError(f"{where}, {name}", value, f"a value in [{low:g}, {high:g}] {unit}, or None")
         if all(getattr(self, n) is None for n in ("prefill_s", "ttft_s", "tpot_s", "output_tokens_per_s")):
             raise InputError(
                 f"{where}, measurements", None, "at least one of prefill, TTFT, TPOT/ITL or output throughput"
@@ -164,8 +187,8 @@ def _number(where: str, field: str, raw: Any, *, minimum: float = 0.0, strict: b
         raise InputError(f"{where}, {field}", raw, bad)
     try:
         value = float(raw.strip()) if isinstance(raw, str) else float(raw)
-    except (TypeError, ValueError):
-        raise InputError(f"{where}, {field}", raw, bad) from None
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"{where}, {field}", short(raw), bad) from None
     if not math.isfinite(value) or value < minimum or (strict and value == minimum):
         raise InputError(f"{where}, {field}", raw, bad)
     return value
@@ -240,6 +263,16 @@ class RowDefaults:
     kv_dtype: str | None = None
     engine: str | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp"):
+            value = getattr(self, name)
+            if value is not None:
+                check_int(name, value, 1, MAX_PARALLEL, "a parallel degree")
+        for name in ("model", "gpu", "dtype", "kv_dtype", "engine"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise InputError(name, short(value), "a non-empty name, or None")
+
 
 def parse_csv(
     text: str, *, name: str = "measurements.csv", defaults: RowDefaults | None = None
@@ -252,8 +285,7 @@ def parse_csv(
     d = defaults or RowDefaults()
     # Comment lines become empty lines so that the reader's line numbers stay the file's.
     lines = ["" if ln.lstrip().startswith("#") else ln for ln in text.splitlines()]
-    reader = csv.reader(lines)
-    rows = ((reader.line_num, cells) for cells in reader if any(c.strip() for c in cells))
+    rows = _csv_rows(lines, name)
     first = next(rows, None)
     if first is None:
         raise InputError(f"{name}, header", "", "a header row naming the columns: " + ", ".join(CSV_COLUMNS))
@@ -275,6 +307,8 @@ def parse_csv(
         )
     out: list[Measurement] = []
     for n, cells in rows:
+        if len(out) >= MAX_MEASUREMENT_ROWS:
+            raise InputError(name, f"row {n}", f"at most {MAX_MEASUREMENT_ROWS:,} measurement rows")
         if len(cells) != len(header):
             raise InputError(f"{name} row {n}", ",".join(cells), f"{len(header)} cells, like the header")
         row = {h: c.strip() for h, c in zip(header, cells, strict=True)}
@@ -282,6 +316,25 @@ def parse_csv(
     if not out:
         raise InputError(f"{name}", "(no rows)", "at least one measurement row")
     return tuple(out)
+
+
+def _csv_rows(lines: list[str], name: str) -> Iterator[tuple[int, list[str]]]:
+    """(line number, cells) of each non-blank CSV row; over-long fields and csv errors are InputErrors."""
+    reader = csv.reader(lines)
+    try:
+        for cells in reader:
+            if any(len(c) > MAX_CSV_FIELD_CHARS for c in cells):
+                raise InputError(
+                    f"{name} row {reader.line_num}",
+                    "(long field)",
+                    f"fields of at most {MAX_CSV_FIELD_CHARS} characters",
+                )
+            if any(c.strip() for c in cells):
+                yield reader.line_num, cells
+    except csv.Error as err:
+        raise InputError(
+            f"{name} row {reader.line_num}", "(row)", f"readable CSV ({short(str(err))})"
+        ) from None
 
 
 def _opt_ms(where: str, row: Mapping[str, str], col: str) -> float | None:
@@ -368,18 +421,21 @@ def _json_objects(text: str, name: str) -> list[tuple[str, Any]]:
     stripped = text.strip()
     if not stripped:
         raise InputError(f"{name}", "(empty file)", "a vLLM benchmark result JSON object")
-    try:
-        data = json.loads(stripped)
-    except json.JSONDecodeError:
-        data = None
+    try:  # one document; depth, integer digits and NaN limited (model.limits.parse_json)
+        data = parse_json(stripped, name)
+    except InputError as whole:
+        if whole.value != "(text)":  # valid JSON that breaks a limit
+            raise
         objs: list[tuple[str, Any]] = []
         for n, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
+            if len(objs) >= MAX_MEASUREMENT_ROWS:
+                raise InputError(name, f"{n} lines", f"at most {MAX_MEASUREMENT_ROWS:,} results") from None
             try:
-                objs.append((f"{name} line {n}", json.loads(line)))
-            except json.JSONDecodeError as err:
-                raise InputError(f"{name} line {n}", line[:60], f"valid JSON ({err.msg})") from None
+                objs.append((f"{name} line {n}", parse_json(line, f"{name} line {n}")))
+            except InputError as err:
+                raise InputError(f"{name} line {n}", line[:60], err.allowed) from None
         return objs
     if isinstance(data, list):
         return [(f"{name} [{i}]", obj) for i, obj in enumerate(data)]
@@ -512,7 +568,14 @@ def load_measurements(
     path: str | Path, fmt: str | None = None, *, defaults: RowDefaults | None = None
 ) -> tuple[Measurement, ...]:
     """Read one measurement file; ``fmt`` None guesses from the extension (.csv / .json / .jsonl)."""
+    if not isinstance(path, str | Path) or not str(path).strip():
+        raise InputError("measurements", short(path), "a measurement file path (str or Path)")
+    if fmt is not None and fmt not in FORMATS:
+        raise InputError("format", short(fmt), " or ".join(FORMATS))
+    if defaults is not None and not isinstance(defaults, RowDefaults):
+        raise InputError("defaults", type(defaults).__name__, "a RowDefaults or None")
     p = Path(path)
+    check_file_size(p, "measurements")
     if fmt is None:
         suffix = p.suffix.lower()
         fmt = "csv" if suffix == ".csv" else "vllm-json" if suffix in (".json", ".jsonl") else None
@@ -525,6 +588,8 @@ def load_measurements(
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise InputError("measurements", str(p), f"a readable UTF-8 file ({err})") from None
+        raise InputError(
+            "measurements", short(str(p)), f"a readable UTF-8 file ({short(str(err))})"
+        ) from None
     parse = parse_csv if fmt == "csv" else parse_vllm_json
     return parse(text, name=p.name, defaults=defaults)

@@ -15,6 +15,7 @@ import numpy as np
 
 from model.errors import InputError
 from model.hardware.profiles import GPU, get_gpu
+from model.limits import MAX_BATCH, MAX_TOKENS, check_int
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.physics.memory import MemoryFit, memory_fit
@@ -112,6 +113,12 @@ def estimate(
     isl = _whole("isl", isl, 1)
     osl = _whole("osl", osl, 1)
     batch = _whole("batch", batch, 1)
+    for name, value, high in (
+        ("isl", isl, MAX_TOKENS),
+        ("osl", osl, MAX_TOKENS),
+        ("batch", batch, MAX_BATCH),
+    ):
+        check_int(name, value, 1, high, "see model.limits")
     arch = get_model(model)
     g = get_gpu(gpu, profile_dirs)
     dep = Deployment(arch, g, tp=tp, pp=pp, weight_dtype=dtype, kv_dtype=kv_dtype)

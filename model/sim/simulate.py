@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from model.errors import InputError
 from model.hardware.profiles import GPU
-from model.limits import MAX_INSTANCES, MAX_SIM_REQUESTS, check_int
+from model.limits import MAX_ARRIVAL_S, MAX_INSTANCES, MAX_SIM_REQUESTS, check_int
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.physics.memory import memory_fit
@@ -329,6 +329,11 @@ def _check_run(config: object, requests: SimRequests, slo: object, options: obje
         raise InputError("options", type(options).__name__, "a SimOptions or None")
     n = len(requests.arrival_s)
     check_int("requests", n, 1, MAX_SIM_REQUESTS, "the simulator's per-request records bound memory")
+    last = float(requests.arrival_s[-1])
+    if not last <= MAX_ARRIVAL_S:
+        raise InputError(
+            "requests.arrival_s", f"{last:.3g} s", f"arrivals within {MAX_ARRIVAL_S:g} s (time resolution)"
+        )
     warmup = options.warmup_requests if options is not None else 0
     if warmup >= n:
         raise InputError("warmup_requests", warmup, f"fewer than the {n} requests (some must be measured)")
