@@ -180,3 +180,105 @@ def parse_json(text: str, field: str) -> Any:
         raise InputError(field, "(nested text)", f"at most {MAX_NESTING_DEPTH} levels of nesting") from None
     except ValueError as err:
         raise InputError(field, "(number)", f"JSON numbers that are {err}") from None
+
+
+# --- the public API's argument check ----------------------------------------------------------
+MAX_ARRAY_ELEMENTS = 10_000_000
+"""Largest array argument of a public function (80 MB of float64): sweeps use thousands."""
+
+
+def _matches(value: object, hint: Any) -> bool:
+    """Whether ``value`` fits the resolved annotation ``hint`` (unknown forms are accepted)."""
+    import types
+    import typing
+
+    import numpy as np
+
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        members = typing.get_args(hint)
+        if np.ndarray in members and not isinstance(value, bool):
+            return _array_ok(value)
+        return any(_matches(value, m) for m in members)
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return not isinstance(value, bool) and isinstance(value, int | float | np.integer | np.floating)
+    if hint is int:
+        return not isinstance(value, bool) and isinstance(value, int | np.integer)
+    if hint is np.ndarray:
+        return _array_ok(value)
+    if origin is not None:
+        return not isinstance(origin, type) or isinstance(value, origin)
+    if isinstance(hint, type) and hint is not object:
+        return isinstance(value, hint)
+    return True
+
+
+def _array_ok(value: object) -> bool:
+    """An SI quantity or an array of them: numeric, finite, >= 0 and not huge."""
+    import numpy as np
+
+    if isinstance(value, str | bytes | bool) or value is None:
+        return False
+    if isinstance(value, list | tuple) and len(value) > MAX_ARRAY_ELEMENTS:
+        return False
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return arr.size <= MAX_ARRAY_ELEMENTS and bool(np.all(np.isfinite(arr)) and np.all(arr >= 0))
+
+
+def _describe(hint: Any) -> str:
+    """``str | model.llm.arch.LLMArch`` -> ``str | LLMArch``: the type names a user knows."""
+    import re
+
+    text = str(hint).replace("<class '", "").replace("'>", "").replace("NoneType", "None")
+    return re.sub(r"\b(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*)", r"\1", text)
+
+
+_NUMERIC_NOTE = " (numbers finite; array quantities >= 0)"
+
+
+def checked(fn: Any) -> Any:
+    """Wrap a public function so an argument of the wrong type is an InputError naming it.
+
+    The annotations are the contract: each passed argument must fit its (resolved) type hint;
+    numbers must be finite, and array-valued SI quantities (hints that include ``np.ndarray``)
+    finite, >= 0 and at most :data:`MAX_ARRAY_ELEMENTS` long. Used by ``model.__getattr__`` on
+    every exported function, so ``model.total_params(None)`` says which argument is wrong instead
+    of raising AttributeError deep inside.
+    """
+    import contextlib
+    import functools
+    import inspect
+    import typing
+
+    sig = inspect.signature(fn)
+    hints: dict[str, Any] = {}
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not hints:
+            with contextlib.suppress(Exception):  # an unresolvable hint only disables the check
+                hints.update(typing.get_type_hints(fn))
+            hints["__resolved__"] = True
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as err:
+            raise InputError(fn.__name__, "(arguments)", f"{fn.__name__}'s parameters ({err})") from None
+        for name, value in bound.arguments.items():
+            param = sig.parameters[name]
+            if param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL) or name not in hints:
+                continue
+            hint = hints[name]
+            ok = _matches(value, hint)
+            if ok and isinstance(value, float) and not math.isfinite(value):
+                ok = False
+            if not ok:
+                shown = type(value).__name__ if not isinstance(value, int | float | str) else short(value)
+                raise InputError(f"{fn.__name__}: {name}", shown, f"{_describe(hint)}{_NUMERIC_NOTE}")
+        return fn(*args, **kwargs)
+
+    return wrapper
