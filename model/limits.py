@@ -216,7 +216,7 @@ def _matches(value: object, hint: Any) -> bool:
 
 
 def _array_ok(value: object) -> bool:
-    """An SI quantity or an array of them: numeric, finite, >= 0 and not huge."""
+    """An SI quantity or a non-empty array of them: numeric, finite, >= 0 and not huge."""
     import numpy as np
 
     if isinstance(value, str | bytes | bool) or value is None:
@@ -227,7 +227,9 @@ def _array_ok(value: object) -> bool:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError, OverflowError):
         return False
-    return arr.size <= MAX_ARRAY_ELEMENTS and bool(np.all(np.isfinite(arr)) and np.all(arr >= 0))
+    if not 1 <= arr.size <= MAX_ARRAY_ELEMENTS:
+        return False
+    return bool(np.all(np.isfinite(arr)) and np.all(arr >= 0))
 
 
 def _describe(hint: Any) -> str:

@@ -20,7 +20,19 @@ BASES: dict[str, list[str]] = {
     "list": ["list", "gpus", "--json"],
     "show": ["show", "gpu", "h100-sxm", "--json"],
     "estimate": ["estimate", *_MODEL, "--isl", "512", "--osl", "64", "--json"],
-    "plan": ["plan", *_MODEL, *_SCENARIO, "--gpus", "2", "--tp", "1", "--chunks", "512", "--no-thresholds", "--json"],
+    "plan": [
+        "plan",
+        *_MODEL,
+        *_SCENARIO,
+        "--gpus",
+        "2",
+        "--tp",
+        "1",
+        "--chunks",
+        "512",
+        "--no-thresholds",
+        "--json",
+    ],
     "simulate": [
         "simulate",
         *_MODEL,
@@ -82,7 +94,15 @@ EXTRA_FLAGS: dict[str, list[str]] = {
         "--decode",
         "--decode-gpu",
     ],
-    "simulate-disagg": ["--prefill", "--decode", "--prefill-tp", "--decode-tp", "--replicas", "--chunk", "--warmup"],
+    "simulate-disagg": [
+        "--prefill",
+        "--decode",
+        "--prefill-tp",
+        "--decode-tp",
+        "--replicas",
+        "--chunk",
+        "--warmup",
+    ],
 }
 
 

@@ -39,6 +39,7 @@ from model.errors import InputError
 from model.hardware.collectives import allreduce_time_s, default_tp_link, transfer_time_s
 from model.hardware.formats import bytes_per_element, compute_dtype
 from model.hardware.profiles import GPU, Link
+from model.limits import MAX_ARRAY_ELEMENTS
 from model.llm.arch import (
     LLMArch,
     active_params,
@@ -593,6 +594,10 @@ def chunked_prefill_time_s(
         raise InputError("decode_context_tokens", decode_context_tokens, ">= 1 when decode_batch > 0")
     n, c, db, dctx = np.broadcast_arrays(n, c, db, dctx)
     n_chunks = np.ceil(n / c)
+    if float(n_chunks.max()) * max(n.size, 1) > MAX_ARRAY_ELEMENTS:  # the chunk axis is materialised
+        raise InputError(
+            "prompt_tokens / chunk_tokens", float(n_chunks.max()), f"at most {MAX_ARRAY_ELEMENTS:,} chunks"
+        )
     i = np.arange(int(n_chunks.max())).reshape((-1,) + (1,) * n.ndim)
     prefix = i * c
     chunk = np.clip(n - prefix, 0.0, c)
