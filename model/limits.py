@@ -276,8 +276,11 @@ def checked(fn: Any) -> Any:
                 continue
             hint = hints[name]
             ok = _matches(value, hint)
-            if ok and isinstance(value, float) and not math.isfinite(value):
-                ok = False
+            if ok and isinstance(value, int | float) and not isinstance(value, bool):
+                try:
+                    ok = math.isfinite(float(value))
+                except OverflowError:  # a 5,000-digit integer
+                    ok = False
             if not ok:
                 shown = type(value).__name__ if not isinstance(value, int | float | str) else short(value)
                 raise InputError(f"{fn.__name__}: {name}", shown, f"{_describe(hint)}{_NUMERIC_NOTE}")

@@ -75,7 +75,9 @@ def _hostile_corpus() -> dict[str, bytes | str]:
         "mbu.toml": _replace_value(H100, "decode_mbu", "1e-300"),
         # denormal calibration rows
         "denormal.csv": CAL_HEAD + "llama-3.1-8b,h100-sxm,512,1,1,1e-320\n",
-        "denormal-rate.csv": "model,gpu,isl,osl,request_rate,ttft_ms\nllama-3.1-8b,h100-sxm,512,64,1e-320,50\n",
+        "denormal-rate.csv": (
+            "model,gpu,isl,osl,request_rate,ttft_ms\nllama-3.1-8b,h100-sxm,512,64,1e-320,50\n"
+        ),
     }
 
 

@@ -11,17 +11,22 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from model.errors import PdplanError, short
+from model.errors import MAX_ECHO_CHARS, PdplanError, short
 
 # Subcommand modules, in the order they appear in `pdplan --help`.
 COMMAND_MODULES = ("list_show", "estimate", "plan", "simulate", "calibrate")
 
 EXIT_ERROR = 2
 """Exit code of every failure: bad input, usage errors and internal errors alike."""
+
+
+# A quoted value in an argparse message longer than the echo limit, e.g. invalid int value: 'xxx...'.
+_LONG_QUOTE = re.compile("'([^']{" + str(MAX_ECHO_CHARS) + "})[^']+'")
 
 
 class UsageError(Exception):
@@ -36,7 +41,7 @@ class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors raise :class:`UsageError` instead of printing usage."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(self.prog, message)
+        raise UsageError(self.prog, _LONG_QUOTE.sub(lambda m: f"'{m.group(1)}...'", message))
 
 
 def build_parser() -> argparse.ArgumentParser:

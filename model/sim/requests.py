@@ -7,7 +7,7 @@ import numbers
 import numpy as np
 
 from model.errors import InputError
-from model.limits import MAX_SIM_REQUESTS, check_int
+from model.limits import MAX_SIM_REQUESTS, check_int, checked
 from model.sim.engine import SimRequests
 from model.workload.arrivals import ArrivalProcess, Poisson, scale_to_rate
 from model.workload.presets import Workload, get_workload
@@ -16,6 +16,7 @@ from model.workload.traces import Trace
 __all__ = ["poisson_requests", "trace_requests"]
 
 
+@checked
 def poisson_requests(
     workload: str | Workload,
     rate_rps: float,
@@ -38,6 +39,7 @@ def poisson_requests(
     return SimRequests(proc.arrival_times_s(n, arr_rng), prompt, output, source=f"{wl.name} @ {rate_rps:g}/s")
 
 
+@checked
 def trace_requests(trace: Trace, n: int | None = None, rate_rps: float | None = None) -> SimRequests:
     """The first ``n`` requests of a trace, optionally time-scaled to ``rate_rps`` (burst shape kept)."""
     if not isinstance(trace, Trace):

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from model.errors import InputError
 from model.hardware.profiles import GPU
-from model.limits import MAX_ARRIVAL_S, MAX_INSTANCES, MAX_SIM_REQUESTS, check_int
+from model.limits import MAX_ARRIVAL_S, MAX_INSTANCES, MAX_SIM_REQUESTS, check_int, checked
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.physics.memory import memory_fit
@@ -232,6 +232,7 @@ def simulate_disaggregated(
     return SimResult(summary, records)
 
 
+@checked
 def simulate(
     config: ColocatedConfig | DisaggregatedConfig,
     model: str | LLMArch,
