@@ -28,7 +28,10 @@ def short(value: object, limit: int = MAX_ECHO_CHARS) -> object:
 
 
 class PdplanError(ValueError):
-    """Base class for every error pdplan raises on bad input."""
+    """Base class for every error pdplan raises on bad input; its text is always one line."""
+
+    def __str__(self) -> str:
+        return " ".join(super().__str__().split())
 
 
 class ProfileError(PdplanError):

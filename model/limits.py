@@ -100,6 +100,22 @@ def check_real(field: str, value: object, low: float, high: float, *, low_open: 
     return x
 
 
+def is_file(path: Path) -> bool:
+    """``path.is_file()``, False instead of OSError for names the OS refuses (too long, ...)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def is_dir(path: Path) -> bool:
+    """``path.is_dir()``, False instead of OSError for names the OS refuses (too long, ...)."""
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def check_file_size(path: Path, field: str, limit: int = MAX_FILE_BYTES) -> None:
     """Refuse a file larger than ``limit`` bytes before reading it."""
     try:
@@ -277,8 +293,8 @@ def checked(fn: Any) -> Any:
             hint = hints[name]
             ok = _matches(value, hint)
             if ok and isinstance(value, int | float) and not isinstance(value, bool):
-                try:
-                    ok = math.isfinite(float(value))
+                try:  # finite, and integers within int64 (numpy's range)
+                    ok = math.isfinite(float(value)) and not (isinstance(value, int) and abs(value) >= 2**63)
                 except OverflowError:  # a 5,000-digit integer
                     ok = False
             if not ok:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from model.errors import InputError, ProfileError, UnknownNameError, short
-from model.limits import MAX_NESTING_DEPTH, MAX_PROFILE_BYTES, check_depth, check_file_size
+from model.limits import MAX_NESTING_DEPTH, MAX_PROFILE_BYTES, check_depth, check_file_size, is_dir, is_file
 from model.units import Kind, parse_quantity
 
 # Plausible ranges (SI units) that catch unit slips such as "1 byte" of memory or "1e-300 B/s":
@@ -530,7 +530,7 @@ def _lookup(kind: str, name: Any, table: Mapping[str, Any], cls: type, loader: A
         return table[key]
     if key.endswith(".toml"):
         path = Path(name)
-        if not path.is_file():
+        if not is_file(path):
             raise InputError(kind, name, "an existing .toml file")
         return loader(path)
     raise UnknownNameError(kind, name, sorted({p.name for p in table.values()}))
@@ -546,7 +546,7 @@ def _index(items: Iterable[Any], kind: str) -> dict[str, Any]:
 
 def _files(root: Any, sub: str) -> list[Any]:
     folder = root / sub
-    if not folder.is_dir():
+    if not is_dir(folder):
         return []
     return sorted((f for f in folder.iterdir() if f.name.lower().endswith(".toml")), key=lambda f: f.name)
 
@@ -568,7 +568,7 @@ def _load_dir(root: Any) -> tuple[list[GPU], list[Link], list[Node]]:
 def _user_dir(path: str | Path) -> tuple[list[GPU], list[Link], list[Node]]:
     """A user directory: the gpus/links/nodes layout, or loose files sorted by their ``kind``."""
     root = Path(path)
-    if not root.is_dir():
+    if not is_dir(root):
         raise InputError("profile_dir", str(path), "an existing directory of .toml profiles")
     gpus, links, nodes = _load_dir(root)
     for f in sorted(p for p in root.iterdir() if p.is_file() and p.suffix.lower() == ".toml"):

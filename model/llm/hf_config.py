@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from model.errors import InputError, ProfileError, short
-from model.limits import MAX_PROFILE_BYTES, parse_json
+from model.limits import MAX_PROFILE_BYTES, is_file, parse_json
 from model.llm.arch import LLMArch
 
 # model_type -> gated MLP (SwiGLU family) or plain two-matrix MLP
@@ -230,7 +230,7 @@ def load_hf_config(path: str | Path, *, max_bytes: int = MAX_PROFILE_BYTES) -> L
     if not isinstance(path, str | Path) or not str(path).strip():
         raise InputError("path", short(path), "a config.json file path")
     p = Path(path)
-    if not p.is_file():
+    if not is_file(p):
         raise ProfileError(p.name, "(file)", "no such file")
     if p.stat().st_size > max_bytes:
         raise ProfileError(p.name, "(file)", f"larger than {max_bytes} bytes; a config.json is a few kB")

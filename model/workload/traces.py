@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from model.errors import InputError, PdplanError, short
-from model.limits import MAX_CSV_FIELD_CHARS, MAX_TRACE_ROWS, check_file_size, parse_json
+from model.limits import MAX_CSV_FIELD_CHARS, MAX_TRACE_ROWS, check_file_size, is_file, parse_json
 
 __all__ = [
     "Trace",
@@ -238,7 +238,7 @@ def _as_path(path: str | Path) -> Path:
     if not isinstance(path, str | Path) or not str(path).strip():
         raise InputError("path", short(path), "a trace file path (str or Path)")
     p = Path(path)
-    if not p.is_file():
+    if not is_file(p):
         raise InputError("path", short(str(path)), "an existing trace file")
     check_file_size(p, "path")
     return p
