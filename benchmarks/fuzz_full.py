@@ -40,7 +40,7 @@ def main() -> int:
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - start
     out = proc.stdout
-    generated = sum(int(a) + int(b) for a, b in re.findall(r"(\d+) passing examples?, (\d+) failing", out))
+    generated = sum(int(a) + int(b) for a, b in re.findall(r"(\d+) passing, (\d+) failing", out))
     tests = re.search(r"(\d+) passed", out)
     failed = re.search(r"(\d+) failed", out)
     print(out[-3000:] if proc.returncode else "")

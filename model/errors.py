@@ -11,10 +11,11 @@ MAX_ECHO_CHARS = 80
 
 
 def short(value: object, limit: int = MAX_ECHO_CHARS) -> object:
-    """``value`` itself if its repr is short, else its text cut to ``limit`` characters plus "...".
+    """``value`` itself if its repr is short, else text whose repr is at most ~``limit`` characters.
 
-    The one helper every error message uses to echo input, so a 5,000-character flag or a
-    5,000-digit integer (whose repr Python 3.11+ refuses) never floods a terminal or a log.
+    The one helper every error message uses to echo input, so a 5,000-character flag, a string
+    of control characters (whose repr is four times longer) or a 5,000-digit integer (whose repr
+    Python 3.11+ refuses) never floods a terminal or a log.
     """
     text = value if isinstance(value, str) else None
     if text is None:
@@ -24,7 +25,15 @@ def short(value: object, limit: int = MAX_ECHO_CHARS) -> object:
             return f"<{type(value).__name__}>"
         if len(text) <= limit:
             return value
-    return text if len(text) <= limit else text[:limit] + "..."
+    if len(text) <= limit and len(repr(text)) <= limit + 2:
+        return text
+    kept, width = [], 0
+    for ch in text:
+        width += len(repr(ch)) - 2
+        if width > limit:
+            break
+        kept.append(ch)
+    return "".join(kept) + "..."
 
 
 class PdplanError(ValueError):

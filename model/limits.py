@@ -42,9 +42,9 @@ MAX_MEASUREMENT_ROWS = 100_000
 """Most calibration measurement rows: a fit needs tens; the least-squares Jacobian is rows x 4."""
 
 # --- work -------------------------------------------------------------------------------------
-MAX_SIM_REQUESTS = 1_000_000
-"""Most requests one simulation replays: ~10 s per 100k requests on one core, so 1M is a
-bounded ~2 minute run holding ~1 GB of per-request records (~1 kB each with events)."""
+MAX_SIM_REQUESTS = 500_000
+"""Most requests one simulation replays: ~10 s per 100k requests on one core (issue 6's target),
+so a run stays under about a minute and ~0.5 GB of per-request records (~1 kB each)."""
 
 MAX_ARRIVAL_S = 1e9
 """Latest arrival time a simulation accepts (~32 years): float64 keeps sub-microsecond resolution

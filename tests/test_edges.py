@@ -228,7 +228,7 @@ def test_unexpected_exceptions_are_one_line_internal_errors(capsys, monkeypatch)
 @pytest.mark.parametrize(
     ("extra", "needle"),
     [
-        (["--architecture", "colocated", "--rate", "5", "--requests", "10000000"], "1000000"),
+        (["--architecture", "colocated", "--rate", "5", "--requests", "10000000"], "500000"),
         (
             ["--architecture", "colocated", "--rate", "5", "--requests", "20", "--replicas", "1000000000"],
             "4096",
