@@ -39,7 +39,7 @@ def main() -> int:
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - start
-    out = proc.stdout
+    out = proc.stdout + proc.stderr
     generated = sum(int(a) + int(b) for a, b in re.findall(r"(\d+) passing, (\d+) failing", out))
     tests = re.search(r"(\d+) passed", out)
     failed = re.search(r"(\d+) failed", out)
