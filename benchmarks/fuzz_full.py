@@ -26,16 +26,8 @@ FILES = [
 
 def main() -> int:
     env = {**os.environ, "PDPLAN_FUZZ_EXAMPLES": "full"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "--hypothesis-show-statistics",
-        *FILES,
-    ]
+    # pyproject's addopts already pass -q; a second -q would hide the pass/fail summary line.
+    cmd = [sys.executable, "-m", "pytest", "--hypothesis-show-statistics", *FILES]
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - start
