@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: app test docs lint bench clean
+.PHONY: app test docs lint bench fuzz clean
 
 $(BIN)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "pdplan needs Python 3.11+, found " + sys.version.split()[0])'
@@ -26,6 +26,10 @@ docs: $(BIN)/.installed
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/run_all.py
+
+# The full fuzzing run (>= 3,000 generated cases; figures in docs/reliability.md).
+fuzz: $(BIN)/.installed
+	$(BIN)/python benchmarks/fuzz_full.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -15,6 +15,7 @@ The layers live in subpackages (``model.hardware``, ``model.llm``, ``model.physi
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 _EXPORTS: dict[str, str] = {
@@ -91,6 +92,8 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'model' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
+    if inspect.isfunction(value):  # argument types checked at the API edge (model.limits.checked)
+        value = importlib.import_module("model.limits").checked(value)
     globals()[name] = value
     return value
 

@@ -6,9 +6,41 @@ front end can show ``str(err)`` as a one-line message without a traceback.
 
 from __future__ import annotations
 
+MAX_ECHO_CHARS = 80
+"""Longest piece of user input echoed back in an error message."""
+
+
+def short(value: object, limit: int = MAX_ECHO_CHARS) -> object:
+    """``value`` itself if its repr is short, else text whose repr is at most ~``limit`` characters.
+
+    The one helper every error message uses to echo input, so a 5,000-character flag, a string
+    of control characters (whose repr is four times longer) or a 5,000-digit integer (whose repr
+    Python 3.11+ refuses) never floods a terminal or a log.
+    """
+    text = value if isinstance(value, str) else None
+    if text is None:
+        try:
+            text = repr(value)
+        except (ValueError, OverflowError, RecursionError):
+            return f"<{type(value).__name__}>"
+        if len(text) <= limit:
+            return value
+    if len(text) <= limit and len(repr(text)) <= limit + 2:
+        return text
+    kept, width = [], 0
+    for ch in text:
+        width += len(repr(ch)) - 2
+        if width > limit:
+            break
+        kept.append(ch)
+    return "".join(kept) + "..."
+
 
 class PdplanError(ValueError):
-    """Base class for every error pdplan raises on bad input."""
+    """Base class for every error pdplan raises on bad input; its text is always one line."""
+
+    def __str__(self) -> str:
+        return " ".join(super().__str__().split())
 
 
 class ProfileError(PdplanError):
@@ -33,10 +65,12 @@ class UnknownNameError(PdplanError):
 
         self.kind = kind
         self.name = name
-        close = difflib.get_close_matches(name.lower(), [k.lower() for k in known], n=3, cutoff=0.4)
+        close = difflib.get_close_matches(
+            str(name)[:MAX_ECHO_CHARS].lower(), [k.lower() for k in known], n=3, cutoff=0.4
+        )
         hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         shown = ", ".join(sorted(known)[:40])
-        super().__init__(f"unknown {kind} {name!r}{hint} (known: {shown})")
+        super().__init__(f"unknown {kind} {short(name)!r}{hint} (known: {shown})")
 
 
 class InputError(PdplanError):
@@ -46,7 +80,7 @@ class InputError(PdplanError):
         self.field = field
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{field}: got {value!r}; allowed: {allowed}")
+        super().__init__(f"{field}: got {short(value)!r}; allowed: {allowed}")
 
 
 class UnstableError(PdplanError):

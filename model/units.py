@@ -27,6 +27,7 @@ from enum import Enum
 from functools import cache
 
 from model.errors import InputError
+from model.errors import short as _short
 
 MAX_TEXT_CHARS = 64
 """Longest quantity text accepted; longer input is rejected before any parsing."""
@@ -190,19 +191,6 @@ def parse_quantity(text: object, kind: Kind, field: str, *, bare_unit: str | Non
     if value < 0:
         raise InputError(field, text, allowed + " (not negative)")
     return value + 0.0  # no negative zero
-
-
-def _short(value: object, limit: int = 80) -> object:
-    """Echo at most ``limit`` characters of a bad value in an error message."""
-    text = value if isinstance(value, str) else None
-    if text is None:
-        try:
-            text = repr(value)
-        except (ValueError, OverflowError):  # 5,000-digit ints refuse repr in Python 3.11+
-            return f"<{type(value).__name__}>"
-        if len(text) <= limit:
-            return value
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def format_quantity(value_si: float, kind: Kind, unit: str, digits: int = 3) -> str:

@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "model"
 LAYERS = [
-    ("errors", "units", "scalars"),
+    ("errors", "units", "scalars", "limits"),
     ("hardware",),
     ("llm",),
     ("physics",),

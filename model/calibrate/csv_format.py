@@ -4,7 +4,7 @@ docs/calibration.md)."""
 from __future__ import annotations
 
 import csv
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from model.calibrate.measurements import (
     CSV_COLUMNS,
@@ -24,7 +24,8 @@ from model.calibrate.measurements import (
     text_field,
     whole_field,
 )
-from model.errors import InputError
+from model.errors import InputError, short
+from model.limits import MAX_CSV_FIELD_CHARS, MAX_MEASUREMENT_ROWS
 
 __all__ = ["parse_csv"]
 
@@ -40,8 +41,7 @@ def parse_csv(
     d = defaults or RowDefaults()
     # Comment lines become empty lines so that the reader's line numbers stay the file's.
     lines = ["" if ln.lstrip().startswith("#") else ln for ln in text.splitlines()]
-    reader = csv.reader(lines)
-    rows = ((reader.line_num, cells) for cells in reader if any(c.strip() for c in cells))
+    rows = _csv_rows(lines, name)
     first = next(rows, None)
     if first is None:
         raise InputError(f"{name}, header", "", "a header row naming the columns: " + ", ".join(CSV_COLUMNS))
@@ -63,6 +63,8 @@ def parse_csv(
         )
     out: list[Measurement] = []
     for n, cells in rows:
+        if len(out) >= MAX_MEASUREMENT_ROWS:
+            raise InputError(name, f"row {n}", f"at most {MAX_MEASUREMENT_ROWS:,} measurement rows")
         if len(cells) != len(header):
             raise InputError(f"{name} row {n}", ",".join(cells), f"{len(header)} cells, like the header")
         row = {h: c.strip() for h, c in zip(header, cells, strict=True)}
@@ -70,6 +72,25 @@ def parse_csv(
     if not out:
         raise InputError(f"{name}", "(no rows)", "at least one measurement row")
     return tuple(out)
+
+
+def _csv_rows(lines: list[str], name: str) -> Iterator[tuple[int, list[str]]]:
+    """(line number, cells) of each non-blank CSV row; over-long fields and csv errors are InputErrors."""
+    reader = csv.reader(lines)
+    try:
+        for cells in reader:
+            if any(len(c) > MAX_CSV_FIELD_CHARS for c in cells):
+                raise InputError(
+                    f"{name} row {reader.line_num}",
+                    "(long field)",
+                    f"fields of at most {MAX_CSV_FIELD_CHARS} characters",
+                )
+            if any(c.strip() for c in cells):
+                yield reader.line_num, cells
+    except csv.Error as err:
+        raise InputError(
+            f"{name} row {reader.line_num}", "(row)", f"readable CSV ({short(str(err))})"
+        ) from None
 
 
 def _opt_ms(where: str, row: Mapping[str, str], col: str) -> float | None:

@@ -31,7 +31,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -49,10 +50,11 @@ from model.calibrate.problem import (
     targets_for,
 )
 from model.calibrate.results import CalibrationResult, ErrorRow, Excluded, GroupFit, ParameterFit, Residual
-from model.errors import InputError, PdplanError, UnknownNameError
+from model.errors import InputError, PdplanError, UnknownNameError, short
 from model.hardware.catalog import load_catalog
 from model.hardware.collectives import default_tp_link
 from model.hardware.gpus import GPU
+from model.limits import MAX_MEASUREMENT_ROWS
 from model.physics.deployment import Deployment
 
 __all__ = ["BOUNDS", "DEFAULT_FIT", "PARAMETERS", "calibrate"]
@@ -351,8 +353,21 @@ def calibrate(
     """
     if isinstance(measurements, str | Path):
         rows = list(load_measurements(measurements, fmt, defaults=defaults))
+    elif isinstance(measurements, Iterable) and not isinstance(measurements, Mapping | bytes):
+        rows = list(islice(measurements, MAX_MEASUREMENT_ROWS + 1))
     else:
-        rows = list(measurements)
+        raise InputError("measurements", type(measurements).__name__, "Measurement rows or a file path")
+    if len(rows) > MAX_MEASUREMENT_ROWS:
+        raise InputError(
+            "measurements", f"> {MAX_MEASUREMENT_ROWS:,} rows", f"at most {MAX_MEASUREMENT_ROWS:,} rows"
+        )
+    if isinstance(fit, str) or not isinstance(fit, Sequence) or not all(isinstance(n, str) for n in fit):
+        raise InputError("fit", short(fit), "a list of parameter names from " + ", ".join(PARAMETERS[:3]))
+    for name, flag in (("fit_comm", fit_comm), ("loo", loo)):
+        if not isinstance(flag, bool):
+            raise InputError(name, short(flag), "True or False")
+    if isinstance(max_ttft_utilisation, bool):
+        raise InputError("max_ttft_utilisation", max_ttft_utilisation, "a fraction in (0, 1)")
     if not rows:
         raise InputError("measurements", [], "at least one measurement")
     for m in rows:

@@ -15,7 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from model.errors import InputError
+from model.errors import InputError, short
+from model.limits import MAX_BATCH, MAX_PARALLEL, MAX_TOKENS, check_int
 
 FORMATS = ("csv", "vllm-json")
 LOADS = ("batch", "concurrency", "rate")
@@ -53,6 +54,18 @@ DEFAULT_PP = 1
 DEFAULT_DTYPE = "bf16"
 DEFAULT_CSV_ENGINE = "custom"
 DEFAULT_VLLM_ENGINE = "vllm"
+
+
+# Plausible ranges of measured values: denormal or absurd numbers (1e-320 s) would make the
+# least-squares fit divide by ~0 and return NaN, so they are refused at the edge instead.
+_TIME_RANGE = (1e-7, 1e5)  # 100 ns (below any GPU kernel) to ~28 hours
+_MEASURED_RANGES = (
+    ("prefill_s", _TIME_RANGE, "s"),
+    ("ttft_s", _TIME_RANGE, "s"),
+    ("tpot_s", _TIME_RANGE, "s"),
+    ("output_tokens_per_s", (1e-6, 1e9), "tokens/s"),
+)
+_RATE_RANGE = (1e-6, 1e6)
 
 
 @dataclass(frozen=True)
@@ -97,22 +110,24 @@ class Measurement:
         where = self.source
         if self.load not in LOADS:
             raise InputError(f"{where}, load", self.load, " / ".join(LOADS))
-        for name, minimum in (("isl", 1.0), ("osl", 1.0), ("batch", 1.0)):
+        for name, maximum in (("isl", MAX_TOKENS), ("osl", MAX_TOKENS), ("batch", MAX_BATCH)):
             value = getattr(self, name)
-            if not (isinstance(value, int | float) and math.isfinite(value) and value >= minimum):
-                raise InputError(f"{where}, {name}", value, f"a number >= {minimum:g}")
+            if not (isinstance(value, int | float) and math.isfinite(value) and 1 <= value <= maximum):
+                raise InputError(f"{where}, {name}", value, f"a number in [1, {maximum:g}]")
         if self.load == "rate" and not (
             isinstance(self.request_rate_rps, int | float)
             and math.isfinite(self.request_rate_rps)
-            and self.request_rate_rps > 0
+            and _RATE_RANGE[0] <= self.request_rate_rps <= _RATE_RANGE[1]
         ):
-            raise InputError(f"{where}, request_rate", self.request_rate_rps, "a rate > 0 req/s")
-        for name in ("prefill_s", "ttft_s", "tpot_s", "output_tokens_per_s"):
+            raise InputError(
+                f"{where}, request_rate", self.request_rate_rps, "a rate in [1e-06, 1e+06] req/s"
+            )
+        for name, (low, high), unit in _MEASURED_RANGES:
             value = getattr(self, name)
             if value is not None and not (
-                isinstance(value, int | float) and math.isfinite(value) and value > 0
+                isinstance(value, int | float) and math.isfinite(value) and low <= value <= high
             ):
-                raise InputError(f"{where}, {name}", value, "a finite number > 0, or None")
+                raise InputError(f"{where}, {name}", value, f"a value in [{low:g}, {high:g}] {unit}, or None")
         if all(getattr(self, n) is None for n in ("prefill_s", "ttft_s", "tpot_s", "output_tokens_per_s")):
             raise InputError(
                 f"{where}, measurements", None, "at least one of prefill, TTFT, TPOT/ITL or output throughput"
@@ -145,8 +160,8 @@ def number_field(where: str, field: str, raw: Any, *, minimum: float = 0.0, stri
         raise InputError(f"{where}, {field}", raw, bad)
     try:
         value = float(raw.strip()) if isinstance(raw, str) else float(raw)
-    except (TypeError, ValueError):
-        raise InputError(f"{where}, {field}", raw, bad) from None
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"{where}, {field}", short(raw), bad) from None
     if not math.isfinite(value) or value < minimum or (strict and value == minimum):
         raise InputError(f"{where}, {field}", raw, bad)
     return value
@@ -216,3 +231,13 @@ class RowDefaults:
     dtype: str | None = None
     kv_dtype: str | None = None
     engine: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp"):
+            value = getattr(self, name)
+            if value is not None:
+                check_int(name, value, 1, MAX_PARALLEL, "a parallel degree")
+        for name in ("model", "gpu", "dtype", "kv_dtype", "engine"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise InputError(name, short(value), "a non-empty name, or None")

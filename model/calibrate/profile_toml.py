@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from model.calibrate.results import CalibrationResult, GroupFit
-from model.errors import InputError, PdplanError
+from model.errors import InputError, PdplanError, short
 from model.hardware.gpus import gpu_from_toml
 
 __all__ = ["calibrated_profile_toml", "write_profiles"]
@@ -158,15 +158,23 @@ def _inside(path: Path, package: str) -> bool:
     return False
 
 
-def write_profiles(result: CalibrationResult, out_dir: str | Path) -> tuple[Path, ...]:
+def write_profiles(
+    result: CalibrationResult, out_dir: str | Path, *, force: bool = False
+) -> tuple[Path, ...]:
     """Write each group's calibrated profile to ``out_dir/gpus/<profile_name>.toml``; returns the paths.
 
     ``out_dir`` is then usable as ``--profile-dir`` / ``profile_dirs``. Refuses to write inside the
-    pdplan package (its built-in profiles are not to be edited by a tool).
+    pdplan package (its built-in profiles are not to be edited by a tool), and refuses to replace an
+    existing file unless ``force`` (checked for every file before any is written).
     """
+    if not isinstance(result, CalibrationResult):
+        raise InputError("result", type(result).__name__, "a CalibrationResult (from calibrate)")
     if not isinstance(out_dir, str | Path) or not str(out_dir).strip():
-        raise InputError("out_dir", out_dir, "a directory path")
-    root = Path(out_dir).expanduser().resolve()
+        raise InputError("out_dir", short(out_dir), "a directory path")
+    try:
+        root = Path(out_dir).expanduser().resolve()
+    except (RuntimeError, OSError, ValueError) as err:  # '~nouser/x': no such user's home
+        raise InputError("out_dir", short(str(out_dir)), f"a directory path ({short(str(err))})") from None
     for pkg in ("hardware_profiles", "model"):
         if _inside(root, pkg):
             raise InputError("out_dir", str(out_dir), f"a directory outside the pdplan package ({pkg})")
@@ -175,9 +183,14 @@ def write_profiles(result: CalibrationResult, out_dir: str | Path) -> tuple[Path
         gpus.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise InputError("out_dir", str(out_dir), f"a writable directory ({err})") from None
-    paths = []
-    for g in result.groups:
-        path = gpus / f"{g.profile_name}.toml"
+    paths = [gpus / f"{g.profile_name}.toml" for g in result.groups]
+    existing = [p for p in paths if p.exists()]
+    if existing and not force:
+        raise InputError(
+            "out_dir",
+            short(str(existing[0])),
+            "a file that does not exist yet (pass --force / force=True to replace it)",
+        )
+    for g, path in zip(result.groups, paths, strict=True):
         path.write_text(calibrated_profile_toml(g), encoding="utf-8")
-        paths.append(path)
     return tuple(paths)

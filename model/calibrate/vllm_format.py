@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +22,7 @@ from model.calibrate.measurements import (
     whole_field,
 )
 from model.errors import InputError
+from model.limits import MAX_MEASUREMENT_ROWS, parse_json
 
 __all__ = ["parse_vllm_json"]
 
@@ -32,18 +32,21 @@ def _json_objects(text: str, name: str) -> list[tuple[str, Any]]:
     stripped = text.strip()
     if not stripped:
         raise InputError(f"{name}", "(empty file)", "a vLLM benchmark result JSON object")
-    try:
-        data = json.loads(stripped)
-    except json.JSONDecodeError:
-        data = None
+    try:  # one document; depth, integer digits and NaN limited (model.limits.parse_json)
+        data = parse_json(stripped, name)
+    except InputError as whole:
+        if whole.value != "(text)":  # valid JSON that breaks a limit
+            raise
         objs: list[tuple[str, Any]] = []
         for n, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
+            if len(objs) >= MAX_MEASUREMENT_ROWS:
+                raise InputError(name, f"{n} lines", f"at most {MAX_MEASUREMENT_ROWS:,} results") from None
             try:
-                objs.append((f"{name} line {n}", json.loads(line)))
-            except json.JSONDecodeError as err:
-                raise InputError(f"{name} line {n}", line[:60], f"valid JSON ({err.msg})") from None
+                objs.append((f"{name} line {n}", parse_json(line, f"{name} line {n}")))
+            except InputError as err:
+                raise InputError(f"{name} line {n}", line[:60], err.allowed) from None
         return objs
     if isinstance(data, list):
         return [(f"{name} [{i}]", obj) for i, obj in enumerate(data)]

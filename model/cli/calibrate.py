@@ -56,6 +56,7 @@ def register(sub: Any) -> None:
         metavar="X",
         help="use an open-loop TTFT only when request_rate x TTFT <= X (default 0.5)",
     )
+    p.add_argument("--force", action="store_true", help="replace calibrated profiles already in --out-dir")
     p.add_argument("--no-loo", action="store_true", help="skip the leave-one-out refits")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     add_profile_dir(p)
@@ -126,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         max_ttft_utilisation=args.max_ttft_utilisation,
         loo=not args.no_loo,
     )
-    paths = write_profiles(result, args.out_dir)
+    paths = write_profiles(result, args.out_dir, force=args.force)
     if args.json:
         out = result.to_dict()
         for g, path in zip(out["groups"], paths, strict=True):

@@ -11,11 +11,19 @@ from typing import Any
 import numpy as np
 
 
+def _directory(text: str) -> str:
+    """A ``--profile-dir`` value: blank is an error (it would otherwise mean the current directory)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a directory path, got an empty string")
+    return text
+
+
 def add_profile_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--profile-dir",
         action="append",
         default=[],
+        type=_directory,
         metavar="DIR",
         help="extra directory of GPU/link/node .toml profiles (repeatable; overrides built-in names)",
     )

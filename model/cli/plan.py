@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 import numpy as np
 
 from model.cli.common import add_profile_dir, print_json
 from model.errors import InputError
+from model.limits import MAX_OPTIONS
 from model.planner.plan import plan
 from model.planner.report import plan_dict
 from model.units import Kind, parse_quantity
@@ -17,8 +19,13 @@ from model.workload.traces import load_trace
 
 
 def _int_list(text: str, field: str) -> tuple[int, ...]:
+    parts = [x for x in text.split(",") if x.strip()]
+    if len(parts) > MAX_OPTIONS:
+        raise InputError(
+            field, text, f"at most {MAX_OPTIONS} values (the planner evaluates every combination)"
+        )
     try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
+        values = tuple(int(x) for x in parts)
     except ValueError:
         raise InputError(field, text, "comma-separated whole numbers, e.g. 1,2,4,8") from None
     if not values:
@@ -28,9 +35,19 @@ def _int_list(text: str, field: str) -> tuple[int, ...]:
 
 def _float(text: str, field: str, allowed: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise InputError(field, text, allowed) from None
+    if not math.isfinite(value):
+        raise InputError(field, text, allowed + " (a finite number)")
+    return value
+
+
+def _name(text: str | None, field: str) -> str | None:
+    """An optional name flag: None when absent, an error when given but blank."""
+    if text is not None and not text.strip():
+        raise InputError(field, text, "a non-empty name (or leave the option out)")
+    return text
 
 
 def add_scenario_args(p: argparse.ArgumentParser) -> None:
@@ -79,11 +96,11 @@ def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "tpot_slo_s": parse_quantity(args.tpot_slo, Kind.TIME, "tpot_slo", bare_unit="second"),
         "percentile": _float(args.percentile, "percentile", "a number in (0, 100)"),
         "attainment": _float(args.attainment, "attainment", "a fraction in (0, 1]"),
-        "link": args.link,
-        "decode_gpu": args.decode_gpu,
-        "node": args.node,
+        "link": _name(args.link, "--link"),
+        "decode_gpu": _name(args.decode_gpu, "--decode-gpu"),
+        "node": _name(args.node, "--node"),
         "dtype": args.dtype,
-        "kv_dtype": args.kv_dtype,
+        "kv_dtype": _name(args.kv_dtype, "--kv-dtype"),
         "profile_dirs": args.profile_dir or None,
         "arrival_scv": arrival_scv,
         "engine": args.engine,

@@ -10,6 +10,7 @@ from model.cli.common import add_profile_dir, print_json, print_table, to_jsonab
 from model.errors import InputError
 from model.hardware.catalog import get_engine, get_gpu
 from model.hardware.engines import Engine
+from model.limits import MAX_SIM_REQUESTS
 from model.serving.registry import get_style, style_names, styles
 from model.serving.style import CliFlag
 from model.sim.simulate import SimOptions, SimResult, poisson_requests, simulate, trace_requests
@@ -17,8 +18,8 @@ from model.units import Kind, format_rate, format_time, parse_quantity
 from model.workload.slo import SLO
 from model.workload.traces import load_trace
 
-# Largest run the CLI accepts: ~10 s per 100k requests, so 10M is a long but bounded run.
-MAX_REQUESTS = 10_000_000
+# Largest run the CLI accepts (model.limits.MAX_SIM_REQUESTS: ~10 s per 100k requests, bounded memory).
+MAX_REQUESTS = MAX_SIM_REQUESTS
 
 DEFAULT_REQUESTS = 2000
 __all__ = ["DEFAULT_REQUESTS", "MAX_REQUESTS", "register", "run"]
@@ -108,6 +109,11 @@ def _config(args: argparse.Namespace, engine: Engine) -> Any:
     if "chunk" in values and values["chunk"] is None:
         values["chunk"] = engine.chunk_tokens
     dirs = args.profile_dir or None
+    blank = [
+        (f"--{k.replace('_', '-')}", v) for k, v in vars(args).items() if isinstance(v, str) and not v.strip()
+    ]
+    if blank:
+        raise InputError(blank[0][0], blank[0][1], "a non-empty name (or leave the option out)")
     return style.config_from_cli(values, get_gpu(args.gpu, dirs), dirs)
 
 
@@ -182,8 +188,16 @@ def run(args: argparse.Namespace) -> int:
     )
     if rate is not None and not rate > 0:
         raise InputError("--rate", args.rate, "a rate > 0 req/s")
-    if args.requests is not None and not 1 <= args.requests <= MAX_REQUESTS:
-        raise InputError("--requests", args.requests, f"a whole number in [1, {MAX_REQUESTS}]")
+    if args.requests is not None and not 2 <= args.requests <= MAX_REQUESTS:
+        raise InputError(
+            "--requests",
+            args.requests,
+            f"a whole number in [2, {MAX_REQUESTS}] (two arrivals give a rate; the cap bounds run time)",
+        )
+    if args.warmup < 0:
+        raise InputError("--warmup", args.warmup, "a whole number >= 0")
+    if args.per_request is not None and not args.per_request.strip():
+        raise InputError("--per-request", args.per_request, "a CSV file path")
     if args.seed < 0:
         raise InputError("--seed", args.seed, "a whole number >= 0")
     if args.trace:

@@ -15,12 +15,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from model.errors import InputError, ProfileError, UnknownNameError
+from model.errors import InputError, ProfileError, UnknownNameError, short
 from model.hardware.engines import DEFAULT_ENGINE, Engine, engine_from_toml
 from model.hardware.gpus import GPU, gpu_from_toml
 from model.hardware.links import Link, link_from_toml
 from model.hardware.nodes import Node, node_from_toml
 from model.hardware.schema import read_toml
+from model.limits import is_dir, is_file
+
+MAX_PROFILE_DIRS = 32  # profile directories per call: each is read and indexed once
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,7 @@ def _lookup(kind: str, name: Any, table: Mapping[str, Any], cls: type, loader: A
         return table[key]
     if key.endswith(".toml"):
         path = Path(name)
-        if not path.is_file():
+        if not is_file(path):
             raise InputError(kind, name, "an existing .toml file")
         return loader(path)
     raise UnknownNameError(kind, name, sorted({p.name for p in table.values()}))
@@ -75,9 +78,9 @@ def _index(items: Iterable[Any], kind: str) -> dict[str, Any]:
 
 def _files(root: Any, sub: str) -> list[Any]:
     folder = root / sub
-    if not folder.is_dir():
+    if not is_dir(folder):
         return []
-    return sorted((f for f in folder.iterdir() if f.name.endswith(".toml")), key=lambda f: f.name)
+    return sorted((f for f in folder.iterdir() if f.name.lower().endswith(".toml")), key=lambda f: f.name)
 
 
 _Profiles = tuple[list[GPU], list[Link], list[Node], list[Engine]]
@@ -88,7 +91,7 @@ def _load_dir(root: Any) -> _Profiles:
         try:
             text = f.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as err:
-            raise ProfileError(f.name, "(file)", f"cannot read: {err}") from None
+            raise ProfileError(f.name, "(file)", f"cannot read: {short(str(err))}") from None
         return loader(Path(str(f)), text)
 
     gpus = [read(f, gpu_from_toml) for f in _files(root, "gpus")]
@@ -101,10 +104,10 @@ def _load_dir(root: Any) -> _Profiles:
 def _user_dir(path: str | Path) -> _Profiles:
     """A user directory: the gpus/links/nodes/engines layout, or loose files sorted by their keys."""
     root = Path(path)
-    if not root.is_dir():
+    if not is_dir(root):
         raise InputError("profile_dir", str(path), "an existing directory of .toml profiles")
     gpus, links, nodes, engines = _load_dir(root)
-    for f in sorted(root.glob("*.toml")):
+    for f in sorted(p for p in root.iterdir() if p.is_file() and p.suffix.lower() == ".toml"):
         data = read_toml(f)
         if "memory" in data:
             gpus.append(gpu_from_toml(f))
@@ -164,12 +167,20 @@ def _catalog(profile_dirs: tuple[str, ...]) -> HardwareCatalog:
 
 def load_catalog(profile_dirs: str | Path | Sequence[str | Path] | None = None) -> HardwareCatalog:
     """Built-in profiles plus any user directories (later ones override earlier names)."""
+    allowed = "None, a directory path, or a list of directory paths"
     if profile_dirs is None:
         dirs: tuple[str, ...] = ()
     elif isinstance(profile_dirs, str | Path):
         dirs = (str(profile_dirs),)
+    elif isinstance(profile_dirs, Sequence) and len(profile_dirs) <= MAX_PROFILE_DIRS:
+        dirs = tuple(
+            d if isinstance(d, str) else str(d) if isinstance(d, Path) else None for d in profile_dirs
+        )
     else:
-        dirs = tuple(str(d) for d in profile_dirs)
+        raise InputError("profile_dirs", short(profile_dirs), allowed)
+    for d in dirs:
+        if d is None or not d.strip():
+            raise InputError("profile_dirs", short(profile_dirs), allowed + " (not empty)")
     return _catalog(dirs)
 
 

@@ -29,13 +29,19 @@ from model.units import Kind
 
 # Plausible ranges (SI units) that catch unit slips such as "1 byte" of memory or "1e-300 B/s":
 # from the smallest edge accelerators to well beyond any announced data-center GPU.
+# Each row: field, low, high, unit for the message.
 _GPU_SANE_RANGES = (
-    ("memory_bytes", 1e8, 1e13),
-    ("memory_bandwidth_bytes_per_s", 1e9, 1e15),
-    ("tdp_w", 1.0, 1e4),
-    ("step_overhead_s", 0.0, 1.0),
-    ("pcie_bandwidth_bytes_per_s", 1e8, 1e13),
+    ("memory_bytes", 1e8, 1e13, "bytes"),
+    ("memory_bandwidth_bytes_per_s", 1e9, 1e15, "bytes/s"),
+    ("tdp_w", 1.0, 1e4, "W"),
+    ("step_overhead_s", 0.0, 1.0, "s"),
+    ("pcie_bandwidth_bytes_per_s", 1e8, 1e13, "bytes/s"),
+    ("idle_w", 0.0, 1e4, "W"),
+    # A rented GPU-hour costs cents to tens of dollars; 1,000 USD leaves room for whole-node prices.
+    ("price_usd_per_hour", 0.0, 1e3, "USD per GPU-hour"),
 )
+# Interconnect bandwidth when there is one: 1 GB/s (old PCIe switches) to 100 TB/s (bytes/s).
+_INTERCONNECT_RANGE = (1e9, 1e14)
 # Dense peak FLOP/s per dtype: 1 TFLOP/s to 1 EFLOP/s.
 _PEAK_FLOPS_RANGE = (1e12, 1e18)
 
@@ -77,16 +83,27 @@ class GPU:
             "pcie_bandwidth_bytes_per_s",
         ):
             positive(name, getattr(self, name), owner)
-        for name, low, high in _GPU_SANE_RANGES:
+        for name in ("idle_w", "price_usd_per_hour", "interconnect_bandwidth_bytes_per_s"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise InputError(f"{owner}.{name}", value, "a finite number >= 0")
+        for name, low, high, unit in _GPU_SANE_RANGES:
             value = getattr(self, name)
             if not low <= value <= high:
                 raise InputError(
-                    f"{owner}.{name}", value, f"a physically plausible value in [{low:g}, {high:g}]"
+                    f"{owner}.{name}", value, f"a physically plausible value in [{low:g}, {high:g}] {unit}"
                 )
-        for name in ("idle_w", "price_usd_per_hour", "interconnect_bandwidth_bytes_per_s"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise InputError(f"{owner}.{name}", value, "a finite number >= 0")
+        bw = self.interconnect_bandwidth_bytes_per_s
+        if bw and not _INTERCONNECT_RANGE[0] <= bw <= _INTERCONNECT_RANGE[1]:
+            low, high = _INTERCONNECT_RANGE
+            raise InputError(
+                f"{owner}.interconnect_bandwidth_bytes_per_s", bw, f"0 or in [{low:g}, {high:g}] bytes/s"
+            )
         if self.idle_w > self.tdp_w:
             raise InputError(f"{owner}.idle_w", self.idle_w, f"<= tdp_w ({self.tdp_w} W)")
         fraction("prefill_mfu", self.prefill_mfu, owner)

@@ -58,7 +58,7 @@ class Link:
                 "a line rate between 8 kbit/s and 8 Ebit/s (bytes/s)",
             )
         if not (math.isfinite(self.latency_s) and 0 <= self.latency_s <= 1.0):
-            raise InputError(f"{owner}.latency_s", self.latency_s, "a finite time >= 0 s")
+            raise InputError(f"{owner}.latency_s", self.latency_s, "a time in [0, 1] s")
         fraction("efficiency", self.efficiency, owner)
 
     @property

@@ -9,12 +9,14 @@ Used by the GPU, link, node and engine loaders (model.hardware.gpus, links, node
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from model.errors import InputError, ProfileError
+from model.errors import InputError, ProfileError, short
+from model.limits import MAX_NESTING_DEPTH, MAX_PROFILE_BYTES, check_depth, check_file_size
 from model.units import Kind, parse_quantity
 
 Sources = tuple[tuple[str, str], ...]
@@ -31,6 +33,11 @@ NAMES = "names"  # list of strings kept as written (e.g. connector class names)
 
 _T = TypeVar("_T")
 
+# Achieved fractions of peak (MFU, MBU, link efficiency): below 1% is a unit slip, not a measurement.
+MIN_EFFICIENCY = 0.01
+# A profile name: a plain file stem, never a path (no '/', '\\', '..' or leading dot).
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
+
 
 def positive(name: str, value: float, owner: str) -> None:
     """InputError unless ``value`` is a finite number > 0."""
@@ -39,9 +46,11 @@ def positive(name: str, value: float, owner: str) -> None:
 
 
 def fraction(name: str, value: float, owner: str) -> None:
-    """InputError unless ``value`` is in (0, 1]."""
-    if not (isinstance(value, int | float) and 0 < value <= 1):
-        raise InputError(f"{owner}.{name}", value, "a fraction in (0, 1]")
+    """InputError unless ``value`` is an achieved fraction of peak in [MIN_EFFICIENCY, 1]."""
+    if not (isinstance(value, int | float) and MIN_EFFICIENCY <= value <= 1):
+        raise InputError(
+            f"{owner}.{name}", value, f"a fraction of peak in [{MIN_EFFICIENCY:g}, 1] (dimensionless)"
+        )
 
 
 def source_of(sources: Sources, key: str) -> str:
@@ -50,13 +59,24 @@ def source_of(sources: Sources, key: str) -> str:
 
 
 def read_toml(path: Path, text: str | None = None) -> dict[str, Any]:
-    """Parse a TOML file (or ``text`` read from it); errors become ProfileErrors naming the file."""
+    """Parse a TOML file (or ``text`` read from it) within the limits of model.limits (file size,
+    nesting depth); errors become ProfileErrors naming the file."""
     try:
-        return tomllib.loads(text if text is not None else path.read_text(encoding="utf-8"))
+        if text is None:
+            check_file_size(path, path.name, MAX_PROFILE_BYTES)
+            text = path.read_text(encoding="utf-8")
+        if len(text) > MAX_PROFILE_BYTES:
+            raise ProfileError(path.name, "(file)", f"larger than {MAX_PROFILE_BYTES:,} characters")
+        check_depth(text, path.name)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise ProfileError(path.name, "(file)", f"not valid TOML: {err}") from None
+        raise ProfileError(path.name, "(file)", f"not valid TOML: {short(str(err))}") from None
     except (OSError, UnicodeDecodeError) as err:
-        raise ProfileError(path.name, "(file)", f"cannot read: {err}") from None
+        raise ProfileError(path.name, "(file)", f"cannot read: {short(str(err))}") from None
+    except InputError as err:
+        raise ProfileError(path.name, "(file)", f"expected {err.allowed}") from None
+    except RecursionError:
+        raise ProfileError(path.name, "(file)", f"at most {MAX_NESTING_DEPTH} levels of nesting") from None
 
 
 def _flatten(data: Mapping[str, Any]) -> dict[tuple[str, str], Any]:
@@ -119,9 +139,13 @@ def validate(
         raise ProfileError(
             where, "schema", f"unsupported schema version {values.get('schema')!r} (allowed: 1)"
         )
-    if values["name"] != path.stem and path.suffix == ".toml":
+    if not isinstance(values["name"], str) or not _NAME.fullmatch(values["name"]):
         raise ProfileError(
-            where, "name", f"must equal the file name stem {path.stem!r}, got {values['name']!r}"
+            where, "name", f"letters, digits, '.', '_' or '-' (not path-like), got {short(values['name'])!r}"
+        )
+    if values["name"] != path.stem and path.suffix.lower() == ".toml":
+        raise ProfileError(
+            where, "name", f"must equal the file name stem {path.stem!r}, got {short(values['name'])!r}"
         )
     return values, tuple(sources)
 

@@ -20,8 +20,33 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from model.errors import InputError
+from model.errors import InputError, short
 from model.hardware.formats import Precision, bytes_per_element
+
+# Allowed range of each integer field: counts >= 1 where every transformer has one, 0 where the
+# feature is optional; upper bounds far past any published model (largest today: hidden 18,432,
+# 126 layers, 256 experts, vocab ~260k, context 10M), so a unit or typo slip is refused.
+_FIELD_RANGES: dict[str, tuple[int, int]] = {
+    "hidden_size": (1, 1 << 20),
+    "num_layers": (1, 10_000),
+    "num_heads": (1, 1 << 16),
+    "num_kv_heads": (1, 1 << 16),
+    "head_dim": (1, 1 << 16),
+    "intermediate_size": (0, 1 << 24),
+    "vocab_size": (1, 1 << 24),
+    "num_experts": (0, 1 << 16),
+    "experts_per_token": (0, 1 << 16),
+    "num_shared_experts": (0, 1 << 10),
+    "moe_intermediate_size": (0, 1 << 24),
+    "num_dense_layers": (0, 10_000),
+    "kv_lora_rank": (0, 1 << 16),
+    "q_lora_rank": (0, 1 << 16),
+    "qk_rope_head_dim": (0, 1 << 16),
+    "qk_nope_head_dim": (0, 1 << 16),
+    "v_head_dim": (0, 1 << 16),
+    "learned_position_embeddings": (0, 1 << 24),
+    "max_context_tokens": (0, 1 << 30),
+}
 
 
 @dataclass(frozen=True)
@@ -58,26 +83,61 @@ class LLMArch:
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
-        for name in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim", "vocab_size"):
+        self._check_fields()
+        self._check_consistency()
+
+    def _check_fields(self) -> None:
+        """Types and ranges of each field on its own (counts are whole numbers, sizes bounded)."""
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise InputError("model.name", short(self.name), "a non-empty string")
+        for name, (low, high) in _FIELD_RANGES.items():
             value = getattr(self, name)
-            if not (isinstance(value, int | np.integer) and value >= 1):
-                raise InputError(f"model {self.name}.{name}", value, "a whole number >= 1")
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or not low <= value <= high:
+                raise InputError(
+                    f"model {self.name}.{name}", short(value), f"a whole number in [{low}, {high:,}]"
+                )
+        for name in ("tie_embeddings", "gated_mlp"):
+            if not isinstance(getattr(self, name), bool | np.bool_):
+                raise InputError(f"model {self.name}.{name}", short(getattr(self, name)), "true or false")
+        for name in ("published_total_params", "published_active_params"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e16:
+                raise InputError(f"model {self.name}.{name}", short(value), "a parameter count in [0, 1e16)")
+
+    def _check_consistency(self) -> None:
+        """Fields checked against each other: an impossible model is refused, not priced."""
+
+        def bad(name: str, allowed: str) -> InputError:
+            return InputError(f"model {self.name}.{name}", getattr(self, name), allowed)
+
         if self.num_heads % self.num_kv_heads:
-            raise InputError(
-                f"model {self.name}.num_kv_heads",
-                self.num_kv_heads,
-                f"a divisor of num_heads ({self.num_heads})",
-            )
-        if self.is_moe and not (1 <= self.experts_per_token <= self.num_experts):
-            raise InputError(
-                f"model {self.name}.experts_per_token",
-                self.experts_per_token,
-                f"1..num_experts ({self.num_experts})",
-            )
-        if not self.is_moe and self.intermediate_size < 1:
-            raise InputError(
-                f"model {self.name}.intermediate_size", self.intermediate_size, "a whole number >= 1"
-            )
+            raise bad("num_kv_heads", f"a divisor of num_heads ({self.num_heads})")
+        if not self.is_moe:
+            for name in (
+                "experts_per_token",
+                "num_shared_experts",
+                "moe_intermediate_size",
+                "num_dense_layers",
+            ):
+                if getattr(self, name):
+                    raise bad(name, "0 for a dense model (num_experts = 0)")
+        else:
+            if not 1 <= self.experts_per_token <= self.num_experts:
+                raise bad("experts_per_token", f"1..num_experts ({self.num_experts})")
+            if self.moe_intermediate_size < 1:
+                raise bad("moe_intermediate_size", "a whole number >= 1 in an MoE model")
+            if self.num_dense_layers >= self.num_layers:
+                raise bad("num_dense_layers", f"fewer than num_layers ({self.num_layers}) in an MoE model")
+        if (not self.is_moe or self.num_dense_layers) and self.intermediate_size < 1:
+            raise bad("intermediate_size", "a whole number >= 1 (the dense MLP width)")
+        if self.is_mla:
+            for name in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+                if getattr(self, name) < 1:
+                    raise bad(name, "a whole number >= 1 with MLA (kv_lora_rank > 0)")
+        else:
+            for name in ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+                if getattr(self, name):
+                    raise bad(name, "0 without MLA (kv_lora_rank = 0)")
 
     @property
     def is_moe(self) -> bool:

@@ -7,6 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 from model.errors import InputError, UnknownNameError
+from model.limits import is_file
 from model.llm.arch import LLMArch
 from model.llm.hf_config import load_hf_config, parse_hf_config_text
 
@@ -39,6 +40,6 @@ def get_model(name: str | LLMArch) -> LLMArch:
     table = _builtin()
     if key in table:
         return table[key]
-    if key.endswith(".json") or Path(name).is_file():
+    if key.endswith(".json") or is_file(Path(name)):
         return load_hf_config(name)
     raise UnknownNameError("model", name, [a.name for a in list_models()])

@@ -9,12 +9,12 @@ DeepseekV3Config).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from model.errors import ProfileError
+from model.errors import InputError, ProfileError, short
+from model.limits import MAX_PROFILE_BYTES, is_file, parse_json
 from model.llm.arch import LLMArch
 
 # model_type -> gated MLP (SwiGLU family) or plain two-matrix MLP
@@ -76,8 +76,18 @@ def arch_from_hf_config(cfg: Mapping[str, Any], *, name: str = "", where: str = 
     meta = cfg.get("_pdplan", {}) or {}
     if not isinstance(meta, Mapping):
         raise ProfileError(where, "_pdplan", f"expected an object, got {str(meta)[:40]!r}")
-    if not isinstance(meta.get("aliases", []), list):
+    aliases = meta.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) and a.strip() for a in aliases):
         raise ProfileError(where, "_pdplan.aliases", "expected a list of names")
+    for key in ("name", "display_name", "source"):
+        if meta.get(key) is not None and not isinstance(meta[key], str):
+            raise ProfileError(where, f"_pdplan.{key}", f"expected a string, got {short(meta[key])!r}")
+    for key in ("published_total_params", "published_active_params"):
+        value = meta.get(key, 0.0)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e16:
+            raise ProfileError(
+                where, f"_pdplan.{key}", f"expected a parameter count in [0, 1e16), got {short(value)!r}"
+            )
     if "hidden_size" not in cfg and "text_config" in cfg:
         if not isinstance(cfg["text_config"], Mapping):
             raise ProfileError(where, "text_config", "expected an object")
@@ -215,10 +225,12 @@ def arch_from_hf_config(cfg: Mapping[str, Any], *, name: str = "", where: str = 
         raise ProfileError(where, "(model)", str(err)) from None
 
 
-def load_hf_config(path: str | Path, *, max_bytes: int = 2_000_000) -> LLMArch:
+def load_hf_config(path: str | Path, *, max_bytes: int = MAX_PROFILE_BYTES) -> LLMArch:
     """Read a local ``config.json`` file (size-limited, plain JSON, no code execution)."""
+    if not isinstance(path, str | Path) or not str(path).strip():
+        raise InputError("path", short(path), "a config.json file path")
     p = Path(path)
-    if not p.is_file():
+    if not is_file(p):
         raise ProfileError(p.name, "(file)", "no such file")
     if p.stat().st_size > max_bytes:
         raise ProfileError(p.name, "(file)", f"larger than {max_bytes} bytes; a config.json is a few kB")
@@ -227,10 +239,15 @@ def load_hf_config(path: str | Path, *, max_bytes: int = 2_000_000) -> LLMArch:
 
 def parse_hf_config_text(text: str, *, where: str = "config.json", name: str = "") -> LLMArch:
     """Parse config.json text (used by the CLI and by uploads in the web app)."""
-    try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ProfileError(where, f"line {err.lineno}", f"not valid JSON: {err.msg}") from None
-    except (RecursionError, ValueError) as err:  # absurd nesting or a number too long to read
-        raise ProfileError(where, "(file)", f"not a readable config: {str(err)[:80]}") from None
+    if not isinstance(text, str):
+        raise InputError("text", short(text), "config.json text (a str)")
+    if len(text) > MAX_PROFILE_BYTES:
+        raise ProfileError(
+            where, "(file)", f"larger than {MAX_PROFILE_BYTES} characters; a config.json is a few kB"
+        )
+    try:  # nesting depth, integer digits and NaN/Infinity limited (model.limits)
+        cfg = parse_json(text, where)
+    except InputError as err:
+        problem = "not valid JSON" if err.value == "(text)" else "not a readable config"
+        raise ProfileError(where, "(file)", f"{problem}: expected {err.allowed}") from None
     return arch_from_hf_config(cfg, name=name if name != "config" else "", where=where)

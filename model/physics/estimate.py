@@ -16,6 +16,7 @@ import numpy as np
 from model.errors import check_whole
 from model.hardware.catalog import get_gpu
 from model.hardware.gpus import GPU
+from model.limits import MAX_BATCH, MAX_TOKENS
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.physics.deployment import Deployment
@@ -109,9 +110,9 @@ def estimate(
     max_batch: concurrent sequences of isl + osl tokens whose KV fits; ``fits`` also requires the
     batch to fit that KV cache and isl + osl to fit the model's context window.
     """
-    isl = check_whole("isl", isl, 1)
-    osl = check_whole("osl", osl, 1)
-    batch = check_whole("batch", batch, 1)
+    isl = check_whole("isl", isl, 1, MAX_TOKENS)
+    osl = check_whole("osl", osl, 1, MAX_TOKENS)
+    batch = check_whole("batch", batch, 1, MAX_BATCH)
     arch = get_model(model)
     g = get_gpu(gpu, profile_dirs)
     dep = Deployment(arch, g, tp=tp, pp=pp, weight_dtype=dtype, kv_dtype=kv_dtype)

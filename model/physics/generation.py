@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from model.errors import InputError
+from model.limits import MAX_ARRAY_ELEMENTS
 from model.physics import decode_tokens
 from model.physics.affine import affine_max_sum, affine_terms
 from model.physics.decode_tokens import decode_steps
@@ -38,6 +39,10 @@ def chunked_prefill_time_s(
         raise InputError("decode_context_tokens", decode_context_tokens, ">= 1 when decode_batch > 0")
     n, c, db, dctx = np.broadcast_arrays(n, c, db, dctx)
     n_chunks = np.ceil(n / c)
+    if float(n_chunks.max()) * max(n.size, 1) > MAX_ARRAY_ELEMENTS:  # the chunk axis is materialised
+        raise InputError(
+            "prompt_tokens / chunk_tokens", float(n_chunks.max()), f"at most {MAX_ARRAY_ELEMENTS:,} chunks"
+        )
     i = np.arange(int(n_chunks.max())).reshape((-1,) + (1,) * n.ndim)
     prefix = i * c
     chunk = np.clip(n - prefix, 0.0, c)

@@ -23,6 +23,7 @@ from model.hardware.engines import DEFAULT_ENGINE, Engine
 from model.hardware.gpus import GPU
 from model.hardware.links import Link
 from model.hardware.nodes import Node
+from model.limits import MAX_OPTIONS, MAX_PARALLEL, MAX_PLAN_GPUS, check_int
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.planner.goodput import config_goodput, goodput_rps
@@ -38,8 +39,8 @@ from model.workload.presets import Workload, get_workload
 from model.workload.scenario import DEFAULT_SAMPLES, Scenario
 from model.workload.slo import SLO
 
-# Largest GPU budget or search size: plans stay interactive (a 4096-GPU budget takes tens of seconds).
-MAX_GPUS = 4096
+# Largest GPU budget or search size (model.limits.MAX_PLAN_GPUS: the budget sweep grows with it).
+MAX_GPUS = MAX_PLAN_GPUS
 
 
 # ---------------------------------------------------------------------------------------------
@@ -48,6 +49,8 @@ MAX_GPUS = 4096
 
 def _resolve_slo(slo, ttft_slo_s, tpot_slo_s, percentile, attainment) -> SLO:
     if slo is not None:
+        if not isinstance(slo, SLO):
+            raise InputError("slo", type(slo).__name__, "an SLO(ttft_s, tpot_s, ...) or None")
         return slo
     if ttft_slo_s is None or tpot_slo_s is None:
         raise InputError("slo", None, "an SLO(...) or both ttft_slo_s and tpot_slo_s")
@@ -107,7 +110,7 @@ def resolve_inputs(
         raise InputError("target_rate", target_rate_rps, "a request rate > 0 req/s")
     if objective not in ("gpus", "cost"):
         raise InputError("objective", objective, "'gpus' or 'cost'")
-    if not (isinstance(margin, int | float) and 0 <= margin < 1):
+    if isinstance(margin, bool) or not (isinstance(margin, int | float) and 0 <= margin < 1):
         raise InputError("margin", margin, "a fraction in [0, 1), e.g. 0.1")
     if isinstance(max_gpus, bool) or not (
         isinstance(max_gpus, numbers.Integral) and 1 <= max_gpus <= MAX_GPUS
@@ -116,6 +119,16 @@ def resolve_inputs(
     for name, options in (("chunk_options", chunk_options), ("tp_options", tp_options)):
         if isinstance(options, str) or not isinstance(options, Sequence) or not options:
             raise InputError(name, options, "a non-empty list of whole numbers")
+        if len(options) > MAX_OPTIONS:
+            raise InputError(name, options, f"at most {MAX_OPTIONS} values (every combination is evaluated)")
+    for name, value in (("dtype", dtype), ("kv_dtype", kv_dtype)):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise InputError(name, value, "a numeric format name such as 'bf16' or 'fp8'")
+    for name, flag in (("layerwise", layerwise),):
+        if not isinstance(flag, bool):
+            raise InputError(name, flag, "True or False")
+    if not isinstance(workload, str | Workload):
+        raise InputError("workload", type(workload).__name__, "a workload preset name or a Workload")
     for c in chunk_options:
         if isinstance(c, bool) or not (isinstance(c, numbers.Integral) and 16 <= c <= 65536):
             raise InputError("chunk_options", c, "token budgets between 16 and 65536")
@@ -331,6 +344,12 @@ def pool_map(
 
     Returns arrays n_prefill, n_decode, n_gpus, goodput_rps, goodput_rps_per_gpu and fits.
     """
+    if not isinstance(inp, PlanInputs):
+        raise InputError("inp", type(inp).__name__, "PlanInputs (from resolve_inputs or plan(...).inputs)")
+    for name, tp in (("prefill_tp", prefill_tp), ("decode_tp", decode_tp)):
+        check_int(name, tp, 1, MAX_PARALLEL, "a TP degree")
+    if gpus is not None:
+        check_int("gpus", gpus, 1, MAX_PLAN_GPUS, "the pool map has one cell per pool split")
     budget = gpus or inp.gpus or inp.max_gpus
     configs = disaggregated_grid(
         inp.gpu, inp.decode_gpu, prefill_tp, decode_tp, budget, inp.link, inp.layerwise

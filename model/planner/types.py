@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from model.hardware.gpus import GPU
 from model.hardware.links import Link
 from model.hardware.nodes import Node
-from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.serving.evaluation import Evaluation
 from model.workload.scenario import Scenario
 
 # The built-in configuration types; a registered style may bring its own (model.serving.registry).
-Config = ColocatedConfig | DisaggregatedConfig
+# Any registered style's configuration (model.serving.registry checks it; built-ins: ColocatedConfig,
+# DisaggregatedConfig).
+Config = Any
 
 
 @dataclass(frozen=True)

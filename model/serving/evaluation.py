@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from model.errors import InputError
 from model.serving.common import StyleResult, check_slo
-from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.serving.registry import build_set, style_of
 from model.serving.resources import PoolMemory, PoolPower
 from model.workload.scenario import Scenario
 
 # The built-in configuration types; any registered style's configuration is accepted.
-Config = ColocatedConfig | DisaggregatedConfig
+# Any registered style's configuration (model.serving.registry checks it; built-ins: ColocatedConfig,
+# DisaggregatedConfig).
+Config = Any
 
 __all__ = ["Evaluation", "Percentiles", "PoolMemory", "PoolPower", "PromptClass", "evaluate", "summarise"]
 

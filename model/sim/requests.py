@@ -7,6 +7,7 @@ import numbers
 import numpy as np
 
 from model.errors import InputError
+from model.limits import MAX_SIM_REQUESTS, check_int, checked
 from model.sim.engine import SimRequests
 from model.workload.arrivals import ArrivalProcess, Poisson, scale_to_rate
 from model.workload.presets import Workload, get_workload
@@ -15,6 +16,7 @@ from model.workload.traces import Trace
 __all__ = ["poisson_requests", "trace_requests"]
 
 
+@checked
 def poisson_requests(
     workload: str | Workload,
     rate_rps: float,
@@ -28,8 +30,7 @@ def poisson_requests(
     ``seed``, so changing the rate rescales the same gaps.
     """
     wl = workload if isinstance(workload, Workload) else get_workload(workload)
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise InputError("requests", n, "a whole number of requests >= 1")
+    check_int("requests", n, 1, MAX_SIM_REQUESTS, "the simulator's per-request records bound memory")
     proc = arrivals if arrivals is not None else Poisson(rate_rps)
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise InputError("seed", seed, "a whole number >= 0")
@@ -38,8 +39,13 @@ def poisson_requests(
     return SimRequests(proc.arrival_times_s(n, arr_rng), prompt, output, source=f"{wl.name} @ {rate_rps:g}/s")
 
 
+@checked
 def trace_requests(trace: Trace, n: int | None = None, rate_rps: float | None = None) -> SimRequests:
     """The first ``n`` requests of a trace, optionally time-scaled to ``rate_rps`` (burst shape kept)."""
+    if not isinstance(trace, Trace):
+        raise InputError("trace", type(trace).__name__, "a Trace (see model.workload.traces.load_trace)")
+    if n is not None:
+        check_int("requests", n, 1, MAX_SIM_REQUESTS, "the simulator's per-request records bound memory")
     m = len(trace) if n is None else min(int(n), len(trace))
     if m < 1:
         raise InputError("requests", n, "at least one request")

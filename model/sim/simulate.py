@@ -28,6 +28,7 @@ from model.errors import InputError, check_whole
 from model.hardware.catalog import get_engine
 from model.hardware.engines import Engine
 from model.hardware.gpus import GPU
+from model.limits import MAX_ARRIVAL_S, MAX_INSTANCES, MAX_SIM_REQUESTS, check_int, checked
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.physics.deployment import Deployment
@@ -234,6 +235,7 @@ def simulate_disaggregated(
     return SimResult(summary, records)
 
 
+@checked
 def simulate(
     config: Any,
     model: str | LLMArch,
@@ -266,6 +268,7 @@ def simulate(
         raise InputError(
             "requests", type(requests).__name__, "a SimRequests (see poisson_requests, trace_requests)"
         )
+    _check_run(config, requests, slo, options)
     if isinstance(prefill_token_cap, bool) or not isinstance(prefill_token_cap, int) or prefill_token_cap < 1:
         raise InputError("prefill_token_cap", prefill_token_cap, "a whole number of tokens >= 1")
     longest = int(requests.prompt_tokens.max())
@@ -332,6 +335,32 @@ def simulate(
     raise InputError(
         "config", style.name, "a layout of one 'replica' pool, or a 'prefill' and a 'decode' pool and a link"
     )
+
+
+def _check_run(config: object, requests: SimRequests, slo: object, options: object) -> None:
+    """Argument types and the work caps of :mod:`model.limits`, checked before anything is built."""
+    if slo is not None and not isinstance(slo, SLO):
+        raise InputError("slo", type(slo).__name__, "an SLO(ttft_s, tpot_s, ...) or None")
+    if options is not None and not isinstance(options, SimOptions):
+        raise InputError("options", type(options).__name__, "a SimOptions or None")
+    n = len(requests.arrival_s)
+    check_int("requests", n, 1, MAX_SIM_REQUESTS, "the simulator's per-request records bound memory")
+    last = float(requests.arrival_s[-1])
+    if not last <= MAX_ARRIVAL_S:
+        raise InputError(
+            "requests.arrival_s", f"{last:.3g} s", f"arrivals within {MAX_ARRIVAL_S:g} s (time resolution)"
+        )
+    warmup = options.warmup_requests if options is not None else 0
+    if warmup >= n:
+        raise InputError("warmup_requests", warmup, f"fewer than the {n} requests (some must be measured)")
+    for pool in style_of(config).sim_layout(config).pools:
+        check_int(
+            f"{pool.role} instances",
+            pool.instances,
+            1,
+            MAX_INSTANCES,
+            "the event loop is linear in instances",
+        )
 
 
 # ---------------------------------------------------------------------------------------- goodput

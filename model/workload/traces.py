@@ -23,17 +23,17 @@ from __future__ import annotations
 
 import csv
 import functools
-import json
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
 import numpy as np
 
-from model.errors import InputError, PdplanError
+from model.errors import InputError, PdplanError, short
+from model.limits import MAX_CSV_FIELD_CHARS, MAX_TRACE_ROWS, check_file_size, is_file, parse_json
 
 __all__ = [
     "Trace",
@@ -153,10 +153,10 @@ def _int_field(path: Path, line: int, column: str, text: object, minimum: int) -
 def _float_field(path: Path, line: int, column: str, text: object) -> float:
     try:
         v = float(text) if not isinstance(text, bool) else math.nan
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         v = math.nan
     if not math.isfinite(v) or v < 0:
-        raise TraceFormatError(path, line, column, f"expected a finite time >= 0, got {text!r}")
+        raise TraceFormatError(path, line, column, f"expected a finite time >= 0, got {short(text)!r}")
     return v
 
 
@@ -185,18 +185,46 @@ def _open_csv(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
     """(line number, row dict) for each data row; header checked by the caller via fieldnames."""
     with path.open(newline="", encoding="utf-8-sig") as fh:
         reader = csv.DictReader(fh)
-        if reader.fieldnames is None:
-            raise TraceFormatError(path, 1, None, "empty file: expected a header line")
-        yield 1, {name: name for name in reader.fieldnames}
-        for row in reader:
-            if None in row or any(v is None for v in row.values()):
-                raise TraceFormatError(
-                    path,
-                    reader.line_num,
-                    None,
-                    f"expected {len(reader.fieldnames)} fields, got a different count",
-                )
-            yield reader.line_num, row
+        try:
+            if reader.fieldnames is None:
+                raise TraceFormatError(path, 1, None, "empty file: expected a header line")
+            _check_fields(path, 1, reader.fieldnames)
+            yield 1, {name: name for name in reader.fieldnames}
+            for n, row in enumerate(reader, start=1):
+                if None in row or any(v is None for v in row.values()):
+                    raise TraceFormatError(
+                        path,
+                        reader.line_num,
+                        None,
+                        f"expected {len(reader.fieldnames)} fields, got a different count",
+                    )
+                _check_rows(path, reader.line_num, n)
+                _check_fields(path, reader.line_num, row.values())
+                yield reader.line_num, row
+        except csv.Error as err:  # e.g. a field over the csv module's own limit, a NUL byte
+            raise TraceFormatError(
+                path, reader.line_num, None, f"not readable CSV: {short(str(err))}"
+            ) from None
+
+
+def _check_fields(path: Path, line: int, fields: Iterable[str]) -> None:
+    """Refuse a CSV field longer than MAX_CSV_FIELD_CHARS (numbers and timestamps are short)."""
+    for f in fields:
+        if len(f) > MAX_CSV_FIELD_CHARS:
+            raise TraceFormatError(
+                path, line, None, f"a field of {len(f):,} characters (at most {MAX_CSV_FIELD_CHARS:,})"
+            )
+
+
+def _check_rows(path: Path, line: int, rows: int) -> None:
+    """Refuse a trace with more than MAX_TRACE_ROWS requests (memory while loading)."""
+    if rows > MAX_TRACE_ROWS:
+        raise TraceFormatError(
+            path,
+            line,
+            None,
+            f"more than {MAX_TRACE_ROWS:,} requests; load a slice (the loader holds every row in memory)",
+        )
 
 
 def _require_columns(path: Path, header: Iterable[str], needed: Iterable[str]) -> None:
@@ -207,9 +235,12 @@ def _require_columns(path: Path, header: Iterable[str], needed: Iterable[str]) -
 
 
 def _as_path(path: str | Path) -> Path:
+    if not isinstance(path, str | Path) or not str(path).strip():
+        raise InputError("path", short(path), "a trace file path (str or Path)")
     p = Path(path)
-    if not p.is_file():
-        raise InputError("path", str(path), "an existing trace file")
+    if not is_file(p):
+        raise InputError("path", short(str(path)), "an existing trace file")
+    check_file_size(p, "path")
     return p
 
 
@@ -227,10 +258,14 @@ def load_csv(
     counted when ``drop_zero_output`` is set.
     """
     p = _as_path(path)
+    if columns is not None and not (
+        isinstance(columns, Mapping) and all(isinstance(v, str) for v in columns.values())
+    ):
+        raise InputError("columns", short(columns), "a mapping of 'time', 'prompt', 'output' to header names")
     cols = dict(columns or {"time": "time", "prompt": "prompt", "output": "output"})
     if set(cols) != {"time", "prompt", "output"}:
         raise InputError("columns", columns, "a mapping with exactly the keys 'time', 'prompt', 'output'")
-    if time_unit != "datetime" and time_unit not in TIME_UNITS_S:
+    if not isinstance(time_unit, str) or (time_unit != "datetime" and time_unit not in TIME_UNITS_S):
         raise InputError("time_unit", time_unit, "one of " + ", ".join([*TIME_UNITS_S, "datetime"]))
     scale = TIME_UNITS_S.get(time_unit, 1.0)
     times: list[float] = []
@@ -292,10 +327,11 @@ def load_mooncake_jsonl(path: str | Path, block_tokens: int = 512) -> Trace:
         for line_no, raw in enumerate(fh, start=1):
             if not raw.strip():
                 continue
+            _check_rows(p, line_no, len(times) + 1)
             try:
-                rec = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise TraceFormatError(p, line_no, None, f"not valid JSON: {exc.msg}") from None
+                rec = parse_json(raw, "line")
+            except InputError as exc:
+                raise TraceFormatError(p, line_no, None, f"not valid JSON: expected {exc.allowed}") from None
             if not isinstance(rec, dict):
                 raise TraceFormatError(p, line_no, None, "expected a JSON object per line")
             for key in ("timestamp", "input_length", "output_length"):
@@ -326,13 +362,15 @@ def load_trace(path: str | Path, format: str = "auto") -> Trace:
     Formats: "azure", "mooncake", "burstgpt", "auto". A CSV with other headers needs :func:`load_csv`.
     """
     loaders = {"azure": load_azure_csv, "mooncake": load_mooncake_jsonl, "burstgpt": load_burstgpt_csv}
+    if not isinstance(format, str):
+        raise InputError("format", short(format), "one of " + ", ".join([*loaders, "auto"]))
     if format != "auto":
         if format not in loaders:
             raise InputError("format", format, "one of " + ", ".join([*loaders, "auto"]))
         return loaders[format](path)
     p = _as_path(path)
     with p.open(encoding="utf-8-sig") as fh:
-        first = fh.readline().strip()
+        first = fh.readline(MAX_CSV_FIELD_CHARS * 8).strip()
     if first.startswith("{"):
         return load_mooncake_jsonl(p)
     header = [h.strip() for h in first.split(",")]
