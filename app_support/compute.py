@@ -201,10 +201,10 @@ def symbolic_available() -> bool:
     return True
 
 
-def _deployment(plan: model.Plan, gpu: model.GPU, tp: int) -> model.Deployment:
+def _deployment(plan: model.Plan, gpu: model.GPU, parallel: model.Parallelism | int) -> model.Deployment:
     scn = plan.inputs.scenario
     return model.Deployment(
-        scn.arch, gpu, tp=tp, weight_dtype=scn.weight_dtype, kv_dtype=scn.kv_dtype_resolved
+        scn.arch, gpu, parallel=parallel, weight_dtype=scn.weight_dtype, kv_dtype=scn.kv_dtype_resolved
     )
 
 
