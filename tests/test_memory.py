@@ -7,8 +7,8 @@ import pytest
 
 from model.errors import InputError
 from model.hardware.catalog import get_gpu
-from model.llm.catalog import get_model
 from model.hardware.parallelism import Parallelism
+from model.llm.catalog import get_model
 from model.physics.deployment import Deployment
 from model.physics.memory import CUDA_GRAPH_POOL_BYTES, RUNTIME_LIBRARY_BYTES, memory_fit
 

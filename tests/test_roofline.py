@@ -11,10 +11,10 @@ import pytest
 
 from model.errors import InputError, PdplanError
 from model.hardware.catalog import get_gpu
+from model.hardware.parallelism import Parallelism
 from model.llm.catalog import get_model
 from model.llm.moe import expected_experts_touched
 from model.physics import deployment
-from model.hardware.parallelism import Parallelism
 from model.physics.deployment import Deployment
 from model.physics.generation import (
     chunked_prefill_overhead,

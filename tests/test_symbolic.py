@@ -12,8 +12,8 @@ import sympy as sp
 
 from model.errors import InputError
 from model.hardware.catalog import get_gpu
-from model.hardware.parallelism import Parallelism
 from model.hardware.collectives import allreduce_time_s
+from model.hardware.parallelism import Parallelism
 from model.llm.arch import kv_bytes_per_token
 from model.llm.catalog import get_model
 from model.physics.deployment import Deployment

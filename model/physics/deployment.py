@@ -1,5 +1,6 @@
 """A deployment of one model instance (a TP x PP group of identical GPUs, described by one
-:class:`~model.hardware.parallelism.Parallelism`) and the efficiency constants of the roofline: what every step cost in :mod:`model.physics.steps` is evaluated on.
+:class:`~model.hardware.parallelism.Parallelism`) and the efficiency constants of the roofline:
+what every step cost in :mod:`model.physics.steps` is evaluated on.
 
 Numeric formats come from the format table (:mod:`model.hardware.formats`): weight, KV and
 activation bytes per element (block scales included) and the GPU peak each component's GEMMs run at.
@@ -10,7 +11,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-
 
 from model.errors import InputError
 from model.hardware.collectives import default_tp_link

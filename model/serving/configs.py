@@ -132,5 +132,6 @@ class DisaggregatedConfig:
         """One line for reports: both pools and the link between them."""
         return (
             f"{self.n_prefill} x {self.prefill_parallel.label} {self.prefill_gpu.name} prefill + "
-            f"{self.n_decode} x {self.decode_parallel.label} {self.decode_gpu.name} decode over {self.link.name}"
+            f"{self.n_decode} x {self.decode_parallel.label} {self.decode_gpu.name} decode "
+            f"over {self.link.name}"
         )

@@ -112,10 +112,10 @@ class DisaggregatedStyle:
     def target_groups(self, space: SearchSpace) -> list[TargetGroup]:
         """The cheapest splits that keep the SLOs at the target rate.
 
-        Cross-node splits: for each (prefill layout, decode layout, n_p), the fewest decode instances by bisection on n_d
-        (monotone over one link: more decode instances never raise TPOT or admission wait). Splits
-        that pair up inside nodes (faster link) are checked directly, since moving across the node
-        boundary changes the link and breaks that monotonicity.
+        Cross-node splits: for each (prefill layout, decode layout, n_p), the fewest decode instances
+        by bisection on n_d (monotone over one link: more decode instances never raise TPOT or
+        admission wait). Splits that pair up inside nodes (faster link) are checked directly, since
+        moving across the node boundary changes the link and breaks that monotonicity.
         """
         scn = space.scenario
         rate = space.target_rate_rps
