@@ -19,6 +19,7 @@ import numpy as np
 import streamlit as st
 
 import model
+from model.hardware.parallelism import as_parallelism
 from model.serving.registry import style_names, style_of
 
 from .inputs import Spec, cached_config, cached_trace
@@ -126,7 +127,8 @@ def map_setup(plan: model.Plan) -> tuple[int, int, int]:
     chosen = dis if dis is not None else next(iter(plan.best.values()), None)
     if chosen is not None:
         deps = style_of(chosen.config).phase_deployments(chosen.config)
-        tp_p, tp_d = deps["prefill"][1], deps["decode"][1]
+        # the map is drawn over TP degrees: the TP of each phase's layout (Parallelism or a whole number)
+        tp_p, tp_d = (as_parallelism("tp", deps[phase][1]).tp for phase in ("prefill", "decode"))
     else:
         tp_p = tp_d = max(plan.inputs.tp_options)
     if plan.inputs.gpus is not None:
