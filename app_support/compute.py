@@ -19,6 +19,7 @@ import numpy as np
 import streamlit as st
 
 import model
+from model.hardware.parallelism import as_parallelism
 from model.serving.registry import style_names, style_of
 from model.units import format_bandwidth
 
@@ -126,7 +127,8 @@ def map_setup(plan: model.Plan) -> tuple[int, int, int]:
     chosen = dis if dis is not None else next(iter(plan.best.values()), None)
     if chosen is not None:
         deps = style_of(chosen.config).phase_deployments(chosen.config)
-        tp_p, tp_d = deps["prefill"][1], deps["decode"][1]
+        # the map is drawn over TP degrees: the TP of each phase's layout (Parallelism or a whole number)
+        tp_p, tp_d = (as_parallelism("tp", deps[phase][1]).tp for phase in ("prefill", "decode"))
     else:
         tp_p = tp_d = max(plan.inputs.tp_options)
     if plan.inputs.gpus is not None:
@@ -201,10 +203,10 @@ def symbolic_available() -> bool:
     return True
 
 
-def _deployment(plan: model.Plan, gpu: model.GPU, tp: int) -> model.Deployment:
+def _deployment(plan: model.Plan, gpu: model.GPU, parallel: model.Parallelism | int) -> model.Deployment:
     scn = plan.inputs.scenario
     return model.Deployment(
-        scn.arch, gpu, tp=tp, weight_dtype=scn.weight_dtype, kv_dtype=scn.kv_dtype_resolved
+        scn.arch, gpu, parallel=parallel, weight_dtype=scn.weight_dtype, kv_dtype=scn.kv_dtype_resolved
     )
 
 

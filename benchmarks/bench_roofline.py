@@ -38,7 +38,7 @@ def main() -> None:
     batch = rng.integers(1, 257, N).astype(float)
     isl = rng.integers(1, 32769, N).astype(float)
     osl = rng.integers(2, 4097, N).astype(float)
-    dep = Deployment(get_model("llama-3.1-70b"), get_gpu("h100-sxm"), tp=4)
+    dep = Deployment(get_model("llama-3.1-70b"), get_gpu("h100-sxm"), parallel=4)
 
     def vectorised() -> None:
         prefill_cost(dep, isl, batch=batch)

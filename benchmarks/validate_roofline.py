@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from model.hardware.catalog import get_gpu
+from model.hardware.parallelism import Parallelism
 from model.llm.catalog import get_model
 from model.physics.deployment import Deployment
 from model.physics.generation import generation_time_s, mean_tpot_s
@@ -58,8 +59,7 @@ def predict(r: dict[str, str]) -> float:
     dep = Deployment(
         get_model(r["model"]),
         get_gpu(r["gpu"]),
-        tp=int(r["tp"]),
-        pp=int(r["pp"]),
+        parallel=Parallelism(tp=int(r["tp"]), pp=int(r["pp"])),
         weight_dtype=r["dtype"],
         kv_dtype=r["kv_dtype"] or None,
     )

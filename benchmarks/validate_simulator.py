@@ -53,7 +53,7 @@ TOLERANCE = 0.15  # acceptance: |analytical / simulated goodput - 1| <= 15% in >
 
 
 def slo_for(model: str, gpu: str, tp: int, workload: str) -> SLO:
-    dep = Deployment(get_model(model), get_gpu(gpu), tp=tp)
+    dep = Deployment(get_model(model), get_gpu(gpu), parallel=tp)
     p90 = get_workload(workload).prompt_tokens.quantile(0.9)
     ttft = max(TTFT_FACTOR * float(prefill_cost(dep, p90).time_s), TTFT_FLOOR_S)
     tpot = TPOT_FACTOR * float(decode_step_cost(dep, 1, 2000).time_s)

@@ -36,6 +36,7 @@ _EXPORTS: dict[str, str] = {
     "GPU": "model.hardware.gpus",
     "Link": "model.hardware.links",
     "Node": "model.hardware.nodes",
+    "Parallelism": "model.hardware.parallelism",
     "NumericFormat": "model.hardware.formats",
     "Precision": "model.hardware.formats",
     "get_format": "model.hardware.formats",

@@ -60,7 +60,7 @@ def _synthetic(noise: float, seed: int = 0) -> list[Measurement]:
     gpu = get_gpu("h100-sxm")
     rows = []
     for model, tp in (("llama-3.1-8b", 1), ("llama-3.1-70b", 4)):
-        dep = Deployment(get_model(model), gpu, tp=tp, **TRUE)
+        dep = Deployment(get_model(model), gpu, parallel=tp, **TRUE)
         for isl, osl, b in ((128, 128, 1), (1024, 256, 1), (4096, 256, 1), (1024, 256, 8), (2048, 128, 32)):
             ttft = float(prefill_cost(dep, isl, batch=b).time_s) * (1 + noise * rng.standard_normal())
             tpot = float(mean_tpot_s(dep, b, isl, osl)) * (1 + noise * rng.standard_normal())
@@ -117,7 +117,7 @@ def test_noisy_recovery_within_tolerance_and_loo_reported() -> None:
 
 def test_comm_efficiency_recovered_when_asked() -> None:
     link = dataclasses.replace(default_tp_link(get_gpu("h100-sxm"), 4), efficiency=0.5)
-    dep = Deployment(get_model("llama-3.1-70b"), get_gpu("h100-sxm"), tp=4, tp_link=link, **TRUE)
+    dep = Deployment(get_model("llama-3.1-70b"), get_gpu("h100-sxm"), parallel=4, tp_link=link, **TRUE)
     rows = [
         Measurement(
             source=f"c{isl}-{b}",

@@ -83,11 +83,11 @@ def test_mixed_precision_weight_bytes_by_component() -> None:
     prec = Precision(attention="bf16", mlp="bf16", experts="mxfp4", kv_cache="bf16")
     expected = parts["experts"] * 0.53125 + (parts["attention"] + parts["mlp"]) * 2.0
     assert weight_bytes(arch, prec) == pytest.approx(expected, rel=1e-15)
-    dep = Deployment(arch, get_gpu("b200"), tp=2, precision=prec)
+    dep = Deployment(arch, get_gpu("b200"), parallel=2, precision=prec)
     assert dep.weight_bytes_per_gpu == pytest.approx(expected / 2, rel=1e-15)
     # decode streams the touched experts in MXFP4 and the rest in bf16
     assert float(decode_step_cost(dep, 1, 100).weight_bytes) < float(
-        decode_step_cost(Deployment(arch, get_gpu("b200"), tp=2), 1, 100).weight_bytes
+        decode_step_cost(Deployment(arch, get_gpu("b200"), parallel=2), 1, 100).weight_bytes
     )
 
 

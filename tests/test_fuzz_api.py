@@ -103,7 +103,7 @@ def _calls() -> dict[str, tuple[Any, dict[str, Any]]]:
             {"message_bytes": 1e6, "n_gpus": 4, "bandwidth_bytes_per_s": 1e11, "latency_s": 1e-6},
         ),
         "evaluate": (model.evaluate, {"config": o["config"], "scenario": o["scn"], "rate_rps": 1.0}),
-        "pool_map": (model.pool_map, {"inp": o["inp"], "prefill_tp": 1, "decode_tp": 1, "gpus": 2}),
+        "pool_map": (model.pool_map, {"inp": o["inp"], "prefill": 1, "decode": 1, "gpus": 2}),
         "simulate": (
             simulate,
             {"config": o["config"], "model": o["arch"], "requests": o["requests"], "slo": o["slo"]},

@@ -7,13 +7,14 @@ import pytest
 
 from model.errors import InputError
 from model.hardware.catalog import get_gpu
+from model.hardware.parallelism import Parallelism
 from model.llm.catalog import get_model
 from model.physics.deployment import Deployment
 from model.physics.memory import CUDA_GRAPH_POOL_BYTES, RUNTIME_LIBRARY_BYTES, memory_fit
 
 
-def dep(model: str, gpu: str, **kw: object) -> Deployment:
-    return Deployment(get_model(model), get_gpu(gpu), **kw)
+def dep(model: str, gpu: str, tp: int = 1, pp: int = 1, **kw: object) -> Deployment:
+    return Deployment(get_model(model), get_gpu(gpu), parallel=Parallelism(tp=tp, pp=pp), **kw)
 
 
 def test_llama70b_bf16_needs_two_h100() -> None:

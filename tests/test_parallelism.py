@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from model.errors import InputError
+from model.hardware.catalog import get_gpu, get_link
 from model.hardware.parallelism import MAX_DEGREE, Parallelism
+from model.llm.catalog import get_model
+from model.physics.deployment import Deployment
+from model.physics.steps import decode_step_cost, prefill_cost
+from model.planner.plan import pool_map, resolve_inputs
+from model.serving.configs import ColocatedConfig, DisaggregatedConfig
+from model.serving.enumeration import candidate_layouts, valid_tps
+from model.serving.evaluation import evaluate
+from model.sim.requests import poisson_requests
+from model.sim.simulate import simulate
+from model.workload.scenario import Scenario
+from model.workload.slo import SLO
 
 
 def test_gpu_counts_by_hand() -> None:
@@ -59,3 +72,101 @@ def test_valid_specs_keep_their_invariants(tp, pp, dp, nodes) -> None:
         assert (tp * pp * dp) % nodes != 0
         return
     assert p.gpus == tp * pp * dp and p.gpus_per_node * p.nodes == p.gpus
+
+
+# ------------------------------------------------------------- the spec travelling through the model
+
+H100 = get_gpu("h100-sxm")
+LLAMA_70B = get_model("llama-3.1-70b")
+
+
+def test_tp4_pp2_deployment_by_hand() -> None:
+    """Llama-3.1-70B bf16 on TP4 x PP2 H100s: counts and bytes derived from its config.json.
+
+    Weights (norms not counted): per layer q, o 8192^2 each, k, v 8192 x 1024 each, MLP 3 x 8192 x
+    28672 -> 855,638,016; x 80 layers + 2 x 128256 x 8192 (embedding, LM head) = 70,552,387,584
+    params, 2 bytes each, split over 4 x 2 GPUs -> 17,638,096,896 bytes per GPU. KV per token per
+    GPU: 2 (K, V) x 80 layers x 8 / 4 KV heads x 128 x 2 bytes / 2 stages = 40,960. A decode step
+    reads every linear weight of every stage (the embedding only row by row):
+    (70,552,387,584 - 128256 x 8192) x 2 / 4 = 34,750,857,216 bytes on the critical path.
+    """
+    dep = Deployment(LLAMA_70B, H100, parallel=Parallelism(tp=4, pp=2))
+    assert (dep.tp, dep.pp, dep.n_gpus) == (4, 2, 8)
+    assert dep.weight_bytes_per_gpu == 17_638_096_896
+    assert dep.kv_bytes_per_token_per_gpu == 40_960
+    cost = decode_step_cost(dep, 16, 2048)
+    assert float(cost.weight_bytes) == 34_750_857_216
+    # The step times pdplan gave before the spec existed (Deployment(arch, gpu, tp=4, pp=2)).
+    assert float(cost.time_s) == pytest.approx(0.01746587847407141, rel=1e-12)
+    assert float(prefill_cost(dep, 2048).time_s) == pytest.approx(0.1572091954654196, rel=1e-12)
+
+
+def test_whole_number_means_tp_only() -> None:
+    """One stored value: an int is normalised to Parallelism.tensor, so both forms are equal."""
+    a = Deployment(LLAMA_70B, H100, parallel=4)
+    b = Deployment(LLAMA_70B, H100, parallel=Parallelism.tensor(4))
+    assert a == b and a.parallel == Parallelism(tp=4) and hash(a) == hash(b)
+    assert ColocatedConfig(H100, 2, 4) == ColocatedConfig(H100, Parallelism.tensor(2), 4)
+    with pytest.raises(InputError, match="tp"):
+        Deployment(LLAMA_70B, H100, parallel=3)  # 64 heads do not split over 3 GPUs
+    with pytest.raises(InputError, match="pp"):
+        Deployment(LLAMA_70B, H100, parallel=Parallelism(pp=3))  # 80 layers do not split in 3
+    with pytest.raises(InputError, match="tp"):
+        ColocatedConfig(H100, 0, 1)
+    with pytest.raises(InputError, match="decode_tp"):
+        DisaggregatedConfig(H100, 1, 1, H100, 2.0, 1, get_link("ib-ndr-400"))
+
+
+@pytest.mark.parametrize(
+    ("parallel", "field"),
+    [
+        (Parallelism(tp=8, ep=8), "parallelism.ep"),
+        (Parallelism(tp=1, dp_attention=2), "parallelism.dp_attention"),
+    ],
+)
+def test_roofline_refuses_ep_and_attention_dp(parallel, field) -> None:
+    mixtral = get_model("mixtral-8x7b")
+    with pytest.raises(InputError, match=f"{field}.*roofline"):
+        Deployment(mixtral, H100, parallel=parallel)
+    scn = Scenario.build("mixtral-8x7b", "chat", SLO(1.0, 0.1), samples=16)
+    with pytest.raises(InputError, match=field):  # the planner's evaluation reaches the same check
+        evaluate(ColocatedConfig(H100, parallel, 1), scn, 1.0)
+
+
+def test_configs_label_and_count_their_layout() -> None:
+    colo = ColocatedConfig(H100, Parallelism(tp=2, pp=2), 3, 512)
+    assert colo.n_gpus == 12 and colo.tp == 2
+    assert colo.label() == "3 x TP2 PP2 h100-sxm, chunk 512"
+    assert ColocatedConfig(H100, 4, 2).label() == "2 x TP4 h100-sxm"
+    dis = DisaggregatedConfig(H100, Parallelism(tp=2, pp=2), 3, H100, 4, 2, get_link("ib-ndr-400"))
+    assert dis.n_gpus == 3 * 4 + 2 * 4 and (dis.prefill_tp, dis.decode_tp) == (2, 4)
+    assert dis.label().startswith("3 x TP2 PP2 h100-sxm prefill + 2 x TP4 h100-sxm decode")
+    assert dis.decode_parallel == Parallelism.tensor(4)
+
+
+def test_enumeration_offers_tp_only_layouts_as_before() -> None:
+    arch = get_model("llama-3.1-8b")
+    layouts = candidate_layouts(arch, (1, 2, 3, 4, 8, 16), 8)
+    assert layouts == [Parallelism.tensor(t) for t in valid_tps(arch, (1, 2, 3, 4, 8, 16), 8)]
+    assert [p.tp for p in layouts] == [1, 2, 4, 8]  # 3 does not divide 32 heads; 16 > budget
+
+
+def test_planner_and_simulator_accept_a_parallelism_built_config() -> None:
+    scn = Scenario.build("llama-3.1-8b", "chat", SLO(1.0, 0.1), samples=64)
+    built, plain = ColocatedConfig(H100, Parallelism.tensor(2), 2), ColocatedConfig(H100, 2, 2)
+    assert evaluate(built, scn, 4.0) == evaluate(plain, scn, 4.0)
+    staged = evaluate(ColocatedConfig(H100, Parallelism(tp=1, pp=2), 1), scn, 1.0)  # PP runs too
+    assert staged.stable and 0 < staged.ttft_mean_s < 1 and staged.n_gpus == 2
+    assert staged.label == "1 x TP1 PP2 h100-sxm"
+    inputs = resolve_inputs("llama-3.1-8b", H100, gpus=4, workload="chat", slo=SLO(1.0, 0.1), samples=64)
+    a, b = pool_map(inputs, Parallelism.tensor(1), Parallelism.tensor(2)), pool_map(inputs, 1, 2)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    reqs = poisson_requests("chat", 4.0, 200, seed=1)
+    sim_built = simulate(built, "llama-3.1-8b", reqs).records
+    np.testing.assert_array_equal(sim_built.end_s, simulate(plain, "llama-3.1-8b", reqs).records.end_s)
+    dis = DisaggregatedConfig(
+        H100, Parallelism(tp=1, pp=2), 1, H100, Parallelism.tensor(2), 1, get_link("ib-ndr-400")
+    )
+    assert simulate(dis, "llama-3.1-8b", reqs).summary.completed == 200
+    with pytest.raises(InputError, match="parallelism.ep"):
+        simulate(ColocatedConfig(H100, Parallelism(tp=2, ep=2), 1), "mixtral-8x7b", reqs)

@@ -11,6 +11,7 @@ import pytest
 
 from model.errors import InputError, PdplanError
 from model.hardware.catalog import get_gpu
+from model.hardware.parallelism import Parallelism
 from model.llm.catalog import get_model
 from model.llm.moe import expected_experts_touched
 from model.physics import deployment
@@ -24,8 +25,10 @@ from model.physics.generation import (
 from model.physics.steps import decode_step_cost, gemm_mfu_at, mixed_step_cost, prefill_cost
 
 
-def dep(model: str = "llama-3.1-8b", gpu: str = "h100-sxm", **kw: object) -> Deployment:
-    return Deployment(get_model(model), get_gpu(gpu), **kw)
+def dep(
+    model: str = "llama-3.1-8b", gpu: str = "h100-sxm", tp: int = 1, pp: int = 1, **kw: object
+) -> Deployment:
+    return Deployment(get_model(model), get_gpu(gpu), parallel=Parallelism(tp=tp, pp=pp), **kw)
 
 
 def test_prefill_flops_llama31_8b_2048_tokens() -> None:

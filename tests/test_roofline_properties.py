@@ -26,7 +26,7 @@ def _dep(model: str, gpu: str, tp: int) -> Deployment:
     arch = get_model(model)
     while arch.num_heads % tp:
         tp //= 2
-    return Deployment(arch, get_gpu(gpu), tp=tp)
+    return Deployment(arch, get_gpu(gpu), parallel=tp)
 
 
 combo = st.tuples(st.sampled_from(MODELS), st.sampled_from(GPUS), st.sampled_from(TPS))
@@ -66,8 +66,10 @@ def test_more_bandwidth_never_slows_anything(c, factor, batch, isl, osl) -> None
 def test_tp_never_raises_per_gpu_weight_bytes(model, gpu, ctx) -> None:
     arch = get_model(model)
     tps = [t for t in TPS if arch.num_heads % t == 0]
-    held = [Deployment(arch, get_gpu(gpu), tp=t).weight_bytes_per_gpu for t in tps]
-    read = [float(decode_step_cost(Deployment(arch, get_gpu(gpu), tp=t), 1, ctx).weight_bytes) for t in tps]
+    held = [Deployment(arch, get_gpu(gpu), parallel=t).weight_bytes_per_gpu for t in tps]
+    read = [
+        float(decode_step_cost(Deployment(arch, get_gpu(gpu), parallel=t), 1, ctx).weight_bytes) for t in tps
+    ]
     assert all(b <= a for a, b in itertools.pairwise(held))
     assert all(b <= a for a, b in itertools.pairwise(read))
 

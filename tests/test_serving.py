@@ -166,7 +166,7 @@ def test_energy_and_cost_by_hand() -> None:
 def test_closed_form_chunk_sum_equals_chunk_by_chunk() -> None:
     for name, tp in (("llama-3.1-70b", 4), ("mixtral-8x7b", 2)):
         scn = Scenario.build(name, FIXED, SLO(1.0, 1.0), samples=16)
-        dep = Deployment(scn.arch, H100, tp=tp)
+        dep = Deployment(scn.arch, H100, parallel=tp)
         prompts = np.array([1.0, 255.0, 256.0, 257.0, 5000.0, 20000.0])[None, :]
         chunk = np.array([256.0, 2048.0])[:, None]
         batch = np.array([0.0, 17.0])[:, None]

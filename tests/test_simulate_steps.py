@@ -19,8 +19,8 @@ from tests.conftest import SHARED_TRACES
 
 DEPS = [
     Deployment(get_model("llama-3.1-8b"), get_gpu("h100-sxm")),
-    Deployment(get_model("llama-3.1-70b"), get_gpu("a100-80gb-sxm"), tp=4),
-    Deployment(get_model("mixtral-8x7b"), get_gpu("h100-sxm"), tp=2),
+    Deployment(get_model("llama-3.1-70b"), get_gpu("a100-80gb-sxm"), parallel=4),
+    Deployment(get_model("mixtral-8x7b"), get_gpu("h100-sxm"), parallel=2),
 ]
 
 
@@ -107,7 +107,7 @@ def test_lone_request_transfer_exposure_on_a_slow_link(layerwise):
     from model.sim.simulate import SimRequests
 
     arch, gpu, link = get_model("llama-3.1-70b"), get_gpu("h100-sxm"), get_link("eth-10g")
-    dep = Deployment(arch, gpu, tp=2)
+    dep = Deployment(arch, gpu, parallel=2)
     cfg = DisaggregatedConfig(gpu, 2, 1, gpu, 2, 1, link, layerwise=layerwise)
     p = 3000
     r = simulate(cfg, arch, SimRequests(np.array([0.0]), np.array([p]), np.array([20]))).records

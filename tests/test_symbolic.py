@@ -13,6 +13,7 @@ import sympy as sp
 from model.errors import InputError
 from model.hardware.catalog import get_gpu
 from model.hardware.collectives import allreduce_time_s
+from model.hardware.parallelism import Parallelism
 from model.llm.arch import kv_bytes_per_token
 from model.llm.catalog import get_model
 from model.physics.deployment import Deployment
@@ -111,7 +112,7 @@ ROOFLINE_CASES = [
 
 @pytest.mark.parametrize(("model_name", "gpu", "tp", "dtype"), ROOFLINE_CASES)
 def test_roofline_matches_numeric(model_name: str, gpu: str, tp: int, dtype: str) -> None:
-    dep = Deployment(get_model(model_name), get_gpu(gpu), tp=tp, weight_dtype=dtype)
+    dep = Deployment(get_model(model_name), get_gpu(gpu), parallel=tp, weight_dtype=dtype)
     prefill, decode = formula("prefill_time"), formula("decode_step_time")
     for n in (1, 300, 8192):  # memory- and compute-bound prefills
         assert prefill.evaluate(prefill_values(dep, n)) == pytest.approx(
@@ -124,7 +125,7 @@ def test_roofline_matches_numeric(model_name: str, gpu: str, tp: int, dtype: str
 
 
 def test_values_helpers_reject_pp_and_bad_lengths() -> None:
-    dep = Deployment(get_model("llama-3.1-8b"), get_gpu("h100-sxm"), pp=2)
+    dep = Deployment(get_model("llama-3.1-8b"), get_gpu("h100-sxm"), parallel=Parallelism(pp=2))
     with pytest.raises(InputError, match="pp"):
         prefill_values(dep, 100)
     dep1 = Deployment(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))

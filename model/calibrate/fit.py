@@ -204,7 +204,7 @@ def _calibrate_group(
     for m in rows:
         arch = resolve_model(m.model, m.source)
         try:
-            Deployment(arch, gpu, tp=m.tp, pp=m.pp, weight_dtype=m.dtype, kv_dtype=m.kv_dtype)
+            Deployment(arch, gpu, parallel=m.parallel, weight_dtype=m.dtype, kv_dtype=m.kv_dtype)
         except InputError as err:
             raise rethrow_at(m.source, err) from None
         archs.append(arch)

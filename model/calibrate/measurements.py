@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from model.errors import InputError, short
+from model.hardware.parallelism import Parallelism
 from model.limits import MAX_BATCH, MAX_PARALLEL, MAX_TOKENS, check_int
 
 FORMATS = ("csv", "vllm-json")
@@ -105,6 +106,11 @@ class Measurement:
     output_tokens_per_s: float | None = None
     burst: bool = False
     file: str = ""
+
+    @property
+    def parallel(self) -> Parallelism:
+        """The measured instance's layout: TP ``tp`` x PP ``pp`` (an InputError for impossible degrees)."""
+        return Parallelism(tp=self.tp, pp=self.pp)
 
     def __post_init__(self) -> None:
         where = self.source

@@ -19,6 +19,7 @@ from model.calibrate.results import Excluded
 from model.errors import InputError, UnknownNameError
 from model.hardware.collectives import default_tp_link
 from model.hardware.gpus import GPU
+from model.hardware.parallelism import Parallelism
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.physics.decode_tokens import DecodeTokens, decode_steps, tokens_per_decode_step
@@ -57,11 +58,10 @@ class Theta:
 
 @dataclass(frozen=True)
 class _Config:
-    """Rows sharing one deployment (model, TP, PP, dtypes), as arrays for vectorised prediction."""
+    """Rows sharing one deployment (model, parallel layout, dtypes), as arrays for vectorised prediction."""
 
     arch: LLMArch
-    tp: int
-    pp: int
+    parallel: Parallelism
     dtype: str
     kv_dtype: str | None
     index: np.ndarray  # positions of these rows in the group's row list
@@ -79,13 +79,12 @@ class _Config:
 
 def _deployment(gpu: GPU, cfg: _Config, th: Theta) -> Deployment:
     link = None
-    if th.comm_efficiency is not None and cfg.tp > 1:
-        link = dataclasses.replace(default_tp_link(gpu, cfg.tp), efficiency=th.comm_efficiency)
+    if th.comm_efficiency is not None and cfg.parallel.tp > 1:
+        link = dataclasses.replace(default_tp_link(gpu, cfg.parallel), efficiency=th.comm_efficiency)
     return Deployment(
         cfg.arch,
         gpu,
-        tp=cfg.tp,
-        pp=cfg.pp,
+        parallel=cfg.parallel,
         weight_dtype=cfg.dtype,
         kv_dtype=cfg.kv_dtype,
         prefill_mfu=th.prefill_mfu,
@@ -247,15 +246,14 @@ def targets_for(i: int, m: Measurement, max_util: float) -> tuple[list[Target], 
 def group_configs(rows: Sequence[Measurement], archs: Sequence[LLMArch]) -> list[_Config]:
     keys: dict[tuple[Any, ...], list[int]] = {}
     for i, m in enumerate(rows):
-        keys.setdefault((archs[i].name, m.tp, m.pp, m.dtype, m.kv_dtype), []).append(i)
+        keys.setdefault((archs[i].name, m.parallel, m.dtype, m.kv_dtype), []).append(i)
     out = []
-    for (_, tp, pp, dtype, kv), idx in keys.items():
+    for (_, parallel, dtype, kv), idx in keys.items():
         ms = [rows[i] for i in idx]
         out.append(
             _Config(
                 arch=archs[idx[0]],
-                tp=tp,
-                pp=pp,
+                parallel=parallel,
                 dtype=dtype,
                 kv_dtype=kv,
                 index=np.array(idx),

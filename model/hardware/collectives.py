@@ -15,6 +15,7 @@ from model.errors import InputError, UnknownNameError
 from model.hardware.catalog import get_link
 from model.hardware.gpus import GPU
 from model.hardware.links import Link
+from model.hardware.parallelism import Parallelism
 from model.scalars import plain
 
 ArrayLike = float | int | np.ndarray
@@ -94,8 +95,9 @@ def _normalise(kind: str) -> str:
     return "".join(ch for ch in kind.lower() if ch.isalnum())
 
 
-def default_tp_link(gpu: GPU, tp: int = 2) -> Link:
-    """The link a TP group of ``tp`` ``gpu``s all-reduces over when none is given.
+def default_tp_link(gpu: GPU, tp: int | Parallelism = 2) -> Link:
+    """The link a TP group of ``tp`` ``gpu``s all-reduces over when none is given (``tp`` a degree or
+    a :class:`~model.hardware.parallelism.Parallelism`, whose ``tp`` is used).
 
     - NVLink/NVSwitch or xGMI: the built-in link profile named after ``gpu.interconnect_kind``
       (``"NVLink 4"`` -> ``nvlink4``, ``"xGMI"`` -> ``xgmi``), as measured in its profile.
@@ -104,6 +106,8 @@ def default_tp_link(gpu: GPU, tp: int = 2) -> Link:
     - Otherwise (``"none"``): PCIe peer-to-peer of the GPU's generation (``pcie-gen4-x16`` ...) at
       the GPU's PCIe bandwidth.
     """
+    if isinstance(tp, Parallelism):
+        tp = tp.tp
     kind = gpu.interconnect_kind.strip()
     key = _normalise(kind)
     if key and key != "none":

@@ -114,3 +114,13 @@ class Parallelism:
     def tensor(cls, tp: int) -> Parallelism:
         """TP-only instance (the common case): ``Parallelism.tensor(4)``."""
         return cls(tp=tp)
+
+
+def as_parallelism(field: str, value: object) -> Parallelism:
+    """``value`` as a Parallelism: a Parallelism as is, a whole number as a TP-only instance of that
+    degree (the common case, and the form older calls use). Errors name ``field``."""
+    if isinstance(value, Parallelism):
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 1 <= value <= MAX_DEGREE:
+        raise InputError(field, value, f"a Parallelism or a whole number (TP degree) in [1, {MAX_DEGREE}]")
+    return Parallelism.tensor(int(value))

@@ -1,5 +1,6 @@
-"""A deployment of one model instance (a TP x PP group of identical GPUs) and the efficiency
-constants of the roofline: what every step cost in :mod:`model.physics.steps` is evaluated on.
+"""A deployment of one model instance (a TP x PP group of identical GPUs, described by one
+:class:`~model.hardware.parallelism.Parallelism`) and the efficiency constants of the roofline:
+what every step cost in :mod:`model.physics.steps` is evaluated on.
 
 Numeric formats come from the format table (:mod:`model.hardware.formats`): weight, KV and
 activation bytes per element (block scales included) and the GPU peak each component's GEMMs run at.
@@ -11,13 +12,12 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-import numpy as np
-
 from model.errors import InputError
 from model.hardware.collectives import default_tp_link
 from model.hardware.formats import Precision, bytes_per_element, check_gpu_runs, get_format
 from model.hardware.gpus import GPU
 from model.hardware.links import Link
+from model.hardware.parallelism import Parallelism, as_parallelism
 from model.llm.arch import (
     LLMArch,
     check_tp,
@@ -73,7 +73,9 @@ WEIGHT_COMPONENTS = ("attention", "mlp", "experts")
 
 @dataclass(frozen=True)
 class Deployment:
-    """One model instance: ``tp`` x ``pp`` identical GPUs serving one copy of the weights.
+    """One model instance: ``parallel`` (a :class:`~model.hardware.parallelism.Parallelism`, or a
+    whole number meaning TP-only of that degree) over identical GPUs serving one copy of the weights.
+    The roofline models TP and PP; EP or attention-DP above 1 is refused with a clear error.
 
     Formats: ``precision`` (a :class:`~model.hardware.formats.Precision`, per component) if given,
     else every weight in ``weight_dtype`` and the KV cache in ``kv_dtype`` (None -> the default of
@@ -84,8 +86,7 @@ class Deployment:
 
     arch: LLMArch
     gpu: GPU
-    tp: int = 1
-    pp: int = 1
+    parallel: Parallelism | int = 1
     weight_dtype: str = "bf16"
     kv_dtype: str | None = None
     prefill_mfu: float | None = None
@@ -100,9 +101,9 @@ class Deployment:
             raise InputError("model", self.arch, "an LLMArch (see model.llm.catalog.get_model)")
         if not isinstance(self.gpu, GPU):
             raise InputError("gpu", self.gpu, "a GPU profile (see model.hardware.catalog.get_gpu)")
+        object.__setattr__(self, "parallel", as_parallelism("tp", self.parallel))
+        self.parallel.require_tp_pp_only("the roofline (model.physics)")
         check_tp(self.arch, self.tp)
-        if not (isinstance(self.pp, int | np.integer) and not isinstance(self.pp, bool) and self.pp >= 1):
-            raise InputError("pp", self.pp, "a whole number >= 1")
         if self.arch.num_layers % self.pp:
             raise InputError("pp", self.pp, f"a divisor of {self.arch.label}'s {self.arch.num_layers} layers")
         if not isinstance(self.weight_dtype, str):
@@ -142,9 +143,19 @@ class Deployment:
         return tuple(c for c in WEIGHT_COMPONENTS if parts[c] > 0)
 
     @property
+    def tp(self) -> int:
+        """Tensor-parallel degree (``parallel.tp``)."""
+        return self.parallel.tp
+
+    @property
+    def pp(self) -> int:
+        """Pipeline-parallel degree (``parallel.pp``)."""
+        return self.parallel.pp
+
+    @property
     def n_gpus(self) -> int:
-        """GPUs of the instance: TP x PP."""
-        return int(self.tp) * int(self.pp)
+        """GPUs of the instance: TP x PP (``parallel.gpus``; EP and attention-DP are refused)."""
+        return self.parallel.gpus
 
     @property
     def kv_dtype_resolved(self) -> str:
@@ -244,7 +255,7 @@ class Deployment:
     @cached_property
     def tp_link_resolved(self) -> Link:
         """The link TP all-reduces use: ``tp_link``, else the GPU's default (collectives.default_tp_link)."""
-        return self.tp_link if self.tp_link is not None else default_tp_link(self.gpu, int(self.tp))
+        return self.tp_link if self.tp_link is not None else default_tp_link(self.gpu, self.parallel)
 
     @property
     def pp_link_resolved(self) -> Link:
@@ -264,4 +275,4 @@ class Deployment:
     @cached_property
     def kv_bytes_per_token_per_gpu(self) -> float:
         """KV bytes per token on each GPU: TP splits heads (replicated below n_kv), PP splits layers."""
-        return float(kv_bytes_per_token_per_gpu(self.arch, self.kv_dtype_resolved, int(self.tp))) / self.pp
+        return float(kv_bytes_per_token_per_gpu(self.arch, self.kv_dtype_resolved, self.tp)) / self.pp

@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from model.errors import check_whole
+from model.errors import InputError, check_whole
 from model.hardware.catalog import get_gpu
 from model.hardware.gpus import GPU
+from model.hardware.parallelism import Parallelism
 from model.limits import MAX_BATCH, MAX_TOKENS
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
@@ -92,6 +93,7 @@ def estimate(
     *,
     tp: int = 1,
     pp: int = 1,
+    parallel: Parallelism | None = None,
     dtype: str = "bf16",
     kv_dtype: str | None = None,
     isl: int,
@@ -102,6 +104,9 @@ def estimate(
     gpu_memory_utilization: float = 0.9,
 ) -> Estimate:
     """Estimate one configuration. ``model``/``gpu`` accept names, file paths or objects.
+
+    The instance's parallelism is ``parallel`` when given, else TP ``tp`` x PP ``pp`` (conveniences
+    for the CLI's ``--tp``/``--pp``; giving both ``parallel`` and a non-default ``tp``/``pp`` is an error).
 
     prefill_s: one prefill step of ``batch`` prompts of ``isl`` tokens; decode_step_s: one decode
     step at ``batch`` and context isl + osl / 2; tpot_s: mean decode step over the growing context
@@ -115,7 +120,12 @@ def estimate(
     batch = check_whole("batch", batch, 1, MAX_BATCH)
     arch = get_model(model)
     g = get_gpu(gpu, profile_dirs)
-    dep = Deployment(arch, g, tp=tp, pp=pp, weight_dtype=dtype, kv_dtype=kv_dtype)
+    tp, pp = check_whole("tp", tp), check_whole("pp", pp)
+    if parallel is None:
+        parallel = Parallelism(tp=tp, pp=pp)
+    elif (tp, pp) != (1, 1):
+        raise InputError("tp", tp, "1 (pass tp/pp or parallel, not both)")
+    dep = Deployment(arch, g, parallel=parallel, weight_dtype=dtype, kv_dtype=kv_dtype)
     pre = prefill_cost(dep, isl, batch=batch)
     ctx = isl + osl / 2.0
     dec = decode_step_cost(dep, batch, ctx)
@@ -138,8 +148,8 @@ def estimate(
     return Estimate(
         model=arch.name,
         gpu=g.name,
-        tp=tp,
-        pp=pp,
+        tp=dep.tp,
+        pp=dep.pp,
         dtype=dtype,
         kv_dtype=dep.kv_dtype_resolved,
         isl=isl,

@@ -23,7 +23,8 @@ from model.hardware.engines import DEFAULT_ENGINE, Engine
 from model.hardware.gpus import GPU
 from model.hardware.links import Link
 from model.hardware.nodes import Node
-from model.limits import MAX_OPTIONS, MAX_PARALLEL, MAX_PLAN_GPUS, check_int
+from model.hardware.parallelism import Parallelism, as_parallelism
+from model.limits import MAX_OPTIONS, MAX_PLAN_GPUS, check_int
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.planner.goodput import config_goodput, goodput_rps
@@ -338,22 +339,23 @@ def plan(model: str | LLMArch, gpu: str | GPU, *, thresholds: bool = True, **kwa
 
 
 def pool_map(
-    inp: PlanInputs, prefill_tp: int, decode_tp: int, gpus: int | None = None
+    inp: PlanInputs, prefill: Parallelism | int, decode: Parallelism | int, gpus: int | None = None
 ) -> dict[str, np.ndarray]:
-    """Goodput of every (n_prefill, n_decode) with n_p x TP_p + n_d x TP_d <= gpus: the pool-size map.
+    """Goodput of every (n_prefill, n_decode) with n_p x G_p + n_d x G_d <= gpus: the pool-size map.
+
+    ``prefill`` and ``decode`` are the instance layouts of the two pools (a whole number = TP-only of
+    that degree); G_p and G_d their GPUs per instance.
 
     Returns arrays n_prefill, n_decode, n_gpus, goodput_rps, goodput_rps_per_gpu and fits.
     """
     if not isinstance(inp, PlanInputs):
         raise InputError("inp", type(inp).__name__, "PlanInputs (from resolve_inputs or plan(...).inputs)")
-    for name, tp in (("prefill_tp", prefill_tp), ("decode_tp", decode_tp)):
-        check_int(name, tp, 1, MAX_PARALLEL, "a TP degree")
+    prefill = as_parallelism("prefill", prefill)
+    decode = as_parallelism("decode", decode)
     if gpus is not None:
         check_int("gpus", gpus, 1, MAX_PLAN_GPUS, "the pool map has one cell per pool split")
     budget = gpus or inp.gpus or inp.max_gpus
-    configs = disaggregated_grid(
-        inp.gpu, inp.decode_gpu, prefill_tp, decode_tp, budget, inp.link, inp.layerwise
-    )
+    configs = disaggregated_grid(inp.gpu, inp.decode_gpu, prefill, decode, budget, inp.link, inp.layerwise)
     if not configs:
         empty = np.zeros(0)
         return {

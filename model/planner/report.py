@@ -157,8 +157,8 @@ def roofline_points(b: BestConfig, scenario: Scenario) -> list[RooflinePoint]:
     """Prefill (mean prompt, batch 1) and decode (batch at goodput) operating points of a best config."""
     deps = style_of(b.config).phase_deployments(b.config)
     out = []
-    for phase, (gpu, tp) in deps.items():
-        dep = deployment(scenario, gpu, tp)
+    for phase, (gpu, parallel) in deps.items():
+        dep = deployment(scenario, gpu, parallel)
         if phase == "prefill":
             cost = prefill_cost(dep, max(scenario.mean_prompt_tokens, 1.0))
         else:

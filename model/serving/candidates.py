@@ -1,6 +1,6 @@
 """Candidate sets: many configurations of one style, evaluated together as arrays.
 
-A candidate set holds the tables its configurations need (one per GPU kind x TP x chunk) and
+A candidate set holds the tables its configurations need (one per GPU kind x instance layout x chunk) and
 index arrays into them, so ``evaluate(rates)`` runs the analytical model for every candidate
 in one vectorised pass (DESIGN.md: no Python loop per candidate in the hot path).
 """
@@ -45,8 +45,8 @@ class ColocatedSet:
         chunked = {c.chunk_tokens is None for c in configs}
         if len(chunked) > 1:
             raise ValueError("a ColocatedSet holds only chunked or only unchunked configurations")
-        keys, idx = _table_ids([(c.gpu, c.tp, c.chunk_tokens) for c in configs])
-        tables = [instance_tables(scenario, g, tp, ch, "colocated") for g, tp, ch in keys]
+        keys, idx = _table_ids([(c.gpu, c.parallel, c.chunk_tokens) for c in configs])
+        tables = [instance_tables(scenario, g, par, ch, "colocated") for g, par, ch in keys]
         return cls(scenario, list(configs), tables, idx)
 
     def evaluate(self, rate_rps: np.ndarray) -> StyleResult:
@@ -98,10 +98,10 @@ class DisaggregatedSet:
 
     @classmethod
     def build(cls, scenario: Scenario, configs: Sequence[DisaggregatedConfig]) -> DisaggregatedSet:
-        pkeys, pidx = _table_ids([(c.prefill_gpu, c.prefill_tp) for c in configs])
-        dkeys, didx = _table_ids([(c.decode_gpu, c.decode_tp) for c in configs])
-        pt = [instance_tables(scenario, g, tp, None, "prefill") for g, tp in pkeys]
-        dt = [instance_tables(scenario, g, tp, None, "decode") for g, tp in dkeys]
+        pkeys, pidx = _table_ids([(c.prefill_gpu, c.prefill_parallel) for c in configs])
+        dkeys, didx = _table_ids([(c.decode_gpu, c.decode_parallel) for c in configs])
+        pt = [instance_tables(scenario, g, par, None, "prefill") for g, par in pkeys]
+        dt = [instance_tables(scenario, g, par, None, "decode") for g, par in dkeys]
         return cls(scenario, list(configs), pt, dt, pidx, didx)
 
     def _links(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -150,8 +150,8 @@ class DisaggregatedSet:
     def price_usd_per_hour(self) -> np.ndarray:
         return np.array(
             [
-                c.n_prefill * c.prefill_tp * c.prefill_gpu.price_usd_per_hour
-                + c.n_decode * c.decode_tp * c.decode_gpu.price_usd_per_hour
+                c.n_prefill * c.prefill_parallel.gpus * c.prefill_gpu.price_usd_per_hour
+                + c.n_decode * c.decode_parallel.gpus * c.decode_gpu.price_usd_per_hour
                 for c in self.configs
             ],
             dtype=float,
@@ -178,8 +178,10 @@ class DisaggregatedSet:
                 pool_memory("decode", dt, float(res.batch[i]), context_tokens),
             ),
             (
-                pool_power("prefill", c.prefill_gpu, c.n_prefill * c.prefill_tp, res.prefill_busy[i]),
-                pool_power("decode", c.decode_gpu, c.n_decode * c.decode_tp, res.decode_busy[i]),
+                pool_power(
+                    "prefill", c.prefill_gpu, c.n_prefill * c.prefill_parallel.gpus, res.prefill_busy[i]
+                ),
+                pool_power("decode", c.decode_gpu, c.n_decode * c.decode_parallel.gpus, res.decode_busy[i]),
             ),
             c.n_prefill + c.n_decode,
             one_copy_bytes(pt),
@@ -188,29 +190,30 @@ class DisaggregatedSet:
 
 def link_for(
     n_prefill: int,
-    prefill_tp: int,
+    prefill_gpus: int,
     n_decode: int,
-    decode_tp: int,
+    decode_gpus: int,
     link: Link,
     node_gpus: int | None,
     intra_link: Link | None,
 ) -> Link:
     """The link a split's KV crosses: the node's intra-node link when the pools can be paired inside
-    nodes, else ``link`` (the NIC).
+    nodes, else ``link`` (the NIC). ``prefill_gpus`` / ``decode_gpus``: GPUs of one instance (G_p, G_d;
+    the TP degree for a TP-only layout).
 
     The split fills k = ceil(GPUs / GPUs per node) nodes; when n_p and n_d both divide by k and each
-    node's share (n_p/k x TP_p + n_d/k x TP_d) fits in it, every prefill instance sends to a decode
+    node's share (n_p/k x G_p + n_d/k x G_d) fits in it, every prefill instance sends to a decode
     instance in its own node (DistServe's low node-affinity placement, OSDI 2024 sec. 4.2, pairs the
     instances of both phases within a node for the same reason).
     """
     if intra_link is None or node_gpus is None:
         return link
-    used = n_prefill * prefill_tp + n_decode * decode_tp
+    used = n_prefill * prefill_gpus + n_decode * decode_gpus
     k = -(-used // node_gpus)
     if (
         n_prefill % k == 0
         and n_decode % k == 0
-        and (n_prefill // k) * prefill_tp + (n_decode // k) * decode_tp <= node_gpus
+        and (n_prefill // k) * prefill_gpus + (n_decode // k) * decode_gpus <= node_gpus
     ):
         return intra_link
     return link

@@ -13,10 +13,11 @@ import numpy as np
 from model.errors import InputError
 from model.hardware.gpus import GPU
 from model.hardware.links import Link
+from model.hardware.parallelism import Parallelism
 from model.serving.candidates import ColocatedSet
 from model.serving.common import slo_ok
 from model.serving.configs import ColocatedConfig
-from model.serving.enumeration import colocated_for_budget, gpu_kinds, valid_tps
+from model.serving.enumeration import candidate_layouts, colocated_for_budget, gpu_kinds
 from model.serving.style import CliFlag, SearchSpace, SimLayout, SimPool, TargetGroup
 from model.workload.scenario import Scenario
 
@@ -29,7 +30,7 @@ _CHUNK = CliFlag("--chunk", "chunked-prefill token budget (default: the engine p
 
 @dataclass(frozen=True)
 class ColocatedStyle:
-    """R replicas of a TP group running both phases; ``chunked`` selects chunked prefill."""
+    """R replicas of one instance layout running both phases; ``chunked`` selects chunked prefill."""
 
     chunked: bool = False
     config_type: type = ColocatedConfig
@@ -57,24 +58,24 @@ class ColocatedStyle:
     # -- planner
 
     def budget_configs(self, space: SearchSpace, gpus: int) -> list[ColocatedConfig]:
-        tps = valid_tps(space.scenario.arch, space.tp_options, gpus, space.node)
+        layouts = candidate_layouts(space.scenario.arch, space.tp_options, gpus, space.node)
         return [
             c
             for g in gpu_kinds(space.gpu, space.decode_gpu)
             for chunk in self._chunks(space)
-            for c in colocated_for_budget(g, tps, gpus, chunk)
+            for c in colocated_for_budget(g, layouts, gpus, chunk)
         ]
 
     def target_groups(self, space: SearchSpace) -> list[TargetGroup]:
         """One group per chunk budget: every GPU kind, TP and replica count up to max_gpus."""
-        tps = valid_tps(space.scenario.arch, space.tp_options, space.max_gpus, space.node)
+        layouts = candidate_layouts(space.scenario.arch, space.tp_options, space.max_gpus, space.node)
         out = []
         for chunk in self._chunks(space):
             configs = [
-                ColocatedConfig(g, tp, r, chunk)
+                ColocatedConfig(g, par, r, chunk)
                 for g in gpu_kinds(space.gpu, space.decode_gpu)
-                for tp in tps
-                for r in range(1, space.max_gpus // tp + 1)
+                for par in layouts
+                for r in range(1, space.max_gpus // par.gpus + 1)
             ]
             cands = ColocatedSet.build(space.scenario, configs)
             fits = cands.fits()
@@ -105,7 +106,9 @@ class ColocatedStyle:
     # -- simulator
 
     def sim_layout(self, config: ColocatedConfig) -> SimLayout:
-        return SimLayout((SimPool("replica", config.gpu, config.tp, config.replicas, config.chunk_tokens),))
+        return SimLayout(
+            (SimPool("replica", config.gpu, config.parallel, config.replicas, config.chunk_tokens),)
+        )
 
     # -- CLI, reports, app
 
@@ -131,8 +134,8 @@ class ColocatedStyle:
             "n_gpus": config.n_gpus,
         }
 
-    def phase_deployments(self, config: ColocatedConfig) -> dict[str, tuple[GPU, int]]:
-        return {"prefill": (config.gpu, config.tp), "decode": (config.gpu, config.tp)}
+    def phase_deployments(self, config: ColocatedConfig) -> dict[str, tuple[GPU, Parallelism]]:
+        return {"prefill": (config.gpu, config.parallel), "decode": (config.gpu, config.parallel)}
 
     def kv_link(self, config: ColocatedConfig) -> Link | None:
         return None

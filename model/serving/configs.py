@@ -3,6 +3,10 @@
 These are plain inputs (frozen dataclasses, validated on construction); the modelling lives in
 ``model.serving.colocated``, ``model.serving.disaggregated`` (analytical) and ``model.sim``
 (discrete-event). ``style`` names the registered serving style (model.serving.registry).
+
+Each instance's layout is one :class:`~model.hardware.parallelism.Parallelism` (``parallel``,
+``prefill_parallel``, ``decode_parallel``); a whole number there means TP-only of that degree, so
+``ColocatedConfig(gpu, 2, 4)`` is four TP2 replicas. ``tp``/``prefill_tp``/``decode_tp`` read it.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from dataclasses import dataclass
 from model.errors import InputError, check_whole
 from model.hardware.gpus import GPU
 from model.hardware.links import Link
+from model.hardware.parallelism import Parallelism, as_parallelism
 
 
 def _profile(field: str, value: object, cls: type) -> None:
@@ -21,19 +26,20 @@ def _profile(field: str, value: object, cls: type) -> None:
 
 @dataclass(frozen=True)
 class ColocatedConfig:
-    """R replicas, each a TP group that runs both phases; ``chunk_tokens`` None = no chunking.
+    """R replicas, each an instance of layout ``parallel`` that runs both phases; ``chunk_tokens``
+    None = no chunking.
 
     ``chunk_tokens`` is the Sarathi-Serve token budget per iteration (decode tokens + prompt chunk).
     """
 
     gpu: GPU
-    tp: int
+    parallel: Parallelism | int
     replicas: int
     chunk_tokens: int | None = None
 
     def __post_init__(self) -> None:
         _profile("gpu", self.gpu, GPU)
-        check_whole("tp", self.tp)
+        object.__setattr__(self, "parallel", as_parallelism("tp", self.parallel))
         check_whole("replicas", self.replicas)
         if self.chunk_tokens is not None:
             check_whole("chunk_tokens", self.chunk_tokens, 16)
@@ -49,29 +55,35 @@ class ColocatedConfig:
         return self.style
 
     @property
+    def tp(self) -> int:
+        """Tensor-parallel degree of each replica (``parallel.tp``)."""
+        return self.parallel.tp
+
+    @property
     def n_gpus(self) -> int:
-        """GPUs used: TP x replicas."""
-        return self.tp * self.replicas
+        """GPUs used: GPUs per replica (``parallel.gpus``) x replicas."""
+        return self.parallel.gpus * self.replicas
 
     def label(self) -> str:
-        """One line for reports, e.g. "4 x TP2 h100-sxm, chunk 512"."""
+        """One line for reports, e.g. "4 x TP2 h100-sxm, chunk 512" (the layout's ``parallel.label``)."""
         chunk = f", chunk {self.chunk_tokens}" if self.chunk_tokens else ""
-        return f"{self.replicas} x TP{self.tp} {self.gpu.name}{chunk}"
+        return f"{self.replicas} x {self.parallel.label} {self.gpu.name}{chunk}"
 
 
 @dataclass(frozen=True)
 class DisaggregatedConfig:
-    """A prefill pool (n_prefill x TP prefill_tp) and a decode pool joined by ``link``.
+    """A prefill pool (n_prefill instances of layout ``prefill_parallel``) and a decode pool
+    (n_decode x ``decode_parallel``) joined by ``link``.
 
     ``layerwise`` sends each layer's KV as soon as it is computed (Splitwise, sec. 4.3), exposing only
     the part of the transfer that does not overlap prefill compute.
     """
 
     prefill_gpu: GPU
-    prefill_tp: int
+    prefill_parallel: Parallelism | int
     n_prefill: int
     decode_gpu: GPU
-    decode_tp: int
+    decode_parallel: Parallelism | int
     n_decode: int
     link: Link
     layerwise: bool = True
@@ -83,13 +95,23 @@ class DisaggregatedConfig:
         _profile("link", self.link, Link)
         if not (isinstance(self.nics_per_gpu, int | float) and 0 < self.nics_per_gpu <= 1):
             raise InputError("nics_per_gpu", self.nics_per_gpu, "a fraction in (0, 1] (NICs per GPU)")
-        check_whole("prefill_tp", self.prefill_tp)
+        object.__setattr__(self, "prefill_parallel", as_parallelism("prefill_tp", self.prefill_parallel))
         check_whole("n_prefill", self.n_prefill)
-        check_whole("decode_tp", self.decode_tp)
+        object.__setattr__(self, "decode_parallel", as_parallelism("decode_tp", self.decode_parallel))
         check_whole("n_decode", self.n_decode)
 
     style = "disaggregated"  # the serving style's registry name (model.serving.registry)
     architecture = "disaggregated"  # former name of ``style`` (kept for compatibility)
+
+    @property
+    def prefill_tp(self) -> int:
+        """Tensor-parallel degree of each prefill instance (``prefill_parallel.tp``)."""
+        return self.prefill_parallel.tp
+
+    @property
+    def decode_tp(self) -> int:
+        """Tensor-parallel degree of each decode instance (``decode_parallel.tp``)."""
+        return self.decode_parallel.tp
 
     @property
     def transfer_lanes(self) -> int:
@@ -103,12 +125,13 @@ class DisaggregatedConfig:
 
     @property
     def n_gpus(self) -> int:
-        """GPUs used in both pools: TP_p x n_p + TP_d x n_d."""
-        return self.prefill_tp * self.n_prefill + self.decode_tp * self.n_decode
+        """GPUs used in both pools: GPUs per prefill instance x n_p + GPUs per decode instance x n_d."""
+        return self.prefill_parallel.gpus * self.n_prefill + self.decode_parallel.gpus * self.n_decode
 
     def label(self) -> str:
         """One line for reports: both pools and the link between them."""
         return (
-            f"{self.n_prefill} x TP{self.prefill_tp} {self.prefill_gpu.name} prefill + "
-            f"{self.n_decode} x TP{self.decode_tp} {self.decode_gpu.name} decode over {self.link.name}"
+            f"{self.n_prefill} x {self.prefill_parallel.label} {self.prefill_gpu.name} prefill + "
+            f"{self.n_decode} x {self.decode_parallel.label} {self.decode_gpu.name} decode "
+            f"over {self.link.name}"
         )

@@ -14,10 +14,11 @@ from model.errors import InputError
 from model.hardware.catalog import get_gpu, get_link
 from model.hardware.gpus import GPU
 from model.hardware.links import Link
+from model.hardware.parallelism import Parallelism
 from model.serving.candidates import DisaggregatedSet, link_for
 from model.serving.common import slo_ok
 from model.serving.configs import DisaggregatedConfig
-from model.serving.enumeration import disaggregated_for_budget, nics_per_gpu, valid_tps
+from model.serving.enumeration import candidate_layouts, disaggregated_for_budget, nics_per_gpu
 from model.serving.style import CliFlag, SearchSpace, SimLayout, SimPool, TargetGroup
 from model.workload.scenario import Scenario
 
@@ -34,35 +35,45 @@ _FLAGS = (
 
 
 def _configs(
-    space: SearchSpace, tp_p: np.ndarray, tp_d: np.ndarray, n_p: np.ndarray, n_d: np.ndarray, cross_node: bool
+    space: SearchSpace,
+    layouts: Sequence[Parallelism],
+    lp: np.ndarray,
+    ld: np.ndarray,
+    n_p: np.ndarray,
+    n_d: np.ndarray,
+    cross_node: bool,
 ) -> list[DisaggregatedConfig]:
-    """Configurations for arrays of (TP_p, TP_d, n_p, n_d); ``cross_node`` forces the NIC link."""
+    """Configurations for arrays of (prefill layout index, decode layout index, n_p, n_d) into
+    ``layouts``; ``cross_node`` forces the NIC link."""
     node_gpus = space.node.gpus_per_node if space.node is not None else None
     intra = space.intra_link if (space.gpu == space.decode_gpu and not cross_node) else None
     out = []
-    for a, b, c, d in zip(tp_p, tp_d, n_p, n_d, strict=True):
-        a, b, c, d = int(a), int(b), int(c), int(max(d, 1))
-        link = link_for(c, a, d, b, space.link, node_gpus, intra)
+    for a, b, c, d in zip(lp, ld, n_p, n_d, strict=True):
+        pa, pb, c, d = layouts[int(a)], layouts[int(b)], int(c), int(max(d, 1))
+        link = link_for(c, pa.gpus, d, pb.gpus, space.link, node_gpus, intra)
         out.append(
             DisaggregatedConfig(
-                space.gpu, a, c, space.decode_gpu, b, d, link, space.layerwise, nics_per_gpu(space.node)
+                space.gpu, pa, c, space.decode_gpu, pb, d, link, space.layerwise, nics_per_gpu(space.node)
             )
         )
     return out
 
 
-def _intra_node_splits(space: SearchSpace, tps: list[int]) -> tuple[np.ndarray, ...]:
-    """Every (TP_p, TP_d, n_p, n_d) up to max_gpus whose pools pair up inside nodes (see link_for)."""
+def _intra_node_splits(space: SearchSpace, layouts: Sequence[Parallelism]) -> tuple[np.ndarray, ...]:
+    """Every (prefill layout index, decode layout index, n_p, n_d) up to max_gpus whose pools pair
+    up inside nodes (see link_for)."""
     if space.node is None or space.intra_link is None or space.gpu != space.decode_gpu:
         return tuple(np.zeros(0, dtype=int) for _ in range(4))
     g = space.node.gpus_per_node
     rows = []
-    for a in tps:
-        for b in tps:
+    for i, pa in enumerate(layouts):
+        a = pa.gpus
+        for j, pb in enumerate(layouts):
+            b = pb.gpus
             for per_p in range(1, g // a + 1):
                 for per_d in range(1, (g - per_p * a) // b + 1):
                     for k in range(1, space.max_gpus // (per_p * a + per_d * b) + 1):
-                        rows.append((a, b, per_p * k, per_d * k))
+                        rows.append((i, j, per_p * k, per_d * k))
     if not rows:
         return tuple(np.zeros(0, dtype=int) for _ in range(4))
     arr = np.array(sorted(set(rows)))
@@ -71,7 +82,7 @@ def _intra_node_splits(space: SearchSpace, tps: list[int]) -> tuple[np.ndarray, 
 
 @dataclass(frozen=True)
 class DisaggregatedStyle:
-    """n_p prefill instances x TP_p and n_d decode instances x TP_d, KV over a link."""
+    """n_p prefill instances and n_d decode instances, each pool with its own layout, KV over a link."""
 
     name: str = "disaggregated"
     title: str = "disaggregated prefill and decode pools"
@@ -85,12 +96,12 @@ class DisaggregatedStyle:
     def budget_configs(self, space: SearchSpace, gpus: int) -> list[DisaggregatedConfig]:
         if gpus < 2:
             return []
-        tps = valid_tps(space.scenario.arch, space.tp_options, gpus, space.node)
+        layouts = candidate_layouts(space.scenario.arch, space.tp_options, gpus, space.node)
         return disaggregated_for_budget(
             space.gpu,
             space.decode_gpu,
-            tps,
-            tps,
+            layouts,
+            layouts,
             gpus,
             space.link,
             space.node,
@@ -101,30 +112,31 @@ class DisaggregatedStyle:
     def target_groups(self, space: SearchSpace) -> list[TargetGroup]:
         """The cheapest splits that keep the SLOs at the target rate.
 
-        Cross-node splits: for each (TP_p, TP_d, n_p), the fewest decode instances by bisection on n_d
-        (monotone over one link: more decode instances never raise TPOT or admission wait). Splits
-        that pair up inside nodes (faster link) are checked directly, since moving across the node
-        boundary changes the link and breaks that monotonicity.
+        Cross-node splits: for each (prefill layout, decode layout, n_p), the fewest decode instances
+        by bisection on n_d (monotone over one link: more decode instances never raise TPOT or
+        admission wait). Splits that pair up inside nodes (faster link) are checked directly, since
+        moving across the node boundary changes the link and breaks that monotonicity.
         """
         scn = space.scenario
         rate = space.target_rate_rps
-        tps = valid_tps(scn.arch, space.tp_options, space.max_gpus, space.node)
+        layouts = candidate_layouts(scn.arch, space.tp_options, space.max_gpus, space.node)
+        size = np.array([p.gpus for p in layouts], dtype=int)
         base = [
-            (tp_p, tp_d, n_p)
-            for tp_p in tps
-            for tp_d in tps
-            for n_p in range(1, (space.max_gpus - tp_d) // tp_p + 1)
+            (i, j, n_p)
+            for i, pa in enumerate(layouts)
+            for j, pb in enumerate(layouts)
+            for n_p in range(1, (space.max_gpus - pb.gpus) // pa.gpus + 1)
         ]
         if not base:
             return []
-        tp_p = np.array([b[0] for b in base])
-        tp_d = np.array([b[1] for b in base])
+        lp = np.array([b[0] for b in base])
+        ld = np.array([b[1] for b in base])
         n_p = np.array([b[2] for b in base])
-        hi = (space.max_gpus - n_p * tp_p) // tp_d
+        hi = (space.max_gpus - n_p * size[lp]) // size[ld]
         lo = np.zeros_like(hi)
 
         def ok_at(n_d: np.ndarray) -> np.ndarray:
-            cands = DisaggregatedSet.build(scn, _configs(space, tp_p, tp_d, n_p, n_d, True))
+            cands = DisaggregatedSet.build(scn, _configs(space, layouts, lp, ld, n_p, n_d, True))
             res = cands.evaluate(np.full(len(n_d), rate))
             return slo_ok(res, scn.slo) & cands.fits()
 
@@ -135,11 +147,11 @@ class DisaggregatedStyle:
             step = hi - lo > 1
             hi = np.where(step & good, mid, hi)
             lo = np.where(step & ~good, mid, lo)
-        configs = _configs(space, tp_p, tp_d, n_p, np.maximum(hi, 1), True)
+        configs = _configs(space, layouts, lp, ld, n_p, np.maximum(hi, 1), True)
         ok = list(feasible)
-        a, b, c, d = _intra_node_splits(space, tps)
+        a, b, c, d = _intra_node_splits(space, layouts)
         if len(a):
-            configs += _configs(space, a, b, c, d, False)
+            configs += _configs(space, layouts, a, b, c, d, False)
             intra = DisaggregatedSet.build(scn, configs[len(ok) :])
             res = intra.evaluate(np.full(len(a), rate))
             ok += list(slo_ok(res, scn.slo))
@@ -176,8 +188,8 @@ class DisaggregatedStyle:
     def sim_layout(self, config: DisaggregatedConfig) -> SimLayout:
         return SimLayout(
             (
-                SimPool("prefill", config.prefill_gpu, config.prefill_tp, config.n_prefill),
-                SimPool("decode", config.decode_gpu, config.decode_tp, config.n_decode),
+                SimPool("prefill", config.prefill_gpu, config.prefill_parallel, config.n_prefill),
+                SimPool("decode", config.decode_gpu, config.decode_parallel, config.n_decode),
             ),
             config.link,
             config.layerwise,
@@ -221,10 +233,10 @@ class DisaggregatedStyle:
             "n_gpus": config.n_gpus,
         }
 
-    def phase_deployments(self, config: DisaggregatedConfig) -> dict[str, tuple[GPU, int]]:
+    def phase_deployments(self, config: DisaggregatedConfig) -> dict[str, tuple[GPU, Parallelism]]:
         return {
-            "prefill": (config.prefill_gpu, config.prefill_tp),
-            "decode": (config.decode_gpu, config.decode_tp),
+            "prefill": (config.prefill_gpu, config.prefill_parallel),
+            "decode": (config.decode_gpu, config.decode_parallel),
         }
 
     def kv_link(self, config: DisaggregatedConfig) -> Link | None:

@@ -1,7 +1,7 @@
 """Per-instance cost tables for one scenario, computed once from the roofline layer.
 
 The planner evaluates thousands of candidates at many request rates; the phase costs they need
-depend only on (GPU kind, TP, chunk size), so they are tabulated here: unchunked prefill time per
+depend only on (GPU kind, instance layout, chunk size), so they are tabulated here: unchunked prefill time per
 sampled request, decode step time on a grid of batch sizes, chunked-prefill time on a grid of
 (decode batch x prompt length), and the memory fit. Every number comes from model.roofline and
 model.memory (no second performance model).
@@ -15,6 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from model.hardware.gpus import GPU
+from model.hardware.parallelism import Parallelism
 from model.physics import decode_tokens
 from model.physics.affine import affine_max_sum, affine_terms
 from model.physics.deployment import Deployment
@@ -34,7 +35,7 @@ MIN_CHUNK_FRACTION = 1.0 / 16.0
 
 @dataclass(frozen=True, eq=False)
 class InstanceTables:
-    """Tabulated costs of one instance kind (GPU, TP, optional chunk budget) under a scenario."""
+    """Tabulated costs of one instance kind (GPU, layout, optional chunk budget) under a scenario."""
 
     dep: Deployment
     fit: MemoryFit
@@ -56,12 +57,13 @@ class InstanceTables:
         return self.decode_step_s / decode_tokens.tokens_per_decode_step(self.dep).emitted
 
 
-def deployment(scn: Scenario, gpu: GPU, tp: int) -> Deployment:
-    """The scenario's model on ``gpu`` x TP ``tp``, with the engine profile's per-step overhead."""
+def deployment(scn: Scenario, gpu: GPU, parallel: Parallelism | int) -> Deployment:
+    """The scenario's model on ``gpu`` GPUs laid out as ``parallel`` (a whole number = TP-only),
+    with the engine profile's per-step overhead."""
     return Deployment(
         scn.arch,
         gpu,
-        tp=tp,
+        parallel=parallel,
         weight_dtype=scn.weight_dtype,
         kv_dtype=scn.kv_dtype_resolved,
         step_overhead_s=scn.engine.step_overhead_s(gpu),
@@ -133,12 +135,15 @@ def _chunked_table(dep: Deployment, scn: Scenario, chunk: int, batch_grid: np.nd
 
 
 @lru_cache(maxsize=256)
-def instance_tables(scn: Scenario, gpu: GPU, tp: int, chunk_tokens: int | None, role: str) -> InstanceTables:
-    """Tables for an instance of ``gpu`` x TP ``tp`` in ``role`` "colocated", "prefill" or "decode".
+def instance_tables(
+    scn: Scenario, gpu: GPU, parallel: Parallelism | int, chunk_tokens: int | None, role: str
+) -> InstanceTables:
+    """Tables for an instance of ``gpu`` GPUs laid out as ``parallel`` in ``role`` "colocated",
+    "prefill" or "decode" (cached on the layout value; a whole number = TP-only).
 
     The engine profile (``scn.engine``) sets the decode-only activation workspace and caps the
     running batch at ``max_num_seqs``, as the simulator does (model.sim.simulate)."""
-    dep = deployment(scn, gpu, tp)
+    dep = deployment(scn, gpu, parallel)
     prompt, cached = scn.prompt_tokens, scn.cached_tokens
     if role == "decode":
         batched = scn.engine.decode_batched_tokens

@@ -24,6 +24,7 @@ import numpy as np
 from model.hardware.gpus import GPU
 from model.hardware.links import Link
 from model.hardware.nodes import Node
+from model.hardware.parallelism import Parallelism, as_parallelism
 from model.serving.common import StyleResult
 from model.workload.scenario import Scenario
 
@@ -98,13 +99,22 @@ class TargetGroup:
 @dataclass(frozen=True)
 class SimPool:
     """One pool of identical instances for the simulator. ``role`` "replica" runs both phases
-    (colocated; ``chunk_tokens`` None = prefill-first), "prefill" or "decode" one phase each."""
+    (colocated; ``chunk_tokens`` None = prefill-first), "prefill" or "decode" one phase each.
+    ``parallel`` is each instance's layout (a whole number = TP-only of that degree)."""
 
     role: str
     gpu: GPU
-    tp: int
+    parallel: Parallelism | int
     instances: int
     chunk_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parallel", as_parallelism("tp", self.parallel))
+
+    @property
+    def tp(self) -> int:
+        """Tensor-parallel degree of each instance (``parallel.tp``)."""
+        return self.parallel.tp
 
 
 @dataclass(frozen=True)
@@ -180,8 +190,9 @@ class ServingStyle(Protocol):
         """The configuration as names and numbers; the key "architecture" holds the style name."""
         ...
 
-    def phase_deployments(self, config: Any) -> dict[str, tuple[GPU, int]]:
-        """(GPU, TP) that runs each phase, keys "prefill" and "decode" (roofline points, math panel)."""
+    def phase_deployments(self, config: Any) -> dict[str, tuple[GPU, Parallelism | int]]:
+        """(GPU, layout) that runs each phase, keys "prefill" and "decode" (roofline points, math
+        panel); the layout a Parallelism, or a whole number for TP-only."""
         ...
 
     def kv_link(self, config: Any) -> Link | None:

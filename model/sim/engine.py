@@ -82,7 +82,8 @@ class CallableSteps:
 
 @dataclass(frozen=True)
 class InstanceSpec:
-    """One serving instance (a TP group): its step times and limits.
+    """One serving instance (one model copy on the GPUs of its parallel layout; ``label`` names the
+    layout and GPU, e.g. "TP2 h100-sxm"): its step times and limits.
 
     ``kv_capacity_tokens``: KV-cache tokens the instance holds (model.physics.memory.memory_fit).
     ``max_batched_tokens``: prompt tokens per prefill iteration (vLLM ``max_num_batched_tokens``)

@@ -28,6 +28,7 @@ from model.errors import InputError, check_whole
 from model.hardware.catalog import get_engine
 from model.hardware.engines import Engine
 from model.hardware.gpus import GPU
+from model.hardware.parallelism import Parallelism
 from model.limits import MAX_ARRIVAL_S, MAX_INSTANCES, MAX_SIM_REQUESTS, check_int, checked
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
@@ -84,7 +85,7 @@ class SimResult:
 def build_instance(
     arch: LLMArch,
     gpu: GPU,
-    tp: int,
+    parallel: Parallelism | int,
     *,
     max_batched_tokens: int,
     workspace_tokens: int,
@@ -95,23 +96,30 @@ def build_instance(
     step_overhead_s: float | None = None,
     field: str = "config",
 ) -> tuple[InstanceSpec, Deployment]:
-    """An instance spec from the roofline (step times) and model.memory (KV capacity).
+    """An instance spec from the roofline (step times) and model.memory (KV capacity) for ``gpu``
+    GPUs laid out as ``parallel`` (a Parallelism; a whole number = TP-only of that degree).
 
     ``step_overhead_s`` None: the GPU profile's. Raises InputError naming ``field`` when the weights
     and workspace leave no room for KV.
     """
     dep = Deployment(
-        arch, gpu, tp=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype, step_overhead_s=step_overhead_s
+        arch,
+        gpu,
+        parallel=parallel,
+        weight_dtype=weight_dtype,
+        kv_dtype=kv_dtype,
+        step_overhead_s=step_overhead_s,
     )
+    label = f"{dep.parallel.label} {gpu.name}"
     fit = memory_fit(dep, max_batched_tokens=workspace_tokens, gpu_memory_utilization=gpu_memory_utilization)
     if not bool(fit.fits):
-        raise InputError(field, f"TP{tp} {gpu.name}", f"a configuration that fits in memory: {fit.reason}")
+        raise InputError(field, label, f"a configuration that fits in memory: {fit.reason}")
     spec = InstanceSpec(
         RooflineSteps(dep),
         int(fit.kv_capacity_tokens),
         int(max_batched_tokens),
         max_num_seqs,
-        label=f"TP{tp} {gpu.name}",
+        label=label,
     )
     return spec, dep
 
@@ -287,7 +295,7 @@ def simulate(
         return build_instance(
             arch,
             pool.gpu,
-            pool.tp,
+            pool.parallel,
             max_batched_tokens=max_batched,
             workspace_tokens=workspace,
             step_overhead_s=eng.step_overhead_s(pool.gpu),
