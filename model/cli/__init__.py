@@ -18,8 +18,21 @@ from typing import NoReturn
 
 from model.errors import MAX_ECHO_CHARS, PdplanError, short
 
-# Subcommand modules, in the order they appear in `pdplan --help`.
-COMMAND_MODULES = ("list_show", "estimate", "plan", "simulate", "calibrate")
+# Subcommands in the order `pdplan --help` lists them: (module that registers it, one-line help).
+# Only the module of the command being run is imported, so `pdplan list gpus` never loads numpy's
+# planner stack (start-up figures in docs/architecture.md); the others appear in --help as stubs.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "list": ("list_show", "list built-in (and --profile-dir) GPUs, links, nodes, engines or models"),
+    "show": ("list_show", "every field of one profile or model, with its source"),
+    "estimate": ("estimate", "roofline estimate of prefill, decode, TPOT and memory fit"),
+    "plan": ("plan", "recommend colocated, colocated-chunked or disaggregated serving, and why"),
+    "simulate": ("simulate", "discrete-event replay of a workload or trace through one configuration"),
+    "calibrate": (
+        "calibrate",
+        "fit prefill MFU, decode MBU and step overhead to measurements; write a calibrated GPU profile",
+    ),
+}
+COMMAND_MODULES = tuple(dict.fromkeys(module for module, _ in COMMANDS.values()))
 
 EXIT_ERROR = 2
 """Exit code of every failure: bad input, usage errors and internal errors alike."""
@@ -44,15 +57,30 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(self.prog, _LONG_QUOTE.sub(lambda m: f"'{m.group(1)}...'", message))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``argv``, only the module of the command named in it is imported (the
+    other commands are help-only stubs), without it every command is registered in full."""
     parser = Parser(
         prog="pdplan",
         description="Capacity planning for LLM serving: colocated vs disaggregated prefill/decode.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
-    for name in COMMAND_MODULES:
-        importlib.import_module(f"model.cli.{name}").register(sub)
+    command = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
+    wanted = (
+        {COMMANDS[command][0]} if command in COMMANDS else set(COMMAND_MODULES) if argv is None else set()
+    )
+    registered: set[str] = set()
+    for name, (module, help_text) in COMMANDS.items():
+        if name in registered:
+            continue
+        if module in wanted:
+            before = set(sub.choices)
+            importlib.import_module(f"model.cli.{module}").register(sub)
+            registered |= set(sub.choices) - before
+        else:
+            sub.add_parser(name, help=help_text, add_help=False)
+            registered.add(name)
     return parser
 
 
@@ -65,9 +93,10 @@ def _one_line(text: object) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``pdplan`` console script; returns the process exit code."""
     try:
-        parser = build_parser()
+        args_list = list(sys.argv[1:] if argv is None else argv)
+        parser = build_parser(args_list)
         try:
-            args = parser.parse_args(argv)
+            args = parser.parse_args(args_list)
         except UsageError as err:
             msg = f"{err.prog}: usage error: {err} (see `{err.prog} --help`)"
             print(_one_line(msg), file=sys.stderr)

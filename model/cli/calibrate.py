@@ -11,14 +11,12 @@ from model.calibrate.load import load_measurements
 from model.calibrate.measurements import FORMATS, RowDefaults
 from model.calibrate.profile_toml import write_profiles
 from model.calibrate.results import CalibrationResult, GroupFit
+from model.cli import COMMANDS
 from model.cli.common import add_profile_dir, print_json, print_table
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "calibrate",
-        help="fit prefill MFU, decode MBU and step overhead to measurements; write a calibrated GPU profile",
-    )
+    p = sub.add_parser("calibrate", help=COMMANDS["calibrate"][1])
     p.add_argument(
         "--measurements",
         required=True,

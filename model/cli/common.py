@@ -8,8 +8,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 
 def _directory(text: str) -> str:
     """A ``--profile-dir`` value: blank is an error (it would otherwise mean the current directory)."""
@@ -31,6 +29,8 @@ def add_profile_dir(parser: argparse.ArgumentParser) -> None:
 
 def to_jsonable(obj: Any) -> Any:
     """Dataclasses, numpy scalars/arrays and infinities to plain JSON values (inf -> "inf")."""
+    import numpy as np
+
     if hasattr(obj, "__dataclass_fields__"):
         return {k: to_jsonable(getattr(obj, k)) for k in obj.__dataclass_fields__}
     if isinstance(obj, Mapping):

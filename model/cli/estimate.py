@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from model.cli import COMMANDS
 from model.cli.common import add_profile_dir, print_json
 from model.physics.estimate import Estimate, estimate
 from model.units import format_bytes, format_time
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("estimate", help="roofline estimate of prefill, decode, TPOT and memory fit")
+    p = sub.add_parser("estimate", help=COMMANDS["estimate"][1])
     p.add_argument("--model", required=True, help="model name or a Hugging Face config.json path")
     p.add_argument("--gpu", required=True, help="GPU name or a .toml profile path")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")

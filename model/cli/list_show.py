@@ -5,20 +5,19 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from model.cli import COMMANDS
 from model.cli.common import add_profile_dir, print_json, print_table
 from model.hardware.catalog import load_catalog, unique
-from model.llm.arch import active_params, describe, kv_bytes_per_token, params_b, total_params
-from model.llm.catalog import get_model, list_models
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("list", help="list built-in (and --profile-dir) GPUs, links, nodes, engines or models")
+    p = sub.add_parser("list", help=COMMANDS["list"][1])
     p.add_argument("what", choices=["gpus", "links", "nodes", "engines", "models"])
     p.add_argument("--json", action="store_true", help="machine-readable output")
     add_profile_dir(p)
     p.set_defaults(handler=run_list)
 
-    s = sub.add_parser("show", help="every field of one profile or model, with its source")
+    s = sub.add_parser("show", help=COMMANDS["show"][1])
     s.add_argument("what", choices=["gpu", "link", "node", "engine", "model"])
     s.add_argument("name", help="name, alias, or a .toml / config.json path")
     s.add_argument("--json", action="store_true")
@@ -77,6 +76,8 @@ def _engine_row(e: Any) -> dict[str, Any]:
 
 
 def _model_row(a: Any) -> dict[str, Any]:
+    from model.llm.arch import active_params, kv_bytes_per_token, total_params
+
     return {
         "name": a.name,
         "display_name": a.label,
@@ -99,6 +100,9 @@ def _fmt(v: Any) -> str:
 
 def run_list(args: argparse.Namespace) -> int:
     if args.what == "models":
+        from model.llm.arch import params_b
+        from model.llm.catalog import list_models
+
         rows = [_model_row(a) for a in list_models()]
         for r in rows:
             r["total_params"] = params_b(r["total_params"])
@@ -123,6 +127,9 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_show(args: argparse.Namespace) -> int:
     if args.what == "model":
+        from model.llm.arch import describe
+        from model.llm.catalog import get_model
+
         info: dict[str, Any] = describe(get_model(args.name))
         sources: dict[str, str] = {}
     else:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from model.cli import COMMANDS
 from model.cli.common import add_profile_dir, print_json
 from model.errors import InputError
 from model.limits import MAX_OPTIONS
@@ -108,9 +109,7 @@ def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "plan", help="recommend colocated, colocated-chunked or disaggregated serving, and why"
-    )
+    p = sub.add_parser("plan", help=COMMANDS["plan"][1])
     add_scenario_args(p)
     size = p.add_mutually_exclusive_group(required=True)
     size.add_argument("--gpus", type=str, help="GPU budget: maximise goodput with at most this many GPUs")

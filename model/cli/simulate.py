@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from model.cli import COMMANDS
 from model.cli.common import add_profile_dir, print_json, print_table, to_jsonable
 from model.errors import InputError
 from model.hardware.catalog import get_engine, get_gpu
@@ -35,9 +36,7 @@ def _style_flags() -> dict[str, tuple[CliFlag, list[str]]]:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "simulate", help="discrete-event replay of a workload or trace through one configuration"
-    )
+    p = sub.add_parser("simulate", help=COMMANDS["simulate"][1])
     p.add_argument("--model", required=True, help="model name (see `pdplan list models`)")
     p.add_argument(
         "--gpu", required=True, help="GPU name (colocated, and the prefill pool when disaggregated)"
