@@ -69,6 +69,7 @@ _EXPORTS: dict[str, str] = {
     "Plan": "model.planner.types",
     "config_goodput": "model.planner.goodput",
     "plan": "model.planner.plan",
+    "PlanRequest": "model.planner.plan",
     "pool_map": "model.planner.plan",
     "plan_dict": "model.planner.report",
     "rate_sweep": "model.planner.report",

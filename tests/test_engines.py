@@ -13,7 +13,7 @@ from model.cli import main
 from model.errors import InputError, ProfileError, UnknownNameError
 from model.hardware.catalog import get_engine, get_gpu, load_catalog, unique
 from model.hardware.engines import DEFAULT_ENGINE, Engine, engine_from_toml
-from model.planner.plan import resolve_inputs
+from model.planner.plan import PlanRequest, resolve_inputs
 from model.serving.configs import ColocatedConfig
 from model.serving.evaluation import evaluate
 from model.serving.phase_tables import instance_tables
@@ -65,7 +65,9 @@ def test_unknown_engine_suggests_the_nearest_name() -> None:
     with pytest.raises(UnknownNameError, match="unknown engine 'vlm'; did you mean 'vllm'"):
         get_engine("vlm")
     with pytest.raises(UnknownNameError, match="did you mean 'sglang'"):
-        resolve_inputs("llama-3.1-8b", "h100-sxm", workload="chat", slo=SLO(1, 0.1), gpus=2, engine="sglng")
+        resolve_inputs(
+            PlanRequest("llama-3.1-8b", "h100-sxm", workload="chat", slo=SLO(1, 0.1), gpus=2, engine="sglng")
+        )
 
 
 VLLM_TEXT = open(get_engine("vllm").path, encoding="utf-8").read()  # noqa: SIM115

@@ -17,7 +17,7 @@ from model.calibrate.fit import calibrate
 from model.calibrate.profile_toml import write_profiles
 from model.cli.common import to_jsonable
 from model.errors import InputError, PdplanError
-from model.planner.plan import resolve_inputs
+from model.planner.plan import PlanRequest, resolve_inputs
 from model.serving.configs import ColocatedConfig
 from model.sim.engine import SimOptions
 from model.sim.simulate import poisson_requests, simulate
@@ -40,7 +40,9 @@ def _objects() -> dict[str, Any]:
         "slo": slo,
         "scn": scn,
         "config": ColocatedConfig(gpu, 1, 1),
-        "inp": resolve_inputs(arch, gpu, workload="short", slo=slo, gpus=2, tp_options=(1,), samples=64),
+        "inp": resolve_inputs(
+            PlanRequest(arch, gpu, workload="short", slo=slo, gpus=2, tp_options=(1,), samples=64)
+        ),
         "requests": poisson_requests("short", 2.0, 10, seed=1),
     }
 

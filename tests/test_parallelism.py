@@ -13,7 +13,7 @@ from model.hardware.parallelism import MAX_DEGREE, Parallelism
 from model.llm.catalog import get_model
 from model.physics.deployment import Deployment
 from model.physics.steps import decode_step_cost, prefill_cost
-from model.planner.plan import pool_map, resolve_inputs
+from model.planner.plan import PlanRequest, pool_map, resolve_inputs
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.serving.enumeration import candidate_layouts, valid_tps
 from model.serving.evaluation import evaluate
@@ -158,7 +158,9 @@ def test_planner_and_simulator_accept_a_parallelism_built_config() -> None:
     staged = evaluate(ColocatedConfig(H100, Parallelism(tp=1, pp=2), 1), scn, 1.0)  # PP runs too
     assert staged.stable and 0 < staged.ttft_mean_s < 1 and staged.n_gpus == 2
     assert staged.label == "1 x TP1 PP2 h100-sxm"
-    inputs = resolve_inputs("llama-3.1-8b", H100, gpus=4, workload="chat", slo=SLO(1.0, 0.1), samples=64)
+    inputs = resolve_inputs(
+        PlanRequest("llama-3.1-8b", H100, gpus=4, workload="chat", slo=SLO(1.0, 0.1), samples=64)
+    )
     a, b = pool_map(inputs, Parallelism.tensor(1), Parallelism.tensor(2)), pool_map(inputs, 1, 2)
     assert all(np.array_equal(a[k], b[k]) for k in a)
     reqs = poisson_requests("chat", 4.0, 200, seed=1)

@@ -13,7 +13,9 @@ import math
 import numbers
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -58,43 +60,82 @@ def _resolve_slo(slo, ttft_slo_s, tpot_slo_s, percentile, attainment) -> SLO:
     return SLO(ttft_slo_s, tpot_slo_s, percentile, attainment)
 
 
-def resolve_inputs(
-    model: str | LLMArch,
-    gpu: str | GPU,
-    *,
-    workload: str | Workload,
-    slo: SLO | None = None,
-    ttft_slo_s: float | None = None,
-    tpot_slo_s: float | None = None,
-    percentile: float = 90.0,
-    attainment: float = 0.9,
-    link: str | Link = "ib-ndr-400",
-    decode_gpu: str | GPU | None = None,
-    node: str | Node | None = None,
-    gpus: int | None = None,
-    target_rate_rps: float | None = None,
-    dtype: str = "bf16",
-    kv_dtype: str | None = None,
-    tp_options: Sequence[int] = DEFAULT_TP_OPTIONS,
-    chunk_options: Sequence[int] = DEFAULT_CHUNK_OPTIONS,
-    layerwise: bool = True,
-    objective: str = "gpus",
-    margin: float = 0.10,
-    max_gpus: int = 256,
-    profile_dirs: str | Path | Sequence[str | Path] | None = None,
-    samples: int = DEFAULT_SAMPLES,
-    seed: int = 0,
-    arrival_scv: float = 1.0,
-    engine: str | Engine | None = None,
-) -> PlanInputs:
-    """Look up names, validate ranges, and build the scenario; errors name the field.
+@dataclass(frozen=True)
+class PlanRequest:
+    """Everything a plan is asked for, as one value (``model.plan(request)`` or ``model.plan(model,
+    gpu, **fields)``); :func:`resolve_inputs` looks the names up and validates every field.
 
-    ``engine``: the serving-engine profile (name, alias, .toml path or Engine; None: vLLM) whose caps
-    and overheads the evaluation applies, the same profile ``pdplan simulate --engine`` reads.
-
-    ``arrival_scv`` is the squared coefficient of variation of inter-arrival gaps (1 = Poisson); the
-    prefill queues use it through the G/G/c approximation (model.queueing.mgc_wait).
+    ``model``/``gpu``/``decode_gpu``/``link``/``node``/``engine``: catalog names, file paths or
+    profile objects. ``workload``: a preset name or a Workload. The targets: ``slo``, or
+    ``ttft_slo_s`` and ``tpot_slo_s`` (seconds) at ``percentile`` with ``attainment``. The size:
+    exactly one of ``gpus`` (a budget) or ``target_rate_rps`` (fewest GPUs or cost, ``objective``,
+    up to ``max_gpus``). ``dtype``/``kv_dtype``: numeric formats (model.hardware.formats).
+    ``tp_options``/``chunk_options``: the search space. ``layerwise``: KV sent per layer.
+    ``margin``: the gain disaggregation must show. ``samples``/``seed``: the workload sample.
+    ``arrival_scv``: squared coefficient of variation of inter-arrival gaps (1 = Poisson; the prefill
+    queues use it through the G/G/c approximation, model.queueing.mgc_wait). ``engine``: the
+    serving-engine profile whose caps and overheads the evaluation applies (None: vLLM), the same
+    profile ``pdplan simulate --engine`` reads.
     """
+
+    model: str | LLMArch
+    gpu: str | GPU
+    workload: str | Workload
+    slo: SLO | None = None
+    ttft_slo_s: float | None = None
+    tpot_slo_s: float | None = None
+    percentile: float = 90.0
+    attainment: float = 0.9
+    link: str | Link = "ib-ndr-400"
+    decode_gpu: str | GPU | None = None
+    node: str | Node | None = None
+    gpus: int | None = None
+    target_rate_rps: float | None = None
+    dtype: str = "bf16"
+    kv_dtype: str | None = None
+    tp_options: Sequence[int] = DEFAULT_TP_OPTIONS
+    chunk_options: Sequence[int] = DEFAULT_CHUNK_OPTIONS
+    layerwise: bool = True
+    objective: str = "gpus"
+    margin: float = 0.10
+    max_gpus: int = 256
+    profile_dirs: str | Path | Sequence[str | Path] | None = None
+    samples: int = DEFAULT_SAMPLES
+    seed: int = 0
+    arrival_scv: float = 1.0
+    engine: str | Engine | None = None
+
+
+def resolve_inputs(request: PlanRequest) -> PlanInputs:
+    """Look up names, validate ranges, and build the scenario; errors name the field."""
+    if not isinstance(request, PlanRequest):
+        raise InputError("request", type(request).__name__, "a PlanRequest")
+    model = request.model
+    gpu = request.gpu
+    workload = request.workload
+    slo = request.slo
+    ttft_slo_s = request.ttft_slo_s
+    tpot_slo_s = request.tpot_slo_s
+    percentile = request.percentile
+    attainment = request.attainment
+    link = request.link
+    decode_gpu = request.decode_gpu
+    node = request.node
+    gpus = request.gpus
+    target_rate_rps = request.target_rate_rps
+    dtype = request.dtype
+    kv_dtype = request.kv_dtype
+    tp_options = request.tp_options
+    chunk_options = request.chunk_options
+    layerwise = request.layerwise
+    objective = request.objective
+    margin = request.margin
+    max_gpus = request.max_gpus
+    profile_dirs = request.profile_dirs
+    samples = request.samples
+    seed = request.seed
+    arrival_scv = request.arrival_scv
+    engine = request.engine
     if (gpus is None) == (target_rate_rps is None):
         raise InputError(
             "gpus / target_rate", (gpus, target_rate_rps), "exactly one of a GPU budget or a target rate"
@@ -317,16 +358,23 @@ def _sweep_target(inp: PlanInputs, infeasible: Counter) -> tuple[dict[str, BestC
     return best, n
 
 
-def plan(model: str | LLMArch, gpu: str | GPU, *, thresholds: bool = True, **kwargs) -> Plan:
+def plan(
+    model: str | LLMArch | PlanRequest,
+    gpu: str | GPU | None = None,
+    *,
+    thresholds: bool = True,
+    **kwargs: Any,
+) -> Plan:
     """Plan serving for ``model`` on ``gpu``: the verdict, its reasons and the best of each style.
 
-    Keyword arguments are those of :func:`resolve_inputs` (workload, SLOs, link, decode_gpu, node,
-    gpus or target_rate_rps, dtype, TP and chunk options, objective, margin, profile_dirs, engine, ...).
-    ``thresholds`` False skips the flip-threshold searches (faster).
+    ``model`` is a :class:`PlanRequest`, or a model with ``gpu`` and the other fields of
+    PlanRequest as keywords (workload, SLOs, link, decode_gpu, node, gpus or target_rate_rps, dtype,
+    TP and chunk options, objective, margin, profile_dirs, engine, ...). ``thresholds`` False skips
+    the flip-threshold searches (faster).
     """
     from model.planner.verdict import decide, flip_thresholds
 
-    inp = resolve_inputs(model, gpu, **kwargs)
+    inp = resolve_inputs(plan_request(model, gpu, **kwargs))
     infeasible: Counter = Counter()
     if inp.gpus is not None:
         best, n, goodputs = _sweep_budget(inp, inp.gpus, infeasible)
@@ -336,6 +384,25 @@ def plan(model: str | LLMArch, gpu: str | GPU, *, thresholds: bool = True, **kwa
     verdict, reasons = decide(inp, best, infeasible, goodputs, n)
     flips = flip_thresholds(inp, best, goodputs, verdict) if thresholds and best else ()
     return Plan(verdict, tuple(reasons), best, tuple(flips), dict(infeasible), n, inp)
+
+
+def plan_request(
+    model: str | LLMArch | PlanRequest, gpu: str | GPU | None = None, **kwargs: Any
+) -> PlanRequest:
+    """A PlanRequest as given, or built from a model, a GPU and keyword fields; a keyword that is not
+    a field is an InputError naming it and the allowed fields."""
+    if isinstance(model, PlanRequest):
+        if gpu is not None or kwargs:
+            raise InputError("plan", "a PlanRequest and more arguments", "a PlanRequest alone")
+        return model
+    allowed = [f.name for f in fields(PlanRequest)]
+    unknown = sorted(set(kwargs) - set(allowed))
+    if unknown:
+        fields_text = ", ".join(allowed[2:])
+        raise InputError(unknown[0], kwargs[unknown[0]], f"a keyword of PlanRequest: {fields_text}")
+    if "workload" not in kwargs:
+        raise InputError("workload", None, "a workload preset name or a Workload")
+    return PlanRequest(model, gpu, **kwargs)
 
 
 def pool_map(
@@ -349,7 +416,11 @@ def pool_map(
     Returns arrays n_prefill, n_decode, n_gpus, goodput_rps, goodput_rps_per_gpu and fits.
     """
     if not isinstance(inp, PlanInputs):
-        raise InputError("inp", type(inp).__name__, "PlanInputs (from resolve_inputs or plan(...).inputs)")
+        raise InputError(
+            "inp",
+            type(inp).__name__,
+            "PlanInputs (from resolve_inputs(PlanRequest(...)) or plan(...).inputs)",
+        )
     prefill = as_parallelism("prefill", prefill)
     decode = as_parallelism("decode", decode)
     if gpus is not None:
