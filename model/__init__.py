@@ -51,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "load_hf_config": "model.llm.hf_config",
     "Estimate": "model.physics.estimate",
     "estimate": "model.physics.estimate",
+    "EstimateRequest": "model.physics.estimate",
     "MemoryFit": "model.physics.memory",
     "memory_fit": "model.physics.memory",
     "Deployment": "model.physics.deployment",

@@ -101,3 +101,29 @@ def check_whole(field: str, value: object, minimum: int = 1, maximum: int | None
         )
         raise InputError(field, value, allowed)
     return int(value)  # type: ignore[arg-type]
+
+
+def build_request(cls: type, first: object, second: object, kwargs: dict[str, object]) -> object:
+    """A request dataclass ``cls`` as given (``first`` an instance, nothing else), or built from its
+    two leading fields and keyword fields; an unknown keyword or a missing required field is an
+    InputError naming it and the allowed fields (never a TypeError). One function serves every
+    public call that takes a request dataclass (model.plan, model.estimate)."""
+    from dataclasses import MISSING, fields
+
+    if isinstance(first, cls):
+        if second is not None or kwargs:
+            raise InputError(cls.__name__, "a request and more arguments", f"a {cls.__name__} alone")
+        return first
+    names = [f.name for f in fields(cls)]
+    allowed = f"a keyword of {cls.__name__}: " + ", ".join(names[2:])
+    unknown = sorted(set(kwargs) - set(names[2:]))
+    if unknown:
+        raise InputError(unknown[0], short(kwargs[unknown[0]]), allowed)
+    missing = [
+        f.name
+        for f in fields(cls)[2:]
+        if f.default is MISSING and f.default_factory is MISSING and f.name not in kwargs
+    ]
+    if missing:
+        raise InputError(missing[0], None, f"a value (required by {cls.__name__})")
+    return cls(first, second, **kwargs)

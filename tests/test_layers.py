@@ -108,3 +108,38 @@ def test_the_checker_catches_a_violation(tmp_path: Path) -> None:
     bad.write_text("from model.planner.plan import plan\n")
     ((target, _),) = _imports(bad)
     assert RANK[_layer(target)] > RANK["physics"]
+
+
+MAX_MODULE_LINES = 500
+MAX_PUBLIC_PARAMETERS = 8
+
+
+def test_no_module_over_the_size_limit() -> None:
+    """Small modules with one job each (issue 12): none over ~500 lines."""
+    big = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not big, f"modules over {MAX_MODULE_LINES} lines: {big}"
+
+
+def test_public_functions_take_a_dataclass_beyond_eight_parameters() -> None:
+    """No public function (model.__all__) with more than ~8 parameters: larger inputs travel as one
+    frozen dataclass (PlanRequest, EstimateRequest, SLO, configs); dataclasses themselves are exempt."""
+    import dataclasses
+    import inspect
+
+    import model
+
+    wide = {}
+    for name in model.__all__:
+        obj = getattr(model, name)
+        if inspect.isclass(obj) or not callable(obj):
+            continue
+        fn = inspect.unwrap(obj)
+        params = [
+            p
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+        ]
+        if len(params) > MAX_PUBLIC_PARAMETERS:
+            wide[name] = len(params)
+    assert not wide, f"public functions with more than {MAX_PUBLIC_PARAMETERS} parameters: {wide}"
+    assert dataclasses.is_dataclass(model.PlanRequest) and dataclasses.is_dataclass(model.EstimateRequest)

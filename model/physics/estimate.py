@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from model.errors import InputError, check_whole
+from model.errors import InputError, build_request, check_whole
 from model.hardware.catalog import get_gpu
 from model.hardware.gpus import GPU
 from model.hardware.parallelism import Parallelism
@@ -87,26 +87,36 @@ class Estimate:
         }
 
 
-def estimate(
-    model: str | LLMArch,
-    gpu: str | GPU,
-    *,
-    tp: int = 1,
-    pp: int = 1,
-    parallel: Parallelism | None = None,
-    dtype: str = "bf16",
-    kv_dtype: str | None = None,
-    isl: int,
-    osl: int,
-    batch: int = 1,
-    profile_dirs: str | Path | Sequence[str | Path] | None = None,
-    max_batched_tokens: int = 8192,
-    gpu_memory_utilization: float = 0.9,
-) -> Estimate:
-    """Estimate one configuration. ``model``/``gpu`` accept names, file paths or objects.
+@dataclass(frozen=True)
+class EstimateRequest:
+    """One roofline estimate asked for, as one value (``model.estimate(request)`` or
+    ``model.estimate(model, gpu, isl=..., osl=..., **fields)``).
 
-    The instance's parallelism is ``parallel`` when given, else TP ``tp`` x PP ``pp`` (conveniences
-    for the CLI's ``--tp``/``--pp``; giving both ``parallel`` and a non-default ``tp``/``pp`` is an error).
+    ``model``/``gpu``: names, file paths or objects; ``isl``/``osl``: prompt and output tokens;
+    ``batch``: sequences per step; the instance's layout is ``parallel`` when given, else TP ``tp`` x
+    PP ``pp`` (conveniences for the CLI's ``--tp``/``--pp``; not both); ``dtype``/``kv_dtype``:
+    numeric formats; ``profile_dirs``: extra profile folders; ``max_batched_tokens`` and
+    ``gpu_memory_utilization``: the memory fit's activation workspace and usable memory fraction.
+    """
+
+    model: str | LLMArch
+    gpu: str | GPU
+    isl: int
+    osl: int
+    batch: int = 1
+    tp: int = 1
+    pp: int = 1
+    parallel: Parallelism | None = None
+    dtype: str = "bf16"
+    kv_dtype: str | None = None
+    profile_dirs: str | Path | Sequence[str | Path] | None = None
+    max_batched_tokens: int = 8192
+    gpu_memory_utilization: float = 0.9
+
+
+def estimate(model: str | LLMArch | EstimateRequest, gpu: str | GPU | None = None, **fields: Any) -> Estimate:
+    """Estimate one configuration: an :class:`EstimateRequest`, or its fields (``model``, ``gpu``,
+    then keywords; ``isl`` and ``osl`` required).
 
     prefill_s: one prefill step of ``batch`` prompts of ``isl`` tokens; decode_step_s: one decode
     step at ``batch`` and context isl + osl / 2; tpot_s: mean decode step over the growing context
@@ -115,8 +125,12 @@ def estimate(
     max_batch: concurrent sequences of isl + osl tokens whose KV fits; ``fits`` also requires the
     batch to fit that KV cache and isl + osl to fit the model's context window.
     """
-    isl = check_whole("isl", isl, 1, MAX_TOKENS)
-    osl = check_whole("osl", osl, 1, MAX_TOKENS)
+    r = build_request(EstimateRequest, model, gpu, fields)
+    model, gpu, tp, pp, parallel = r.model, r.gpu, r.tp, r.pp, r.parallel
+    dtype, kv_dtype, batch, profile_dirs = r.dtype, r.kv_dtype, r.batch, r.profile_dirs
+    max_batched_tokens, gpu_memory_utilization = r.max_batched_tokens, r.gpu_memory_utilization
+    isl = check_whole("isl", r.isl, 1, MAX_TOKENS)
+    osl = check_whole("osl", r.osl, 1, MAX_TOKENS)
     batch = check_whole("batch", batch, 1, MAX_BATCH)
     arch = get_model(model)
     g = get_gpu(gpu, profile_dirs)

@@ -13,13 +13,13 @@ import math
 import numbers
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from model.errors import InputError
+from model.errors import InputError, build_request
 from model.hardware.catalog import load_catalog
 from model.hardware.engines import DEFAULT_ENGINE, Engine
 from model.hardware.gpus import GPU
@@ -389,20 +389,8 @@ def plan(
 def plan_request(
     model: str | LLMArch | PlanRequest, gpu: str | GPU | None = None, **kwargs: Any
 ) -> PlanRequest:
-    """A PlanRequest as given, or built from a model, a GPU and keyword fields; a keyword that is not
-    a field is an InputError naming it and the allowed fields."""
-    if isinstance(model, PlanRequest):
-        if gpu is not None or kwargs:
-            raise InputError("plan", "a PlanRequest and more arguments", "a PlanRequest alone")
-        return model
-    allowed = [f.name for f in fields(PlanRequest)]
-    unknown = sorted(set(kwargs) - set(allowed))
-    if unknown:
-        fields_text = ", ".join(allowed[2:])
-        raise InputError(unknown[0], kwargs[unknown[0]], f"a keyword of PlanRequest: {fields_text}")
-    if "workload" not in kwargs:
-        raise InputError("workload", None, "a workload preset name or a Workload")
-    return PlanRequest(model, gpu, **kwargs)
+    """A PlanRequest as given, or built from a model, a GPU and keyword fields (errors name the field)."""
+    return build_request(PlanRequest, model, gpu, kwargs)
 
 
 def pool_map(
