@@ -228,8 +228,11 @@ async def _capture(devtools_http: str, url: str, want: str, out: Path, need_char
         ws.close()
 
 
-def capture(views: list[str | None], out_names: list[str], timeout_s: float = 240.0) -> list[str]:
-    """Start the app and chromium; for each view (tab label, None = default) save a screenshot."""
+def capture(
+    views: list[str | None], out_names: list[str], timeout_s: float = 240.0, out_dir: Path = SCREENSHOTS
+) -> list[str]:
+    """Start the app and chromium; for each view (tab label, None = default) save a screenshot in
+    ``out_dir`` (the documentation folder only when run as a script, never from the test suite)."""
     binary = find_chromium()
     if binary is None:
         raise RuntimeError("chromium is not installed (run .ci/install_browser.sh)")
@@ -242,7 +245,7 @@ def capture(views: list[str | None], out_names: list[str], timeout_s: float = 24
             for view, name in zip(views, out_names, strict=True):
                 url = base + "/" + (("?" + urllib.parse.urlencode({"view": view})) if view else "")
                 coro = _capture(
-                    devtools_http, url, "Verdict:", SCREENSHOTS / name, need_chart=view in CHART_VIEWS
+                    devtools_http, url, "Verdict:", out_dir / name, need_chart=view in CHART_VIEWS
                 )
                 texts.append(asyncio.run(asyncio.wait_for(coro, timeout=timeout_s)))
     return texts
@@ -338,12 +341,14 @@ def measure(
 
 
 @pytest.mark.slow
-def test_browser_shows_verdict_and_saves_screenshot():
+def test_browser_shows_verdict_and_saves_screenshot(tmp_path):
+    """The screenshot goes to a temporary folder: `make test` leaves the work tree clean (issue 19);
+    `python tests/test_app_browser.py` refreshes docs/screenshots/ on purpose."""
     if find_chromium() is None:
         pytest.skip("chromium is not installed (.ci/install_browser.sh installs Debian's chromium)")
-    out = SCREENSHOTS / "app.png"
-    before = out.stat().st_mtime if out.exists() else 0.0
-    (text,) = capture([None], ["app.png"])
+    out = tmp_path / "app.png"
+    before = 0.0
+    (text,) = capture([None], ["app.png"], out_dir=tmp_path)
     assert "Verdict:" in text
     assert any(v in text for v in ("colocated", "disaggregated")), text[:500]
     assert "Traceback" not in text
