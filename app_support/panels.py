@@ -350,7 +350,7 @@ def _fmt(fmt: str, x: float) -> str:
 
 def simulation_panel(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spec) -> None:
     if not compute.simulator_available():
-        st.info("model.simulate is not available in this installation.")
+        st.info("The simulator (model.sim) is not available in this installation.")
         return
     styles = [s for s in STYLES if s in plan.best]
     if not styles:

@@ -6,7 +6,7 @@ stalls or mixed iterations) is known on the shared grid ``BATCH_GRID``. Little's
 batch gives the fixed point B = lambda * E[O] * tau(B) (Yu et al., "Orca", OSDI 2022, for the
 iteration-level batching; Little 1961 for the law). The least root is found on the grid and
 refined by linear interpolation: no iteration, so thousands of candidates solve in one pass.
-This is the vectorised counterpart of :func:`model.batching.decode_pool` (same model; the tests
+This is the vectorised decode-pool model (Little's-law batch fixed point; the tests
 check they agree).
 """
 
@@ -77,7 +77,7 @@ def admission_wait(
     """(mean admission wait, stable) for a decode instance whose KV cache holds ``max_batch`` sequences.
 
     The ``max_batch`` slots are the servers of an M/G/c queue with service E[O] x tau(max_batch)
-    and the output-length SCV (model.batching's documented model; Kimura's M/G/c approximation).
+    and the output-length SCV (docs/queueing.md; Kimura's M/G/c approximation).
     """
     cap = np.maximum(np.floor(np.asarray(max_batch, dtype=float)), 1.0)
     service = mean_output_tokens * np.asarray(per_token_at_cap_s, dtype=float)

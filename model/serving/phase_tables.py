@@ -3,7 +3,7 @@
 The planner evaluates thousands of candidates at many request rates; the phase costs they need
 depend only on (GPU kind, instance layout, chunk size), so they are tabulated here: unchunked prefill time per
 sampled request, decode step time on a grid of batch sizes, chunked-prefill time on a grid of
-(decode batch x prompt length), and the memory fit. Every number comes from model.roofline and
+(decode batch x prompt length), and the memory fit. Every number comes from model.physics and
 model.memory (no second performance model).
 """
 

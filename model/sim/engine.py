@@ -6,7 +6,7 @@ arrivals are merged in from a sorted array rather than pushed onto the heap. Tie
 deterministically: arrivals before other events at the same instant, then events in the order they
 were scheduled. Nothing here is random, so a run is a pure function of its inputs.
 
-The model of serving lives in :mod:`model.sim_colocated` and :mod:`model.sim_disaggregated`;
+The model of serving lives in :mod:`model.sim.colocated` and :mod:`model.sim.disaggregated`;
 step times come from a :class:`StepTimes` object, which for real runs is
 :class:`model.sim.steps.RooflineSteps` (the roofline layer, no second performance model) and in
 tests a set of hand-written callables (:class:`CallableSteps`).

@@ -2,10 +2,10 @@
 serving, per-request records and summaries, and goodput by rate search.
 
 This is the independent check on the analytical planner: it shares only the phase-cost layer
-(model.roofline, model.memory, model.comm) and the configuration types (model.configs). The event
-loop lives in :mod:`model.sim_engine`, the schedulers in :mod:`model.sim_colocated` and
-:mod:`model.sim_disaggregated`, step-time tabulation in :mod:`model.sim_steps` and results in
-:mod:`model.sim_report`; their docstrings state each modelling choice.
+(model.physics, model.physics.memory, model.hardware.collectives) and the configuration types
+(model.serving.configs). The event loop lives in :mod:`model.sim.engine`, the schedulers in
+:mod:`model.sim.colocated` and :mod:`model.sim.disaggregated`, step-time tabulation in
+:mod:`model.sim.steps` and results in :mod:`model.sim.report`; their docstrings state each modelling choice.
 
 Entry points:
 
@@ -142,7 +142,7 @@ def simulate_colocated(
     label: str = "",
     style: str | None = None,
 ) -> SimResult:
-    """Replay ``requests`` through ``replicas`` colocated replicas of ``spec`` (see model.sim_colocated).
+    """Replay ``requests`` through ``replicas`` colocated replicas of ``spec`` (see model.sim.colocated).
 
     With ``chunked`` the token budget per iteration is ``spec.max_batched_tokens``. ``style`` names
     the serving style in the summary (default "colocated" or "colocated-chunked").
@@ -191,7 +191,7 @@ def simulate_disaggregated(
     label: str = "",
     style: str = "disaggregated",
 ) -> SimResult:
-    """Replay ``requests`` through a prefill pool, a link and a decode pool (see model.sim_disaggregated).
+    """Replay ``requests`` through a prefill pool, a link and a decode pool (see model.sim.disaggregated).
 
     ``transfer(prompt_tokens) -> (transfer_s, last_layer_s)`` is the KV transfer time. With
     ``layerwise``, the first layer's KV is ready 1/``layers`` of the way through the prefill

@@ -1,8 +1,8 @@
 """Step times for the simulator from the roofline layer, tabulated so that an event costs no numpy call.
 
-Every number comes from :mod:`model.roofline` (``prefill_cost``, ``decode_step_cost``,
-``mixed_step_cost``) and :mod:`model.comm` (``transfer_time_s``); this module only decides where to
-evaluate them and caches the results:
+Every number comes from :mod:`model.physics.steps` (``prefill_cost``, ``decode_step_cost``,
+``mixed_step_cost``) and :mod:`model.hardware.collectives` (``transfer_time_s``); this module only
+decides where to evaluate them and caches the results:
 
 - **Decode**: for a fixed batch B the roofline's compute time and memory time are each affine in
   the per-sequence context (attention FLOPs and KV bytes grow linearly with it; weights, linear
