@@ -82,6 +82,7 @@ _EXPORTS: dict[str, str] = {
     "Workload": "model.workload.presets",
     "get_workload": "model.workload.presets",
     "list_workloads": "model.workload.presets",
+    "workload_from_lengths": "model.workload.plain",
     "Scenario": "model.workload.scenario",
     "SLO": "model.workload.slo",
 }

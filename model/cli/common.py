@@ -27,6 +27,54 @@ def add_profile_dir(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_workload_source(parser: argparse.ArgumentParser, workload_help: str, trace_help: str) -> None:
+    """The request-length source: a preset, a trace, or plain lengths (``--isl``/``--isl-dist`` with
+    ``--osl``/``--osl-dist``); exactly one source, checked by argparse and :func:`lengths_workload`."""
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument("--workload", help=workload_help)
+    src.add_argument("--trace", help=trace_help)
+    src.add_argument("--isl", metavar="N", help="fixed prompt length in tokens (with --osl or --osl-dist)")
+    src.add_argument(
+        "--isl-dist",
+        metavar="SPEC",
+        help="prompt-length distribution: fixed:N, lognormal:mean=M,cv=C or uniform:low=A,high=B",
+    )
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--osl", metavar="N", help="fixed output length in tokens (with --isl or --isl-dist)")
+    out.add_argument("--osl-dist", metavar="SPEC", help="output-length distribution (forms as --isl-dist)")
+
+
+def lengths_workload(args: argparse.Namespace) -> Any:
+    """The Workload of ``--isl/--isl-dist`` + ``--osl/--osl-dist``, or None when neither is given."""
+    from model.errors import InputError
+    from model.workload.lengths import Fixed
+    from model.workload.plain import parse_length_spec, parse_tokens, workload_from_lengths
+
+    has_isl = args.isl is not None or args.isl_dist is not None
+    has_osl = args.osl is not None or args.osl_dist is not None
+    if not has_isl and not has_osl:
+        return None
+    if not has_isl:
+        flag = "--osl" if args.osl is not None else "--osl-dist"
+        raise InputError(
+            flag, args.osl or args.osl_dist, "only with --isl or --isl-dist (not with --workload/--trace)"
+        )
+    if not has_osl:
+        raise InputError("--osl/--osl-dist", None, "an output length with --isl/--isl-dist, e.g. --osl 500")
+
+    def side(fixed: str | None, spec: str | None, flag: str) -> tuple[Any, str]:
+        if fixed is not None:
+            n = parse_tokens(fixed, flag)
+            return Fixed(n), str(n)
+        return parse_length_spec(spec or "", f"{flag}-dist"), (spec or "").strip().lower()
+
+    (isl, isl_text), (osl, osl_text) = (
+        side(args.isl, args.isl_dist, "--isl"),
+        side(args.osl, args.osl_dist, "--osl"),
+    )
+    return workload_from_lengths(isl_dist=isl, osl_dist=osl, name=f"isl={isl_text},osl={osl_text}")
+
+
 def to_jsonable(obj: Any) -> Any:
     """Dataclasses, numpy scalars/arrays and infinities to plain JSON values (inf -> "inf")."""
     import numpy as np

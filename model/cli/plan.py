@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from model.cli import COMMANDS
-from model.cli.common import add_profile_dir, print_json
+from model.cli.common import add_profile_dir, add_workload_source, lengths_workload, print_json
 from model.errors import InputError
 from model.limits import MAX_OPTIONS
 from model.planner.plan import plan
@@ -58,9 +58,11 @@ def add_scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--decode-gpu", help="GPU kind of the decode pool (default: --gpu)")
     p.add_argument("--link", default="ib-ndr-400", help="link between pools (default ib-ndr-400)")
     p.add_argument("--node", help="node profile: pools that fit in one node use its intra-node link")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--workload", help="workload preset: chat, code, summarization, rag, short, mixed")
-    src.add_argument("--trace", help="request trace file (Azure CSV, Mooncake JSONL, BurstGPT CSV)")
+    add_workload_source(
+        p,
+        "workload preset: chat, code, summarization, rag, short, mixed",
+        "request trace file (Azure CSV, Mooncake JSONL, BurstGPT CSV)",
+    )
     p.add_argument("--ttft-slo", required=True, help="TTFT target, e.g. 500ms (a bare number is seconds)")
     p.add_argument("--tpot-slo", required=True, help="TPOT target, e.g. 50ms")
     p.add_argument("--percentile", default="90", help="percentile the targets apply to (default 90)")
@@ -78,8 +80,9 @@ def add_scenario_args(p: argparse.ArgumentParser) -> None:
 
 
 def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    lengths = lengths_workload(args)  # first: an --osl beside --workload/--trace is an error
     trace = load_trace(args.trace) if args.trace else None
-    workload = Workload.from_trace(trace) if trace is not None else args.workload
+    workload = Workload.from_trace(trace) if trace is not None else lengths or args.workload
     if args.arrival_cv is not None:
         cv = _float(args.arrival_cv, "arrival_cv", "a coefficient of variation in (0, 100] (1 = Poisson)")
         if not 0 < cv <= 100:

@@ -7,7 +7,14 @@ import sys
 from typing import Any
 
 from model.cli import COMMANDS
-from model.cli.common import add_profile_dir, print_json, print_table, to_jsonable
+from model.cli.common import (
+    add_profile_dir,
+    add_workload_source,
+    lengths_workload,
+    print_json,
+    print_table,
+    to_jsonable,
+)
 from model.errors import InputError
 from model.hardware.catalog import get_engine, get_gpu
 from model.hardware.engines import Engine
@@ -56,13 +63,15 @@ def register(sub: Any) -> None:
         else:
             p.add_argument(flag, type=f.type, default=None, help=f.help + used_by)
     p.add_argument("--engine", default="vllm", help="serving-engine profile (see `pdplan list engines`)")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--workload", help="workload preset (chat, code, summarization, rag, short, mixed)")
-    src.add_argument("--trace", help="trace file (Azure, BurstGPT CSV or Mooncake JSONL)")
+    add_workload_source(
+        p,
+        "workload preset (chat, code, summarization, rag, short, mixed)",
+        "trace file (Azure, BurstGPT CSV or Mooncake JSONL)",
+    )
     p.add_argument(
         "--rate",
         default=None,
-        help="arrival rate, req/s (required with --workload; rescales a --trace in time)",
+        help="arrival rate, req/s (required with --workload or --isl/--isl-dist; rescales a --trace in time)",
     )
     p.add_argument(
         "--requests",
@@ -199,12 +208,15 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--per-request", args.per_request, "a CSV file path")
     if args.seed < 0:
         raise InputError("--seed", args.seed, "a whole number >= 0")
+    lengths = lengths_workload(args)  # first: an --osl beside --workload/--trace is an error
     if args.trace:
         requests = trace_requests(load_trace(args.trace), n=args.requests, rate_rps=rate)
     else:
         if rate is None:
-            raise InputError("--rate", None, "an arrival rate in req/s (required with --workload)")
-        requests = poisson_requests(args.workload, rate, args.requests or DEFAULT_REQUESTS, seed=args.seed)
+            raise InputError("--rate", None, "an arrival rate in req/s (required with --workload or --isl)")
+        requests = poisson_requests(
+            lengths or args.workload, rate, args.requests or DEFAULT_REQUESTS, seed=args.seed
+        )
     show = args.progress or sys.stderr.isatty()
     options = SimOptions(warmup_requests=args.warmup, progress=_progress_bar() if show else None)
     res = simulate(
