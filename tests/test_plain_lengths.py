@@ -30,7 +30,7 @@ def test_fixed_lengths_sample_exactly_n():
     assert np.all(prompt == 4000) and np.all(output == 500)
     assert wl.mean_prompt_tokens == 4000.0 and wl.mean_output_tokens == 500.0
     assert wl.prompt_tokens.scv() == 0.0
-    assert wl.name == "isl=4000,osl=500"
+    assert wl.name == "isl=4000; osl=500"
 
 
 def test_fixed_spec_is_the_fixed_flag():

@@ -72,7 +72,7 @@ def lengths_workload(args: argparse.Namespace) -> Any:
         side(args.isl, args.isl_dist, "--isl"),
         side(args.osl, args.osl_dist, "--osl"),
     )
-    return workload_from_lengths(isl_dist=isl, osl_dist=osl, name=f"isl={isl_text},osl={osl_text}")
+    return workload_from_lengths(isl_dist=isl, osl_dist=osl, name=f"isl={isl_text}; osl={osl_text}")
 
 
 def to_jsonable(obj: Any) -> Any:

@@ -145,12 +145,12 @@ def workload_from_lengths(
 
     ``workload_from_lengths(isl=4000, osl=500)`` gives every request 4000 prompt and 500 output
     tokens; ``isl_dist="lognormal:mean=2000,cv=1"`` draws prompts from that law instead. Prompt and
-    output lengths are drawn independently. ``name`` defaults to ``isl=...,osl=...``.
+    output lengths are drawn independently. ``name`` defaults to ``isl=...; osl=...``.
     """
     prompt, p_text = _side(isl, isl_dist, "isl")
     output, o_text = _side(osl, osl_dist, "osl")
     return Workload(
-        name=name or f"isl={p_text},osl={o_text}",
+        name=name or f"isl={p_text}; osl={o_text}",
         prompt_tokens=prompt,
         output_tokens=output,
         prefix_cache_hit_rate=prefix_cache_hit_rate,
