@@ -4,7 +4,9 @@ Spec grammar (strict: a regular expression, no evaluation; docs/workloads.md "Pl
 
 - ``fixed:N``                      every request has exactly N tokens (a whole number)
 - ``lognormal:mean=M,cv=C``        lognormal with mean M tokens and coefficient of variation C
-                                   (:meth:`LogNormal.from_mean_scv` with scv = C^2)
+                                   (:meth:`LogNormal.from_mean_scv` with scv = C^2; M and C are those
+                                   of the law before clipping to [1, MAX_TOKENS], which raises the
+                                   mean only when much mass lies below 1 token)
 - ``uniform:low=A,high=B``         continuous uniform on [A, B] tokens, rounded
 
 Numbers are plain decimals with an optional exponent (``4000``, ``4e3``, ``0.5``), finite; token
@@ -16,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 
-from model.errors import InputError, short
+from model.errors import InputError, check_whole, short
 from model.limits import MAX_TOKENS
 from model.workload.lengths import Fixed, LengthDist, LogNormal, Uniform
 from model.workload.presets import Workload
@@ -122,10 +124,7 @@ def _side(fixed: int | None, dist: str | LengthDist | None, name: str) -> tuple[
     if (fixed is None) == (dist is None):
         raise InputError(name, None, f"exactly one of {name} (a token count) and {name}_dist (a spec)")
     if fixed is not None:
-        if isinstance(fixed, bool) or not isinstance(fixed, int) or not 1 <= fixed <= MAX_TOKENS:
-            raise InputError(name, short(fixed), f"a whole number of tokens in [1, {MAX_TOKENS}]")
-        else:
-            n = int(fixed)
+        n = check_whole(name, fixed, 1, MAX_TOKENS)
         return Fixed(n), str(n)
     if isinstance(dist, LengthDist):
         return dist, type(dist).__name__
