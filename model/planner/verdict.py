@@ -333,7 +333,7 @@ def _no_flip_words(always: bool, tie: bool, gain: float | None, margin: float) -
     reaches the margin while within it now (a tie), or loses at every speed."""
     if always:
         return "disaggregation wins at all of them"
-    if tie and gain is not None and gain > 0:
+    if tie and gain is not None:
         return (
             f"disaggregation never reaches the +{margin:.0%} margin at any of them "
             f"(now {_pct(gain, margin)}: a tie within the margin)"
