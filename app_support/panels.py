@@ -62,7 +62,8 @@ def verdict_card(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spe
         )
         st.markdown(
             f"<span style='color:{colour};font-weight:600'>{VERDICT_WORDS[plan.verdict]}</span> "
-            f"for {_safe(inp.scenario.arch.name)} on {_safe(inp.gpu.name)}"
+            + (f"tie within margin ({plan.gain:+.0%}), " if plan.tie and plan.gain is not None else "")
+            + f"for {_safe(inp.scenario.arch.name)} on {_safe(inp.gpu.name)}"
             + (f" + {_safe(inp.decode_gpu.name)}" if inp.decode_gpu != inp.gpu else "")
             + f", {_safe(inp.link.name)}, {where}, workload {_safe(inp.scenario.workload.name)}",
             unsafe_allow_html=True,

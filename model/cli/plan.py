@@ -164,6 +164,11 @@ def run(args: argparse.Namespace) -> int:
         print_json(plan_dict(result))
         return 0
     print(f"verdict: {result.verdict}")
+    if result.tie:
+        print(
+            f"tie within the {result.inputs.margin:.0%} margin: "
+            f"disaggregated {result.gain:+.1%} (needs +{result.inputs.margin:.0%})"
+        )
     print()
     for r in result.reasons:
         print(f"- {r}")

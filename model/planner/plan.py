@@ -372,7 +372,7 @@ def plan(
     TP and chunk options, objective, margin, profile_dirs, engine, ...). ``thresholds`` False skips
     the flip-threshold searches (faster).
     """
-    from model.planner.verdict import decide, flip_thresholds
+    from model.planner.verdict import decide, flip_thresholds, tie_band
 
     inp = resolve_inputs(plan_request(model, gpu, **kwargs))
     infeasible: Counter = Counter()
@@ -383,7 +383,8 @@ def plan(
         goodputs = {}
     verdict, reasons = decide(inp, best, infeasible, goodputs, n)
     flips = flip_thresholds(inp, best, goodputs, verdict) if thresholds and best else ()
-    return Plan(verdict, tuple(reasons), best, tuple(flips), dict(infeasible), n, inp)
+    tie, gain = tie_band(inp, best)
+    return Plan(verdict, tuple(reasons), best, tuple(flips), dict(infeasible), n, inp, tie, gain)
 
 
 def plan_request(

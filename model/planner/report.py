@@ -79,6 +79,8 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
     return _plain(
         {
             "verdict": plan.verdict,
+            "tie": plan.tie,
+            "disaggregated_gain": plan.gain,
             "reasons": list(plan.reasons),
             "best": {style: best_dict(b) for style, b in plan.best.items()},
             "flip_thresholds": [dataclasses.asdict(f) for f in plan.flip_thresholds],

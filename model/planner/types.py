@@ -91,6 +91,11 @@ class Plan:
     infeasible: dict[str, int]
     candidates_evaluated: int
     inputs: PlanInputs = field(repr=False)
+    # Neither family ahead by the margin (model.planner.verdict.tie_band); the verdict stays colocated.
+    tie: bool = False
+    # Disaggregated / colocated goodput ratio - 1 on a budget (resource ratio - 1 for a target
+    # rate); None unless both families meet the SLOs.
+    gain: float | None = None
 
     @property
     def mode(self) -> str:

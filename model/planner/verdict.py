@@ -82,6 +82,29 @@ def _gain(inp: PlanInputs, dis: BestConfig, col: BestConfig) -> float:
     return col.cost_usd_per_hour / dis.cost_usd_per_hour - 1.0
 
 
+def _pct(x: float, margin: float) -> str:
+    """A signed percentage; one decimal when whole percent would round onto the margin (+9.6% is
+    not shown as +10% next to "needs +10%")."""
+    whole = f"{x:+.0%}"
+    return f"{x:+.1%}" if round(abs(x) * 100) == round(margin * 100) else whole
+
+
+def tie_band(inp: PlanInputs, best: dict[str, BestConfig]) -> tuple[bool, float | None]:
+    """(tie, gain): ``gain`` is disaggregation's advantage (``_gain``: goodput ratio - 1 on a budget,
+    resource ratio - 1 for a target rate; None unless both families meet the SLOs or when not
+    finite); ``tie`` is True when neither family is ahead by the margin: gain < margin and
+    colocated's own advantage 1/(1+gain) - 1 < margin. The verdict then stays colocated."""
+    col = _colocated_best(inp, best)
+    dis = _family_best(inp, best, "disaggregated")
+    if col is None or dis is None:
+        return False, None
+    gain = _gain(inp, dis, col)
+    if not math.isfinite(gain):
+        return False, None
+    col_ahead = 1.0 / (1.0 + gain) - 1.0 if gain > -1.0 else math.inf
+    return (gain < inp.margin and col_ahead < inp.margin), gain
+
+
 def _style_line(b: BestConfig) -> str:
     ev = b.at_goodput
     return (
@@ -170,6 +193,13 @@ def decide(
                 f"{gain:.0%} (margin {inp.margin:.0%}), and prefill interference in colocated serving is "
                 f"material "
                 f"(decode slowed {intf:.0%}, threshold {INTERFERENCE_MATERIAL:.0%})."
+            )
+        elif tie_band(inp, best)[0]:
+            verdict = col.style
+            reasons.append(
+                f"tie within the {inp.margin:.0%} margin: disaggregated changes {measure} by "
+                f"{_pct(gain, inp.margin)} (needs +{inp.margin:.0%}), so {col.style} is recommended "
+                "(neither style is ahead by the margin)."
             )
         else:
             verdict = col.style
@@ -298,6 +328,19 @@ def transfer_break_even(inp: PlanInputs, dis: BestConfig) -> FlipThreshold | Non
     )
 
 
+def _no_flip_words(always: bool, tie: bool, gain: float | None, margin: float) -> str:
+    """How a link-speed search that finds no flip ends: disaggregation wins at every speed, never
+    reaches the margin while within it now (a tie), or loses at every speed."""
+    if always:
+        return "disaggregation wins at all of them"
+    if tie and gain is not None:
+        return (
+            f"disaggregation never reaches the +{margin:.0%} margin at any of them "
+            f"(now {_pct(gain, margin)}: a tie within the margin)"
+        )
+    return "disaggregation loses at all of them"
+
+
 def flip_thresholds(
     inp: PlanInputs,
     best: dict[str, BestConfig],
@@ -312,6 +355,7 @@ def flip_thresholds(
     scn = inp.scenario
     need = 1.0 + inp.margin
     material = col is None or interference(col) >= INTERFERENCE_MATERIAL
+    tie, gain = tie_band(inp, best)
     top = (
         _top_disaggregated(goodputs, THRESHOLD_TOP_K)
         if inp.gpus is not None
@@ -358,11 +402,7 @@ def flip_thresholds(
                     now,
                     f"no link speed from {format_bandwidth(line_rate * 1e-4)} to "
                     f"{format_bandwidth(line_rate * 1e4)} flips the verdict: "
-                    + (
-                        "disaggregation wins at all of them"
-                        if always
-                        else "disaggregation loses at all of them"
-                    ),
+                    + _no_flip_words(always, tie, gain, inp.margin),
                 )
             )
         else:
