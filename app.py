@@ -45,7 +45,7 @@ def pool_map_tab(spec: inputs.Spec, plan) -> None:
     mapped = compute.map_budget(tp_p, tp_d, budget)
     with st.spinner("Evaluating every pool split..."):
         m = compute.get_pool_map(spec, plan, tp_p, tp_d, mapped)
-    dis = plan.best.get("disaggregated")
+    dis = compute.best_of_family(plan, "disaggregated")
     best = None
     if dis is not None and (dis.config.prefill_tp, dis.config.decode_tp) == (tp_p, tp_d):
         best = (dis.config.n_prefill, dis.config.n_decode)

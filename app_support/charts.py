@@ -8,9 +8,13 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from model.serving.registry import styles
 from model.units import format_count, format_rate
 
-STYLE_COLOURS = {"colocated": "#636EFA", "colocated-chunked": "#00A67E", "disaggregated": "#EF553B"}
+# One colour per registered style, in registration order (model.serving.registry); a style
+# registered later takes the next colour of the palette.
+_PALETTE = ("#636EFA", "#00A67E", "#EF553B", "#AB63FA", "#FFA15A", "#19D3F3")
+STYLE_COLOURS = {s.name: _PALETTE[i % len(_PALETTE)] for i, s in enumerate(styles())}
 TTFT_PARTS = (
     ("queue_wait", "queue wait", "#8C9CB5"),
     ("prefill", "prefill", "#4C78A8"),

@@ -20,6 +20,7 @@ import streamlit as st
 
 import model
 from model.hardware.parallelism import as_parallelism
+from model.planner.verdict import family_best
 from model.serving.registry import style_names, style_of
 from model.units import format_bandwidth
 
@@ -119,11 +120,16 @@ def get_plan(spec: Spec) -> model.Plan:
     return _plan(spec.key, spec)
 
 
+def best_of_family(plan: model.Plan, family: str) -> model.BestConfig | None:
+    """The plan's best configuration among the registered styles of ``family`` (the verdict's rule)."""
+    return family_best(plan.inputs, plan.best, family)
+
+
 def map_setup(plan: model.Plan) -> tuple[int, int, int]:
     """Default (prefill TP, decode TP, GPU budget) of the pool-size map: the TPs of the best
     disaggregated configuration (else of the best colocated one) and the plan's budget (target-rate
     mode: twice the GPUs the best disaggregated configuration needs)."""
-    dis = plan.best.get("disaggregated")
+    dis = best_of_family(plan, "disaggregated")
     chosen = dis if dis is not None else next(iter(plan.best.values()), None)
     if chosen is not None:
         deps = style_of(chosen.config).phase_deployments(chosen.config)

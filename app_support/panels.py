@@ -13,6 +13,7 @@ from typing import Any
 import streamlit as st
 
 import model
+from model.serving.registry import get_style, styles
 from model.units import format_bytes, format_count, format_money, format_rate, format_si, format_time
 
 from . import compute
@@ -20,12 +21,8 @@ from .charts import STYLE_COLOURS
 from .inputs import Spec, scenario_json
 
 STYLES = compute.STYLES
-VERDICT_WORDS = {
-    "colocated": "colocated (no chunking)",
-    "colocated-chunked": "colocated with chunked prefill",
-    "disaggregated": "disaggregated prefill and decode pools",
-    "none": "no configuration meets the SLOs",
-}
+# The words for each verdict: every registered style's title (model.serving.registry), or "none".
+VERDICT_WORDS = {**{s.name: s.title for s in styles()}, "none": "no configuration meets the SLOs"}
 
 
 def md(text: str) -> str:
@@ -174,7 +171,7 @@ def side_by_side(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spe
             "KV per request / link use",
             lambda s: (
                 f"{format_bytes(ev[s].kv_bytes_per_request)} / {ev[s].link_utilisation:.0%}"
-                if s == "disaggregated"
+                if get_style(s).family == "disaggregated"
                 else "–"
             ),
             styles,

@@ -48,7 +48,7 @@ def interference(b: BestConfig) -> float:
     return max(ev.tpot_mean_s / ev.decode_step_s - 1.0, 0.0)
 
 
-def _family_best(inp: PlanInputs, best: dict[str, BestConfig], family: str) -> BestConfig | None:
+def family_best(inp: PlanInputs, best: dict[str, BestConfig], family: str) -> BestConfig | None:
     """The best of the registered styles of one family (model.serving.registry): highest goodput on
     a budget, fewest GPUs or lowest cost for a target rate; ties go to the lower ``tie_order``
     (chunked before prefill-first colocated)."""
@@ -63,7 +63,7 @@ def _family_best(inp: PlanInputs, best: dict[str, BestConfig], family: str) -> B
 
 
 def _colocated_best(inp: PlanInputs, best: dict[str, BestConfig]) -> BestConfig | None:
-    return _family_best(inp, best, "colocated")
+    return family_best(inp, best, "colocated")
 
 
 def _disaggregated_goodputs(goodputs: dict) -> tuple | None:
@@ -95,7 +95,7 @@ def tie_band(inp: PlanInputs, best: dict[str, BestConfig]) -> tuple[bool, float 
     finite); ``tie`` is True when neither family is ahead by the margin: gain < margin and
     colocated's own advantage 1/(1+gain) - 1 < margin. The verdict then stays colocated."""
     col = _colocated_best(inp, best)
-    dis = _family_best(inp, best, "disaggregated")
+    dis = family_best(inp, best, "disaggregated")
     if col is None or dis is None:
         return False, None
     gain = _gain(inp, dis, col)
@@ -147,7 +147,7 @@ def decide(
     reasons: list[str] = []
     where = format_count(inp.gpus, "GPU") if inp.gpus is not None else format_rate(inp.target_rate_rps)
     col = _colocated_best(inp, best)
-    dis = _family_best(inp, best, "disaggregated")
+    dis = family_best(inp, best, "disaggregated")
     if col is None and dis is None:
         reasons.append(f"No configuration meets the SLOs ({where}).")
         if inp.target_rate_rps is not None:
@@ -351,7 +351,7 @@ def flip_thresholds(
     over the best candidates; interference is held at its current estimate)."""
     out: list[FlipThreshold] = []
     col = _colocated_best(inp, best)
-    dis = _family_best(inp, best, "disaggregated")
+    dis = family_best(inp, best, "disaggregated")
     scn = inp.scenario
     need = 1.0 + inp.margin
     material = col is None or interference(col) >= INTERFERENCE_MATERIAL

@@ -145,7 +145,8 @@ def simulate_colocated(
     """Replay ``requests`` through ``replicas`` colocated replicas of ``spec`` (see model.sim.colocated).
 
     With ``chunked`` the token budget per iteration is ``spec.max_batched_tokens``. ``style`` names
-    the serving style in the summary (default "colocated" or "colocated-chunked").
+    the serving style in the summary (:func:`simulate` passes the registered style's name; default:
+    the family, "colocated").
     """
     replicas = check_whole("replicas", replicas)
     opts = options or SimOptions()
@@ -164,7 +165,7 @@ def simulate_colocated(
     )
     summary = summarise(
         records,
-        architecture=style or ("colocated-chunked" if chunked else "colocated"),
+        architecture=style or "colocated",
         config=label or f"{replicas} x {spec.label}",
         stop_reason=loop.stop_reason,
         makespan_s=makespan,
