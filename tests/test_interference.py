@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 import model.calibrate.problem as problem
 import model.serving.colocated as colocated
 from model.calibrate.fit import calibrate
-from model.calibrate.measurements import Measurement
 from model.hardware.catalog import get_gpu
 from model.physics.decode_tokens import DecodeTokens, tokens_per_decode_step
 from model.queueing.interference import (
@@ -28,6 +27,7 @@ from model.workload.lengths import Fixed
 from model.workload.presets import Workload
 from model.workload.scenario import Scenario
 from model.workload.slo import SLO
+from tests.test_calibrate import _row
 
 FIXED = Workload("fixed-1000-100", Fixed(1000), Fixed(100), source="test")
 
@@ -128,19 +128,14 @@ def test_colocated_evaluation_calls_it(monkeypatch: pytest.MonkeyPatch, chunk: i
 def test_calibration_calls_it(monkeypatch: pytest.MonkeyPatch) -> None:
     stalled = _counting(monkeypatch, problem, "stalled_step_s")
     closed = _counting(monkeypatch, problem, "closed_loop_prefills_per_step")
-    m = Measurement(
+    m = _row(
         source="c",
-        model="llama-3.1-8b",
         gpu="h100-sxm",
-        tp=1,
-        pp=1,
-        dtype="bf16",
-        kv_dtype=None,
-        engine="e",
         isl=1024.0,
         osl=64.0,
         load="concurrency",
         batch=4.0,
+        ttft_s=None,
         tpot_s=0.01,
     )
     calibrate([m], fit=("prefill_mfu",), loo=False)
