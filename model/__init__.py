@@ -73,6 +73,8 @@ _EXPORTS: dict[str, str] = {
     "PlanRequest": "model.planner.plan",
     "pool_map": "model.planner.plan",
     "plan_dict": "model.planner.report",
+    "Robustness": "model.planner.robustness",
+    "robustness": "model.planner.robustness",
     "rate_sweep": "model.planner.report",
     "roofline_points": "model.planner.report",
     "ColocatedConfig": "model.serving.configs",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -130,6 +131,14 @@ def register(sub: Any) -> None:
         "--whole-request-transfer", action="store_true", help="send KV after prefill, not layer-wise"
     )
     p.add_argument("--no-thresholds", action="store_true", help="skip the flip-threshold searches (faster)")
+    p.add_argument(
+        "--robustness",
+        nargs="?",
+        const="128",
+        default=None,
+        metavar="DRAWS",
+        help="also sample the verdict over the model's measured error (default 128 worlds)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=run)
 
@@ -160,10 +169,22 @@ def run(args: argparse.Namespace) -> int:
         thresholds=not args.no_thresholds,
         **scenario_kwargs(args),
     )
+    sure = None
+    if args.robustness is not None:
+        from model.limits import check_int
+        from model.planner.robustness import MAX_DRAWS, robustness
+
+        draws = check_int("robustness", _whole(args.robustness, "robustness"), 2, MAX_DRAWS, "worlds to draw")
+        sure = robustness(result, draws=draws)
     if args.json:
-        print_json(plan_dict(result))
+        out = plan_dict(result)
+        if sure is not None:
+            out["robustness"] = asdict(sure)
+        print_json(out)
         return 0
     print(f"verdict: {result.verdict}")
+    if sure is not None:
+        print(f"robustness: {sure.summary}")
     if result.tie:
         print(
             f"tie within the {result.inputs.margin:.0%} margin: "
