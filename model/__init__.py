@@ -65,6 +65,7 @@ _EXPORTS: dict[str, str] = {
     "mean_tpot_s": "model.physics.generation",
     "mixed_step_cost": "model.physics.steps",
     "prefill_cost": "model.physics.steps",
+    "Speculation": "model.physics.speculation",
     "BestConfig": "model.planner.types",
     "FlipThreshold": "model.planner.types",
     "Plan": "model.planner.types",

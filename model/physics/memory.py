@@ -111,7 +111,7 @@ def memory_fit(
     weights = dep.weight_bytes_per_gpu
     workspace = activation_workspace_bytes(dep, mbt)
     left = usable - weights - workspace - reserve
-    kv_tok = dep.kv_bytes_per_token_per_gpu
+    kv_tok = dep.kv_bytes_per_token_per_gpu + dep.drafter_kv_bytes_per_token_per_gpu
     capacity = np.floor(np.maximum(left, 0.0) / kv_tok / KV_BLOCK_TOKENS) * KV_BLOCK_TOKENS
     fits = capacity >= KV_BLOCK_TOKENS
 

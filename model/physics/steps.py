@@ -49,6 +49,7 @@ from model.physics.operators import (
     linear_flops_per_token,
     weight_params_read,
 )
+from model.physics.speculation import draft_step_s
 
 ArrayLike = float | int | np.ndarray
 
@@ -76,6 +77,7 @@ class StepCost:
     bound: np.ndarray
     tokens: np.ndarray
     pp_bubble_fraction: np.ndarray
+    draft_s: np.ndarray | float = 0.0  # speculative drafting inside time_s (model.physics.speculation)
 
     @property
     def arithmetic_intensity(self) -> np.ndarray:
@@ -263,16 +265,26 @@ def decode_step_cost(dep: Deployment, batch: ArrayLike, context_tokens: ArrayLik
         kv_read_tokens=b_mb * ctx,
         kv_write_tokens=b_mb * w,
     )
-    return _with_bubble(cost, dep, m)
+    return _with_draft(_with_bubble(cost, dep, m), dep, b, ctx)
+
+
+def _with_draft(cost: StepCost, dep: Deployment, batch: np.ndarray, context: np.ndarray) -> StepCost:
+    """``cost`` plus the speculative drafter's passes for ``batch`` decoding sequences
+    (:func:`model.physics.speculation.draft_step_s`; nothing without speculation)."""
+    if dep.speculation is None:
+        return cost
+    draft = draft_step_s(dep, batch, context)
+    return StepCost(**{**cost.__dict__, "time_s": cost.time_s + draft, "draft_s": draft})
 
 
 def mixed_step_unchecked(
     dep: Deployment, chunk: np.ndarray, prefix: np.ndarray, db: np.ndarray, dctx: np.ndarray
 ) -> StepCost:
-    """:func:`mixed_step_cost` on already-checked, broadcast arrays (no PP bubble field set)."""
+    """:func:`mixed_step_cost` on already-checked, broadcast arrays (no PP bubble field set); the
+    decodes' speculative drafting is added (zero for a chunk-only step)."""
     has_chunk = (chunk > 0).astype(float)
     w = decode_tokens.tokens_per_decode_step(dep).verify_width
-    return _step(
+    cost = _step(
         dep,
         tokens=chunk + db * w,
         logits_tokens=db * w + has_chunk,
@@ -281,6 +293,7 @@ def mixed_step_unchecked(
         kv_read_tokens=has_chunk * (prefix + chunk) + db * dctx,
         kv_write_tokens=chunk + db * w,
     )
+    return _with_draft(cost, dep, db, np.maximum(dctx, 1.0))
 
 
 def mixed_step_cost(

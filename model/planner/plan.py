@@ -29,6 +29,7 @@ from model.hardware.parallelism import Parallelism, as_parallelism
 from model.limits import MAX_OPTIONS, MAX_PLAN_GPUS, check_int
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
+from model.physics.speculation import Speculation
 from model.planner.goodput import goodput_rps
 from model.planner.types import BestConfig, Config, FailureImpact, Plan, PlanInputs
 from model.serving.candidates import DisaggregatedSet, only
@@ -75,7 +76,8 @@ class PlanRequest:
     ``arrival_scv``: squared coefficient of variation of inter-arrival gaps (1 = Poisson; the prefill
     queues use it through the G/G/c approximation, model.queueing.mgc_wait). ``engine``: the
     serving-engine profile whose caps and overheads the evaluation applies (None: vLLM), the same
-    profile ``pdplan simulate --engine`` reads.
+    profile ``pdplan simulate --engine`` reads. ``speculation``: speculative decoding on every
+    instance (model.Speculation; None: off).
     """
 
     model: str | LLMArch
@@ -104,6 +106,7 @@ class PlanRequest:
     seed: int = 0
     arrival_scv: float = 1.0
     engine: str | Engine | None = None
+    speculation: Speculation | None = None
 
 
 def resolve_inputs(request: PlanRequest) -> PlanInputs:
@@ -136,6 +139,8 @@ def resolve_inputs(request: PlanRequest) -> PlanInputs:
     seed = request.seed
     arrival_scv = request.arrival_scv
     engine = request.engine
+    if request.speculation is not None and not isinstance(request.speculation, Speculation):
+        raise InputError("speculation", request.speculation, "a Speculation (model.Speculation) or None")
     if (gpus is None) == (target_rate_rps is None):
         raise InputError(
             "gpus / target_rate", (gpus, target_rate_rps), "exactly one of a GPU budget or a target rate"
@@ -206,6 +211,7 @@ def resolve_inputs(request: PlanRequest) -> PlanInputs:
         seed,
         arrival_scv=arrival_scv,
         engine=eng,
+        speculation=request.speculation,
     )
     return PlanInputs(
         scn,
