@@ -2,7 +2,7 @@
 
 One :class:`Speculation` value describes the method, the number of speculative tokens k and the
 acceptance; :func:`model.physics.decode_tokens.tokens_per_decode_step` turns it into tokens emitted
-and verified per step, :func:`draft_step_s` into the drafter's time per step, and
+and verified per step, :func:`model.physics.steps.draft_step_s` into the drafter's time per step, and
 :func:`draft_memory` into the drafter's weights and KV.
 
 - **Tokens per step** (Leviathan, Kalman and Matias, ICML 2023, "Fast Inference from Transformers
@@ -37,16 +37,11 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from model.errors import InputError
-from model.hardware.parallelism import Parallelism
 from model.llm.arch import LLMArch, attention_params_per_layer, kv_bytes_per_token, mlp_params
-
-if TYPE_CHECKING:  # pragma: no cover
-    from model.physics.deployment import Deployment
 
 METHODS = ("mtp", "eagle", "draft", "ngram")
 MAX_SPEC_TOKENS = 16
@@ -191,27 +186,3 @@ def draft_memory(spec: Speculation, target: LLMArch, kv_dtype: str) -> tuple[flo
         ffn = mlp_params(arch, arch.intermediate_size)
     head = HEAD_INPUT_WIDTHS[spec.method] * arch.hidden_size**2
     return float(attention_params_per_layer(arch) + ffn + head), kv
-
-
-def draft_step_s(dep: Deployment, batch: np.ndarray, context_tokens: np.ndarray) -> np.ndarray:
-    """Drafting time of one speculative step: k one-token decode passes of the drafter at ``batch``
-    sequences of ``context_tokens`` (zero without speculation or for ngram). The drafter runs on the
-    instance's GPUs with its layout and formats, each pass with its own step overhead."""
-    spec = dep.speculation
-    b = np.asarray(batch, dtype=float)
-    if spec is None:
-        return np.zeros(np.broadcast(b, np.asarray(context_tokens)).shape)
-    arch = draft_arch(spec, dep.arch)
-    if arch is None:
-        return np.zeros(np.broadcast(b, np.asarray(context_tokens)).shape)
-    from model.physics.steps import decode_step_cost
-
-    drafter = replace(
-        dep,
-        arch=arch,
-        parallel=Parallelism(tp=dep.tp),  # drafting runs on one stage's TP group
-        speculation=None,
-        precision=None if spec.method == "draft" else dep.precision,
-    )
-    one = decode_step_cost(drafter, np.maximum(b, 1.0), context_tokens).time_s
-    return np.where(b > 0, spec.tokens * one, 0.0)

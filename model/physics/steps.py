@@ -28,12 +28,13 @@ Conventions (docs/model.md has the full derivations):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from model.errors import InputError
 from model.hardware.collectives import allreduce_time_s, transfer_time_s
+from model.hardware.parallelism import Parallelism
 from model.llm.arch import lm_head_params
 from model.physics import decode_tokens
 from model.physics.deployment import (
@@ -49,7 +50,7 @@ from model.physics.operators import (
     linear_flops_per_token,
     weight_params_read,
 )
-from model.physics.speculation import draft_step_s
+from model.physics.speculation import draft_arch
 
 ArrayLike = float | int | np.ndarray
 
@@ -325,3 +326,25 @@ def mixed_step_cost(
         raise InputError("decode_context_tokens", decode_context_tokens, ">= 1 when decode_batch > 0")
     cost = mixed_step_unchecked(dep, chunk, prefix, db, dctx)
     return _with_bubble(cost, dep, np.ones_like(chunk))
+
+
+def draft_step_s(dep: Deployment, batch: np.ndarray, context_tokens: np.ndarray) -> np.ndarray:
+    """Drafting time of one speculative step: k one-token decode passes of the drafter at ``batch``
+    sequences of ``context_tokens`` (zero without speculation or for ngram). The drafter runs on the
+    instance's GPUs with its layout and formats, each pass with its own step overhead."""
+    spec = dep.speculation
+    b = np.asarray(batch, dtype=float)
+    if spec is None:
+        return np.zeros(np.broadcast(b, np.asarray(context_tokens)).shape)
+    arch = draft_arch(spec, dep.arch)
+    if arch is None:
+        return np.zeros(np.broadcast(b, np.asarray(context_tokens)).shape)
+    drafter = replace(
+        dep,
+        arch=arch,
+        parallel=Parallelism(tp=dep.tp),  # drafting runs on one stage's TP group
+        speculation=None,
+        precision=None if spec.method == "draft" else dep.precision,
+    )
+    one = decode_step_cost(drafter, np.maximum(b, 1.0), context_tokens).time_s
+    return np.where(b > 0, spec.tokens * one, 0.0)
