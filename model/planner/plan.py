@@ -30,6 +30,10 @@ from model.limits import MAX_OPTIONS, MAX_PLAN_GPUS, check_int
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.planner.goodput import config_goodput, goodput_rps
+from model.planner.infeasible import Search as InfeasibleSearch
+from model.planner.infeasible import explain as infeasible_explain
+from model.planner.infeasible import flips as infeasible_flips
+from model.planner.infeasible import none_reasons
 from model.planner.types import BestConfig, Config, FailureImpact, Plan, PlanInputs
 from model.serving.candidates import DisaggregatedSet, only
 from model.serving.common import check_slo
@@ -384,7 +388,18 @@ def plan(
     verdict, reasons = decide(inp, best, infeasible, goodputs, n)
     flips = flip_thresholds(inp, best, goodputs, verdict) if thresholds and best else ()
     tie, gain = tie_band(inp, best)
-    return Plan(verdict, tuple(reasons), best, tuple(flips), dict(infeasible), n, inp, tie, gain)
+    why = None
+    if verdict == "none":
+        why = infeasible_explain(inp, _SEARCH, infeasible, {s: c for s, (c, _) in goodputs.items()})
+        reasons = none_reasons(why, reasons[0], infeasible)
+        flips = infeasible_flips(inp, why)
+    return Plan(verdict, tuple(reasons), best, tuple(flips), dict(infeasible), n, inp, tie, gain, why)
+
+
+_SEARCH = InfeasibleSearch(
+    sets_for=lambda inp, gpus: budget_sets(inp, gpus),
+    meets_target=lambda inp: bool(_sweep_target(inp, Counter())[0]),
+)
 
 
 def plan_request(
