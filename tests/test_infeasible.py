@@ -156,5 +156,5 @@ def test_the_budget_ladder_suggests_the_first_budget_whose_layout_is_fast_enough
     inf = p.infeasibility
     assert inf.binding == "ttft" and inf.lowest_ttft_s > 0.045
     assert inf.gpus_that_work == 2
-    assert [f.parameter for f in p.flip_thresholds][0] == "gpus"
+    assert p.flip_thresholds[0].parameter == "gpus"
     assert _plan(ttft_slo_s=0.045, gpus=2).verdict != "none"
