@@ -1,0 +1,169 @@
+"""Two plans side by side: GPUs, goodput, cost per million output tokens, energy per output token
+and verdict of each, and their differences (``model.compare``, ``pdplan compare``, the app's pinned
+scenario).
+
+Each side is the recommended configuration of a plan (its verdict's best, model.planner.verdict),
+with its metrics at its goodput (model.serving.evaluation: energy and cost per output token are
+GPU power x time and GPU price x time over the output tokens served). A side comes from a
+:class:`~model.planner.types.Plan`, from `pdplan plan --json` output (or the app's results JSON,
+which holds the same keys; read as is, not re-planned) or from an app scenario file (re-planned,
+model.planner.scenario_file).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from model.errors import InputError, short
+from model.planner.plan import plan as run_plan
+from model.planner.scenario_file import is_scenario, read_json, scenario_request
+from model.planner.types import Plan
+
+# The metrics compared, in table order: (field of PlanSummary, label).
+METRICS = (
+    ("n_gpus", "GPUs"),
+    ("goodput_rps", "goodput"),
+    ("cost_usd_per_million_output_tokens", "cost per 1M output tokens"),
+    ("energy_j_per_output_token", "energy per output token"),
+)
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """One side of a comparison: the plan's verdict and its recommended configuration's numbers
+    (None when the verdict is "none")."""
+
+    source: str
+    verdict: str
+    label: str | None
+    n_gpus: int | None
+    goodput_rps: float | None
+    cost_usd_per_hour: float | None
+    cost_usd_per_million_output_tokens: float | None
+    energy_j_per_output_token: float | None
+    model: str
+    gpu: str
+    workload: str
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One metric on both sides: ``delta`` = b - a and ``ratio`` = b / a (None where undefined)."""
+
+    metric: str
+    a: float | None
+    b: float | None
+    delta: float | None
+    ratio: float | None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two plan summaries and the difference of each metric of :data:`METRICS` (b relative to a)."""
+
+    a: PlanSummary
+    b: PlanSummary
+    differences: tuple[Difference, ...]
+    verdict_changed: bool
+
+    def difference(self, metric: str) -> Difference:
+        """The :class:`Difference` of one metric (a field name of PlanSummary)."""
+        for d in self.differences:
+            if d.metric == metric:
+                return d
+        raise InputError("metric", metric, f"one of {[m for m, _ in METRICS]}")
+
+
+def summarise(p: Plan, source: str = "plan") -> PlanSummary:
+    """The comparison's view of a Plan."""
+    scn = p.inputs.scenario
+    b = p.best.get(p.verdict)
+    ev = b.at_goodput if b is not None else None
+    return PlanSummary(
+        source,
+        p.verdict,
+        b.label if b else None,
+        b.n_gpus if b else None,
+        b.goodput_rps if b else None,
+        b.cost_usd_per_hour if b else None,
+        ev.cost_usd_per_million_output_tokens if ev else None,
+        ev.energy_j_per_output_token if ev else None,
+        scn.arch.name,
+        p.inputs.gpu.name,
+        scn.workload.name,
+    )
+
+
+def _number(obj: dict, key: str, where: str) -> float | None:
+    value = obj.get(key)
+    if value is None or value == "inf":
+        return math.inf if value == "inf" else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(f"{where}: {key}", short(value), "a number")
+    return float(value)
+
+
+def summary_from_json(obj: Any, where: str) -> PlanSummary:
+    """The comparison's view of `pdplan plan --json` output (model.planner.report.plan_dict)."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("verdict"), str) or not isinstance(obj.get("best"), dict):
+        raise InputError(
+            where, "(file)", 'an app scenario file or `pdplan plan --json` output (keys "verdict", "best")'
+        )
+    inputs = obj.get("inputs") if isinstance(obj.get("inputs"), dict) else {}
+    verdict = obj["verdict"]
+    b = obj["best"].get(verdict)
+    if verdict != "none" and not isinstance(b, dict):
+        raise InputError(f"{where}: best", short(verdict), f'an entry for the verdict "{verdict}"')
+    b = b or {}
+    gpus = _number(b, "n_gpus", where)
+    return PlanSummary(
+        where,
+        short(verdict),
+        short(b["label"]) if isinstance(b.get("label"), str) else None,
+        int(gpus) if gpus is not None and math.isfinite(gpus) else None,
+        _number(b, "goodput_rps", where),
+        _number(b, "cost_usd_per_hour", where),
+        _number(b, "cost_usd_per_million_output_tokens", where),
+        _number(b, "energy_j_per_output_token", where),
+        short(inputs.get("model", "?")),
+        short(inputs.get("gpu", "?")),
+        short(inputs.get("workload", "?")),
+    )
+
+
+def load_summary(path: str | Path) -> PlanSummary:
+    """A side from a file: an app scenario file (re-planned) or `pdplan plan --json` output."""
+    where = Path(path).name or str(path)
+    obj = read_json(path, short(str(path)))
+    if is_scenario(obj):
+        return summarise(run_plan(scenario_request(obj, where), thresholds=False), where)
+    return summary_from_json(obj, where)
+
+
+def _side(x: Plan | PlanSummary | str | Path, name: str) -> PlanSummary:
+    if isinstance(x, Plan):
+        return summarise(x, name)
+    if isinstance(x, PlanSummary):
+        return x
+    if isinstance(x, str | Path):
+        return load_summary(x)
+    raise InputError(name, type(x).__name__, "a Plan, a PlanSummary, or the path of a scenario or plan JSON file")
+
+
+def _difference(metric: str, a: float | None, b: float | None) -> Difference:
+    both = a is not None and b is not None and math.isfinite(a) and math.isfinite(b)
+    delta = b - a if both else None
+    ratio = b / a if both and a != 0 else None
+    return Difference(metric, a, b, delta, ratio)
+
+
+def compare(a: Plan | PlanSummary | str | Path, b: Plan | PlanSummary | str | Path) -> Comparison:
+    """Compare two plans (Plans, summaries, or paths of app scenario files / `pdplan plan --json`
+    output): GPUs, goodput, cost per million output tokens, energy per output token and verdict of
+    each recommended configuration, with b - a and b / a."""
+    sa, sb = _side(a, "a"), _side(b, "b")
+    diffs = tuple(_difference(m, getattr(sa, m), getattr(sb, m)) for m, _ in METRICS)
+    return Comparison(sa, sb, diffs, sa.verdict != sb.verdict)
