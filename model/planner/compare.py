@@ -108,7 +108,8 @@ def _number(obj: dict, key: str, where: str) -> float | None:
 
 def summary_from_json(obj: Any, where: str) -> PlanSummary:
     """The comparison's view of `pdplan plan --json` output (model.planner.report.plan_dict)."""
-    if not isinstance(obj, dict) or not isinstance(obj.get("verdict"), str) or not isinstance(obj.get("best"), dict):
+    shaped = isinstance(obj, dict) and isinstance(obj.get("verdict"), str) and isinstance(obj.get("best"), dict)
+    if not shaped:
         raise InputError(
             where, "(file)", 'an app scenario file or `pdplan plan --json` output (keys "verdict", "best")'
         )
@@ -150,7 +151,7 @@ def _side(x: Plan | PlanSummary | str | Path, name: str) -> PlanSummary:
         return x
     if isinstance(x, str | Path):
         return load_summary(x)
-    raise InputError(name, type(x).__name__, "a Plan, a PlanSummary, or the path of a scenario or plan JSON file")
+    raise InputError(name, type(x).__name__, "a Plan, a PlanSummary, or a scenario / plan JSON file path")
 
 
 def _difference(metric: str, a: float | None, b: float | None) -> Difference:

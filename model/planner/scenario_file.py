@@ -55,7 +55,7 @@ def _get(inputs: dict, key: str, kind: type | tuple, where: str, default: Any = 
     value = inputs.get(key, default)
     if value is None and default is None:
         raise InputError(f"{where}: inputs.{key}", None, "a value (the key is missing)")
-    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+    if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
         names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
         raise InputError(f"{where}: inputs.{key}", short(value), f"a {names}")
     return value
@@ -86,7 +86,7 @@ def _gpu(name: str, inputs: dict, where: str) -> Any:
         try:
             changes["price_usd_per_hour"] = float(price)
         except ValueError:
-            raise InputError(f"{where}: inputs.price", short(price), "US dollars per GPU-hour, or blank") from None
+            raise InputError(f"{where}: inputs.price", short(price), "US dollars per GPU-hour") from None
     tdp = _get(inputs, "tdp", str, where, "")
     if tdp.strip():
         changes["tdp_w"] = parse_quantity(tdp, Kind.POWER, f"{where}: inputs.tdp", bare_unit="watt")
@@ -98,16 +98,15 @@ def _link(inputs: dict, where: str) -> str | Link:
     if name != CUSTOM_LINK:
         return name
     bw = parse_quantity(_get(inputs, "link_bw", str, where), Kind.BANDWIDTH, f"{where}: inputs.link_bw")
-    lat = parse_quantity(
-        _get(inputs, "link_latency", str, where), Kind.TIME, f"{where}: inputs.link_latency", bare_unit="microsecond"
-    )
+    lat_text = _get(inputs, "link_latency", str, where)
+    lat = parse_quantity(lat_text, Kind.TIME, f"{where}: inputs.link_latency", bare_unit="microsecond")
     eff = float(_get(inputs, "link_eff", (int, float), where, 0.9))
     return Link("custom", "custom link", "network", bw, lat, eff)
 
 
 def _embedded(obj: dict, kind: str, where: str) -> tuple[str, str]:
     item = obj.get(kind)
-    if not (isinstance(item, dict) and isinstance(item.get("name"), str) and isinstance(item.get("text"), str)):
+    if not isinstance(item, dict) or not all(isinstance(item.get(k), str) for k in ("name", "text")):
         raise InputError(f"{where}: {kind}", "(missing)", "an embedded {'name': ..., 'text': ...} object")
     return item["name"][:200], item["text"]
 
@@ -135,7 +134,8 @@ def _int_list(inputs: dict, key: str, where: str) -> tuple[int, ...] | None:
         or not 1 <= len(value) <= MAX_OPTIONS
         or any(isinstance(v, bool) or not isinstance(v, int) for v in value)
     ):
-        raise InputError(f"{where}: inputs.{key}", short(value), f"a list of 1 to {MAX_OPTIONS} whole numbers")
+        allowed = f"a list of 1 to {MAX_OPTIONS} whole numbers"
+        raise InputError(f"{where}: inputs.{key}", short(value), allowed)
     return tuple(value)
 
 
