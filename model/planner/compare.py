@@ -108,8 +108,9 @@ def _number(obj: dict, key: str, where: str) -> float | None:
 
 def summary_from_json(obj: Any, where: str) -> PlanSummary:
     """The comparison's view of `pdplan plan --json` output (model.planner.report.plan_dict)."""
-    shaped = isinstance(obj, dict) and isinstance(obj.get("verdict"), str) and isinstance(obj.get("best"), dict)
-    if not shaped:
+    if not (
+        isinstance(obj, dict) and isinstance(obj.get("verdict"), str) and isinstance(obj.get("best"), dict)
+    ):
         raise InputError(
             where, "(file)", 'an app scenario file or `pdplan plan --json` output (keys "verdict", "best")'
         )
