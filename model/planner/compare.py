@@ -21,6 +21,7 @@ from model.errors import InputError, short
 from model.planner.plan import plan as run_plan
 from model.planner.scenario_file import is_scenario, read_json, scenario_request
 from model.planner.types import Plan
+from model.units import format_count, format_money, format_rate, format_si
 
 # The metrics compared, in table order: (field of PlanSummary, label).
 METRICS = (
@@ -169,3 +170,47 @@ def compare(a: Plan | PlanSummary | str | Path, b: Plan | PlanSummary | str | Pa
     sa, sb = _side(a, "a"), _side(b, "b")
     diffs = tuple(_difference(m, getattr(sa, m), getattr(sb, m)) for m, _ in METRICS)
     return Comparison(sa, sb, diffs, sa.verdict != sb.verdict)
+
+
+# ---------------------------------------------------------------------------------------------
+# the side-by-side table (CLI and app)
+
+
+def _shown(metric: str, x: float | None) -> str:
+    if x is None:
+        return "-"
+    if metric == "n_gpus":
+        return format_count(x, "GPU")
+    if metric == "goodput_rps":
+        return format_rate(x)
+    if metric == "cost_usd_per_million_output_tokens":
+        return format_money(x)
+    return format_si(x, "J", small=True)
+
+
+def _change(metric: str, d: Difference) -> str:
+    if d.delta is None:
+        return "-"
+    sign = "+" if d.delta >= 0 else "-"
+    if metric == "cost_usd_per_million_output_tokens":
+        text = sign + format_money(abs(d.delta))
+    elif metric == "n_gpus":
+        text = f"{d.delta:+,.0f}"
+    else:
+        text = sign + _shown(metric, abs(d.delta))
+    return text + (f" ({d.ratio - 1:+.0%})" if d.ratio is not None else "")
+
+
+def comparison_rows(c: Comparison) -> tuple[list[list[str]], list[str]]:
+    """Rows and header of the side-by-side table: verdict, configuration, model / GPU, workload and
+    one row per metric, each with a, b and the change b - a (with b / a - 1 in parentheses)."""
+    rows = [
+        ["verdict", c.a.verdict, c.b.verdict, "changed" if c.verdict_changed else "same"],
+        ["configuration", c.a.label or "-", c.b.label or "-", ""],
+        ["model / GPU", f"{c.a.model} / {c.a.gpu}", f"{c.b.model} / {c.b.gpu}", ""],
+        ["workload", c.a.workload, c.b.workload, ""],
+    ]
+    for metric, label in METRICS:
+        d = c.difference(metric)
+        rows.append([label, _shown(metric, d.a), _shown(metric, d.b), _change(metric, d)])
+    return rows, ["", f"a: {c.a.source}", f"b: {c.b.source}", "b - a"]
