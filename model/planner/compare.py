@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from model.errors import InputError, short
+from model.errors import InputError, PdplanError, short
 from model.planner.plan import plan as run_plan
 from model.planner.scenario_file import is_scenario, read_json, scenario_request
 from model.planner.types import Plan
@@ -142,7 +142,12 @@ def load_summary(path: str | Path) -> PlanSummary:
     where = Path(path).name or str(path)
     obj = read_json(path, short(str(path)))
     if is_scenario(obj):
-        return summarise(run_plan(scenario_request(obj, where), thresholds=False), where)
+        try:
+            return summarise(run_plan(scenario_request(obj, where), thresholds=False), where)
+        except PdplanError as err:  # name the file in what the planner's own checks refuse
+            if str(err).startswith(where):
+                raise
+            raise PdplanError(f"{where}: {err}") from None
     return summary_from_json(obj, where)
 
 
