@@ -18,6 +18,7 @@ import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from model.planner.types import FlipThreshold, Infeasibility, PlanInputs
 from model.serving.common import StyleResult, check_slo
 from model.serving.enumeration import candidate_layouts
 from model.serving.phase_tables import instance_tables
+from model.serving.registry import style_of
 from model.serving.style import CandidateSet
 from model.units import format_bytes, format_count, format_rate, format_time
 from model.workload.slo import SLO
@@ -39,10 +41,11 @@ _TRIES = 40
 @dataclass(frozen=True)
 class Search:
     """The planner's own enumeration, handed in by model.planner.plan (which this module cannot
-    import): ``sets_for(inputs, gpus)`` gives every style's candidates for a budget, and
+    import): ``sets_for(inputs, gpus, keep)`` gives every style's candidates for a budget (those
+    ``keep(config)`` accepts), and
     ``meets_target(inputs)`` whether some configuration serves the target rate within max_gpus."""
 
-    sets_for: Callable[[PlanInputs, int], dict[str, CandidateSet]]
+    sets_for: Callable[..., dict[str, CandidateSet]]
     meets_target: Callable[[PlanInputs], bool]
 
 
@@ -113,15 +116,33 @@ def _memory(inp: PlanInputs, budget: int) -> tuple[float | None, float | None, s
     return needed, usable, text
 
 
+def _signature(config: Any) -> tuple:
+    """What decides a configuration's latency at a vanishing load: its style, the GPU and layout of
+    each phase, the link between them and the chunk budget (not how many instances it has)."""
+    style = style_of(config)
+    phases = tuple(sorted((k, g.name, repr(par)) for k, (g, par) in style.phase_deployments(config).items()))
+    link = style.kv_link(config)
+    return (style.name, phases, link.name if link else None, getattr(config, "chunk_tokens", None))
+
+
 def _ladder(inp: PlanInputs, search: Search) -> tuple[int | None, int]:
     """The smallest budget above the current one that meets the targets at a vanishing load, trying
-    each budget that allows a new layout (one instance, or one prefill plus one decode instance)."""
+    each budget that allows a new layout (one instance, or one prefill plus one decode instance);
+    each distinct layout is evaluated once, at the first budget that allows it."""
     cap = MAX_PLAN_GPUS
     sizes = sorted({p.gpus for p in candidate_layouts(inp.scenario.arch, inp.tp_options, cap, inp.node)})
-    rungs = sorted({s for s in sizes} | {a + b for a in sizes for b in sizes})
+    rungs = sorted(set(sizes) | {a + b for a in sizes for b in sizes})
+    seen: set[tuple] = set()
+
+    def new(config: Any) -> bool:
+        sig = _signature(config)
+        if sig in seen:
+            return False
+        seen.add(sig)
+        return True
+
     for b in (r for r in rungs if inp.gpus < r <= cap):
-        bigger = replace(inp, gpus=b)
-        if _probe(search.sets_for(bigger, b)).ok(inp.scenario.slo):
+        if _probe(search.sets_for(replace(inp, gpus=b), b, new)).ok(inp.scenario.slo):
             return b, cap
     return None, cap
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -233,11 +233,16 @@ def resolve_inputs(request: PlanRequest) -> PlanInputs:
 # candidates
 
 
-def budget_sets(inp: PlanInputs, gpus: int) -> dict[str, CandidateSet]:
-    """Candidate sets of each registered style for a budget of ``gpus`` GPUs."""
+def budget_sets(
+    inp: PlanInputs, gpus: int, keep: Callable[[Config], bool] | None = None
+) -> dict[str, CandidateSet]:
+    """Candidate sets of each registered style for a budget of ``gpus`` GPUs (only the
+    configurations ``keep`` accepts, when given)."""
     out: dict[str, CandidateSet] = {}
     for style in styles():
         configs = style.budget_configs(inp, gpus)
+        if keep is not None:
+            configs = [c for c in configs if keep(c)]
         if configs:
             out[style.name] = style.build_set(inp.scenario, configs)
     return out
@@ -397,7 +402,7 @@ def plan(
 
 
 _SEARCH = InfeasibleSearch(
-    sets_for=lambda inp, gpus: budget_sets(inp, gpus),
+    sets_for=budget_sets,
     meets_target=lambda inp: bool(_sweep_target(inp, Counter())[0]),
 )
 
