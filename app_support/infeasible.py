@@ -12,6 +12,7 @@ from model.units import format_bytes, format_count, format_time
 # The binding constraint in words (model.planner.types.Infeasibility.binding).
 BINDING_WORDS = {
     "memory": "memory: the model does not fit any layout the budget allows",
+    "layout": "layout: no TP option fits the budget and divides the attention heads",
     "ttft": "TTFT: even an idle prefill misses the target",
     "tpot": "TPOT: even a batch-1 decode misses the target",
     "ttft+tpot": "TTFT and TPOT: both miss their targets even at a vanishing load",

@@ -158,3 +158,11 @@ def test_the_budget_ladder_suggests_the_first_budget_whose_layout_is_fast_enough
     assert inf.gpus_that_work == 2
     assert p.flip_thresholds[0].parameter == "gpus"
     assert _plan(ttft_slo_s=0.045, gpus=2).verdict != "none"
+
+
+def test_no_tp_option_within_the_budget_binds_the_layout():
+    p = _plan(tp_options=(2,))
+    inf = p.infeasibility
+    assert p.verdict == "none" and inf.binding == "layout"
+    assert "no TP option in [2] fits 1 GPU" in inf.lines[0]
+    assert inf.gpus_that_work == 2 and _plan(tp_options=(2,), gpus=2).verdict != "none"

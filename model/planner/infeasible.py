@@ -86,7 +86,7 @@ def _memory(inp: PlanInputs, budget: int) -> tuple[float | None, float | None, s
             None,
             None,
             (
-                f"Memory binds: no TP option in {list(inp.tp_options)} fits {format_count(budget, 'GPU')} "
+                f"Layout binds: no TP option in {list(inp.tp_options)} fits {format_count(budget, 'GPU')} "
                 f"and divides {scn.arch.label}'s {scn.arch.num_heads} attention heads."
             ),
         )
@@ -220,8 +220,8 @@ def explain(
     lowest: tuple[float | None, float | None] = (None, None)
     ttft_ok = tpot_ok = True
     if not probe.rows:
-        binding = "memory"
         needed, usable, text = _memory(inp, budget)
+        binding = "memory" if needed is not None else "layout"
         lines.append(text)
     else:
         best_ratio = math.inf

@@ -64,7 +64,8 @@ class FlipThreshold:
 class Infeasibility:
     """Why no configuration meets the targets, and what would (model.planner.infeasible).
 
-    ``binding``: "memory" (no layout the budget allows holds the model), "ttft" (even an idle
+    ``binding``: "memory" (no layout the budget allows holds the model), "layout" (no TP option
+    fits the budget and divides the attention heads), "ttft" (even an idle
     prefill misses the TTFT target), "tpot" (even a batch-1 decode misses the TPOT target),
     "ttft+tpot" (both), "attainment" (each target is reachable but no configuration meets both for
     enough requests) or "load" (the targets hold at a vanishing load but not at the target rate
