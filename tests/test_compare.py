@@ -162,3 +162,34 @@ def test_missing_and_oversized_files_are_refused_before_reading(tmp_path, capsys
 def test_compare_refuses_a_wrong_type_in_the_python_api():
     with pytest.raises(model.InputError, match="compare: a"):
         model.compare(3, "x.json")
+
+
+def test_a_scenario_saved_by_the_app_with_uploads_is_re_planned_alike(tmp_path):
+    """The app's own writer (app_support.inputs.scenario_json) embeds the config.json and the trace;
+    the scenario reader plans the same model and workload the app would."""
+    from app_support import inputs
+    from model.workload.traces import load_trace
+
+    config = (Path(model.__file__).parent / "llm" / "configs" / "llama-3.1-8b.json").read_text()
+    rows = [f"2023-11-16 18:15:{i:02d}.5000000,{200 + 37 * i % 900},{20 + 13 * i % 300}" for i in range(50)]
+    trace = ("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "\n".join(rows) + "\n").encode()
+    state = {
+        **inputs.DEFAULTS,
+        **SMALL,
+        "model_source": inputs.CONFIG_UPLOAD,
+        "workload_source": inputs.TRACE_UPLOAD,
+        "gpus": 2,
+    }
+    values = {"config_text": config, "config_name": "my-config.json", "trace_name": "t.csv"}
+    path = tmp_path / "s.json"
+    path.write_text(inputs.scenario_json(inputs.Spec(values, trace), state=state))
+    (tmp_path / "t.csv").write_bytes(trace)
+    wl = model.Workload.from_trace(load_trace(tmp_path / "t.csv"), name="trace:t.csv")
+    arch = model.llm.hf_config.parse_hf_config_text(config, where="my-config.json")
+    want = model.plan(
+        arch, "h100-sxm", workload=wl, ttft_slo_s=0.5, tpot_slo_s=0.05, gpus=2,
+        tp_options=(1, 2), chunk_options=(512,), thresholds=False,
+    )  # fmt: skip
+    got = model.compare(path, want)
+    assert got.a.workload == "trace:t.csv" and got.a.verdict == want.verdict
+    assert all(d.delta == 0.0 for d in got.differences)
