@@ -196,13 +196,39 @@ def _targets(inp: PlanInputs, probe: _Probe, ttft_s: float, tpot_s: float, searc
     return None, None
 
 
-def explain(
-    inp: PlanInputs, search: Search, infeasible: Counter, fitting: dict[str, CandidateSet] | None = None
-) -> Infeasibility:
+def _floors(probe: _Probe, slo: SLO) -> tuple[tuple, tuple[float, float]]:
+    """The closest configuration (style, label, TTFT, TPOT: the smallest violation ratio
+    max(TTFT / target, TPOT / target)) and the lowest TTFT and TPOT, all at a vanishing load."""
+    q = slo.percentile / 100.0
+    best_ratio, closest = math.inf, (None, None, None, None)
+    lo_ttft = lo_tpot = math.inf
+    for style, cands, res in probe.rows:
+        ttft = res.latency.ttft_percentile_s(q)
+        tpot = res.latency.tpot_percentile_s(q)
+        ratio = np.maximum(ttft / slo.ttft_s, tpot / slo.tpot_s)
+        i = int(np.argmin(ratio))
+        if ratio[i] < best_ratio:
+            best_ratio = float(ratio[i])
+            closest = (style, cands.configs[i].label(), float(ttft[i]), float(tpot[i]))
+        lo_ttft, lo_tpot = min(lo_ttft, float(ttft.min())), min(lo_tpot, float(tpot.min()))
+    return closest, (lo_ttft, lo_tpot)
+
+
+def _binding(probe: _Probe, slo: SLO, lowest: tuple[float, float]) -> str:
+    ttft_ok, tpot_ok = lowest[0] <= slo.ttft_s, lowest[1] <= slo.tpot_s
+    if not ttft_ok and not tpot_ok:
+        return "ttft+tpot"
+    if not ttft_ok:
+        return "ttft"
+    if not tpot_ok:
+        return "tpot"
+    return "load" if probe.ok(slo) else "attainment"
+
+
+def explain(inp: PlanInputs, search: Search, fitting: dict[str, CandidateSet] | None = None) -> Infeasibility:
     """Why no configuration meets the targets and what would. ``fitting``: the candidates the budget
     sweep evaluated (rebuilt when None; target-rate mode looks at one instance of each layout)."""
     scn, slo = inp.scenario, inp.scenario.slo
-    q = slo.percentile / 100.0
     p = f"p{slo.percentile:g}"
     if inp.gpus is not None:
         budget = inp.gpus
@@ -216,37 +242,15 @@ def explain(
     probe = _probe(fitting)
     lines: list[str] = []
     needed = usable = None
-    closest = (None, None, None, None)
-    lowest: tuple[float | None, float | None] = (None, None)
-    ttft_ok = tpot_ok = True
+    closest: tuple = (None, None, None, None)
+    lowest: tuple = (None, None)
     if not probe.rows:
         needed, usable, text = _memory(inp, budget)
         binding = "memory" if needed is not None else "layout"
         lines.append(text)
     else:
-        best_ratio = math.inf
-        lo_ttft = lo_tpot = math.inf
-        for style, cands, res in probe.rows:
-            ttft = res.latency.ttft_percentile_s(q)
-            tpot = res.latency.tpot_percentile_s(q)
-            ratio = np.maximum(ttft / slo.ttft_s, tpot / slo.tpot_s)
-            i = int(np.argmin(ratio))
-            if ratio[i] < best_ratio:
-                best_ratio = float(ratio[i])
-                closest = (style, cands.configs[i].label(), float(ttft[i]), float(tpot[i]))
-            lo_ttft, lo_tpot = min(lo_ttft, float(ttft.min())), min(lo_tpot, float(tpot.min()))
-        lowest = (lo_ttft, lo_tpot)
-        ttft_ok, tpot_ok = lo_ttft <= slo.ttft_s, lo_tpot <= slo.tpot_s
-        if not ttft_ok and not tpot_ok:
-            binding = "ttft+tpot"
-        elif not ttft_ok:
-            binding = "ttft"
-        elif not tpot_ok:
-            binding = "tpot"
-        elif probe.ok(slo):
-            binding = "load"
-        else:
-            binding = "attainment"
+        closest, lowest = _floors(probe, slo)
+        binding = _binding(probe, slo, lowest)
         lines += _binding_lines(inp, binding, where, lowest, closest)
         lines.append(
             f"Closest configuration: {closest[0]} {closest[1]}, {p} TTFT {format_time(closest[2])} "
@@ -254,8 +258,8 @@ def explain(
             f"(target {format_time(slo.tpot_s)}) at a vanishing load."
         )
         lines.append(
-            f"Lowest reachable on {where} at a vanishing load: {p} TTFT {format_time(lo_ttft)}, "
-            f"{p} TPOT {format_time(lo_tpot)} (possibly from different configurations)."
+            f"Lowest reachable on {where} at a vanishing load: {p} TTFT {format_time(lowest[0])}, "
+            f"{p} TPOT {format_time(lowest[1])} (possibly from different configurations)."
         )
     if inp.gpus is not None:
         works, searched = _ladder(inp, search)
@@ -270,7 +274,7 @@ def explain(
             f"with TP options {list(inp.tp_options)}."
         )
     t1 = t2 = None
-    if probe.rows and closest[2] is not None:
+    if probe.rows and binding != "load":  # under load the targets already hold at a vanishing load
         t1, t2 = _targets(inp, probe, closest[2], closest[3], search)
         if t1 is not None:
             lines.append(

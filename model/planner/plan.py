@@ -395,7 +395,7 @@ def plan(
     tie, gain = tie_band(inp, best)
     why = None
     if verdict == "none":
-        why = infeasible_explain(inp, _SEARCH, infeasible, {s: c for s, (c, _) in goodputs.items()})
+        why = infeasible_explain(inp, _SEARCH, {s: c for s, (c, _) in goodputs.items()})
         reasons = none_reasons(why, reasons[0], infeasible)
         flips = infeasible_flips(inp, why)
     return Plan(verdict, tuple(reasons), best, tuple(flips), dict(infeasible), n, inp, tie, gain, why)
