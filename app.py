@@ -13,6 +13,7 @@ import time
 import streamlit as st
 
 from app_support import charts, compute, guard, inputs, panels
+from app_support.compare import compare_panel
 from model.errors import PdplanError
 from model.units import format_count
 
@@ -80,6 +81,7 @@ def main() -> None:
             "the simulator replays its arrivals time-scaled to the rate."
         )
     panels.verdict_card(plan, evals, spec)
+    compare_panel(plan)
 
     tabs = st.tabs(TABS, key="view", on_change="rerun", bind=inputs.BIND)
     is_open = {name: tab.open is not False for name, tab in zip(TABS, tabs, strict=True)}

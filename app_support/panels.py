@@ -18,6 +18,7 @@ from model.units import format_bytes, format_count, format_money, format_rate, f
 
 from . import compute
 from .charts import STYLE_COLOURS
+from .infeasible import infeasibility_panel
 from .inputs import Spec, scenario_json
 
 STYLES = compute.STYLES
@@ -108,7 +109,7 @@ def side_by_side(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spe
     styles = [s for s in STYLES if s in plan.best]
     missing = [s for s in STYLES if s not in plan.best]
     if not styles:
-        st.warning("No style has a configuration that meets the SLOs; see the reasons above.")
+        infeasibility_panel(plan)
         return
     b, ev = plan.best, evals
     rate = spec["rate_rps"]

@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "show": ("list_show", "every field of one profile or model, with its source"),
     "estimate": ("estimate", "roofline estimate of prefill, decode, TPOT and memory fit"),
     "plan": ("plan", "recommend colocated, colocated-chunked or disaggregated serving, and why"),
+    "compare": ("compare", "two scenarios side by side: GPUs, goodput, cost, energy and verdict"),
     "simulate": ("simulate", "discrete-event replay of a workload or trace through one configuration"),
     "calibrate": (
         "calibrate",

@@ -231,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
     for r in result.reasons:
         print(f"- {r}")
     if result.flip_thresholds:
-        print("\nflip thresholds:")
+        print("\nwhat would work:" if result.verdict == "none" else "\nflip thresholds:")
         for f in result.flip_thresholds:
             print(f"- {f.text}")
     return 0

@@ -22,6 +22,9 @@ from model.workload.slo import SLO
 
 __all__ = ["config_goodput", "goodput_rps", "slo_ok"]
 
+# The "vanishing load" every search starts from: a rate per GPU so low that no queue forms; a
+# candidate that misses the SLOs here misses them at every rate (goodput 0).
+PROBE_RPS_PER_GPU = 1e-6
 _DOUBLINGS = 40
 _BISECTIONS = 16
 GOODPUT_RTOL = 2.0**-10
@@ -44,7 +47,7 @@ def goodput_rps(cands: CandidateSet, slo: SLO, *, start_rps: float = 0.25) -> np
         return np.zeros(0)
     lo = np.zeros(n)
     hi = np.full(n, start_rps) * gpus
-    probe_min = 1e-6 * gpus
+    probe_min = PROBE_RPS_PER_GPU * gpus
     ok_min = slo_ok(cands.evaluate(probe_min), slo)
     searching = ok_min.copy()
     for _ in range(_DOUBLINGS):

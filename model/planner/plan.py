@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,10 @@ from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.physics.speculation import Speculation
 from model.planner.goodput import goodput_rps
+from model.planner.infeasible import Search as InfeasibleSearch
+from model.planner.infeasible import explain as infeasible_explain
+from model.planner.infeasible import flips as infeasible_flips
+from model.planner.infeasible import none_reasons
 from model.planner.types import BestConfig, Config, FailureImpact, Plan, PlanInputs
 from model.serving.candidates import DisaggregatedSet, only
 from model.serving.common import check_slo
@@ -235,11 +239,16 @@ def resolve_inputs(request: PlanRequest) -> PlanInputs:
 # candidates
 
 
-def budget_sets(inp: PlanInputs, gpus: int) -> dict[str, CandidateSet]:
-    """Candidate sets of each registered style for a budget of ``gpus`` GPUs."""
+def budget_sets(
+    inp: PlanInputs, gpus: int, keep: Callable[[Config], bool] | None = None
+) -> dict[str, CandidateSet]:
+    """Candidate sets of each registered style for a budget of ``gpus`` GPUs (only the
+    configurations ``keep`` accepts, when given)."""
     out: dict[str, CandidateSet] = {}
     for style in styles():
         configs = style.budget_configs(inp, gpus)
+        if keep is not None:
+            configs = [c for c in configs if keep(c)]
         if configs:
             out[style.name] = style.build_set(inp.scenario, configs)
     return out
@@ -410,7 +419,18 @@ def plan(
     verdict, reasons = decide(inp, best, infeasible, goodputs, n)
     flips = flip_thresholds(inp, best, goodputs, verdict) if thresholds and best else ()
     tie, gain = tie_band(inp, best)
-    return Plan(verdict, tuple(reasons), best, tuple(flips), dict(infeasible), n, inp, tie, gain)
+    why = None
+    if verdict == "none":
+        why = infeasible_explain(inp, _SEARCH, {s: c for s, (c, _) in goodputs.items()})
+        reasons = none_reasons(why, reasons[0], infeasible)
+        flips = infeasible_flips(inp, why)
+    return Plan(verdict, tuple(reasons), best, tuple(flips), dict(infeasible), n, inp, tie, gain, why)
+
+
+_SEARCH = InfeasibleSearch(
+    sets_for=budget_sets,
+    meets_target=lambda inp: bool(_sweep_target(inp, Counter())[0]),
+)
 
 
 def plan_request(

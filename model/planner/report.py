@@ -73,9 +73,11 @@ def best_dict(b: BestConfig) -> dict[str, Any]:
 
 
 def plan_dict(plan: Plan) -> dict[str, Any]:
-    """The whole plan as JSON-ready data (the `pdplan plan --json` schema)."""
+    """The whole plan as JSON-ready data (the `pdplan plan --json` schema); the key "infeasibility"
+    (model.planner.infeasible) is present only when the verdict is "none"."""
     inp = plan.inputs
     scn = inp.scenario
+    extra = {} if plan.infeasibility is None else {"infeasibility": plan.infeasibility}
     return _plain(
         {
             "verdict": plan.verdict,
@@ -107,6 +109,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
                 "mean_prompt_tokens": scn.mean_prompt_tokens,
                 "mean_output_tokens": scn.mean_output_tokens,
             },
+            **extra,
         }
     )
 

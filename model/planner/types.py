@@ -60,6 +60,41 @@ class FlipThreshold:
     method: str = "numeric"
 
 
+@dataclass(frozen=True)
+class Infeasibility:
+    """Why no configuration meets the targets, and what would (model.planner.infeasible).
+
+    ``binding``: "memory" (no layout the budget allows holds the model), "layout" (no TP option
+    fits the budget and divides the attention heads), "ttft" (even an idle
+    prefill misses the TTFT target), "tpot" (even a batch-1 decode misses the TPOT target),
+    "ttft+tpot" (both), "attainment" (each target is reachable but no configuration meets both for
+    enough requests) or "load" (the targets hold at a vanishing load but not at the target rate
+    within the GPU cap). Latencies are the SLO percentile at a vanishing load; None where no
+    configuration fits in memory. ``gpus_that_work``: the smallest budget (or, for a target rate,
+    the smallest ``max_gpus``) that would give a feasible plan, None when none up to
+    ``gpus_searched_to`` does; ``ttft_that_works_s`` / ``tpot_that_works_s``: targets that would
+    give a feasible plan on this budget (None when not found). ``lines``: the sentences shown.
+    """
+
+    binding: str
+    ttft_target_s: float
+    tpot_target_s: float
+    percentile: float
+    closest_style: str | None
+    closest_label: str | None
+    closest_ttft_s: float | None
+    closest_tpot_s: float | None
+    lowest_ttft_s: float | None
+    lowest_tpot_s: float | None
+    gpus_that_work: int | None
+    gpus_searched_to: int
+    ttft_that_works_s: float | None
+    tpot_that_works_s: float | None
+    memory_needed_bytes_per_gpu: float | None
+    memory_available_bytes_per_gpu: float | None
+    lines: tuple[str, ...]
+
+
 @dataclass(frozen=True, eq=False)
 class PlanInputs:
     """Resolved inputs of one plan (profiles, scenario, search space)."""
@@ -96,6 +131,8 @@ class Plan:
     # Disaggregated / colocated goodput ratio - 1 on a budget (resource ratio - 1 for a target
     # rate); None unless both families meet the SLOs.
     gain: float | None = None
+    # Why the verdict is "none" and what would work (model.planner.infeasible); None otherwise.
+    infeasibility: Infeasibility | None = None
 
     @property
     def mode(self) -> str:

@@ -1,0 +1,48 @@
+"""Pin a scenario and compare: "Pin this scenario" keeps the current plan's summary in the session;
+while one is pinned, it is shown beside the current scenario with the differences in GPUs, goodput,
+cost per million output tokens, energy per output token and verdict (model.compare, the same table
+as `pdplan compare`). Presentation only."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import model
+from model.planner.compare import comparison_rows, summarise
+from model.units import format_count, format_rate
+
+PINNED = "pinned_scenario"
+
+
+def _name(plan: model.Plan) -> str:
+    """A short name of a scenario: model, GPU, size and workload."""
+    inp = plan.inputs
+    size = format_count(inp.gpus, "GPU") if inp.gpus is not None else format_rate(inp.target_rate_rps)
+    return f"{inp.scenario.arch.name} on {size} x {inp.gpu.name}, {inp.scenario.workload.name}"
+
+
+def _cell(text: str) -> str:
+    for ch in ("\\", "$", "*", "_", "|"):
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
+def compare_panel(plan: model.Plan) -> None:
+    """The pin button and, while a scenario is pinned, the pinned-versus-current table."""
+    pinned = st.session_state.get(PINNED)
+    with st.expander("Compare with a pinned scenario", expanded=pinned is not None):
+        c1, c2 = st.columns(2)
+        hint = "Keep this plan to compare the next ones with"
+        if c1.button("Pin this scenario", key="pin_scenario", help=hint):
+            pinned = st.session_state[PINNED] = summarise(plan, "pinned: " + _name(plan))
+        if pinned is not None and c2.button("Unpin", key="unpin_scenario"):
+            pinned = st.session_state[PINNED] = None
+        if pinned is None:
+            st.caption("Pin this scenario, change inputs, and the two are shown side by side.")
+            return
+        comparison = model.compare(pinned, summarise(plan, "current: " + _name(plan)))
+        rows, header = comparison_rows(comparison)
+        header = ["", pinned.source, comparison.b.source, "current - pinned"]
+        lines = ["| " + " | ".join(_cell(h) for h in header) + " |", "|---" * len(header) + "|"]
+        lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+        st.markdown("\n".join(lines))
