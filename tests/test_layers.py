@@ -24,6 +24,7 @@ LAYERS = [
     ("serving",),
     ("symbolic",),
     ("planner",),
+    ("deploy",),
     ("sim",),
     ("calibrate",),
     ("cli", "__main__"),
