@@ -9,7 +9,7 @@ Start-up stays fast: the names below are loaded on first use (PEP 562 module ``_
 ``import model`` costs milliseconds and ``model.plan`` pulls in numpy/scipy only when called.
 The layers live in subpackages (``model.hardware``, ``model.llm``, ``model.physics``,
 ``model.workload``, ``model.queueing``, ``model.serving``, ``model.symbolic``, ``model.planner``,
-``model.deploy``, ``model.sim``, ``model.calibrate``, ``model.cli``); see docs/architecture.md.
+``model.recipes``, ``model.sim``, ``model.calibrate``, ``model.cli``); see docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ _EXPORTS: dict[str, str] = {
     "plan_dict": "model.planner.report",
     "rate_sweep": "model.planner.report",
     "roofline_points": "model.planner.report",
-    "Deployment": "model.deploy.deploy",
-    "deploy": "model.deploy.deploy",
+    "DeploymentRecipes": "model.recipes.deploy",
+    "deploy": "model.recipes.deploy",
     "ColocatedConfig": "model.serving.configs",
     "DisaggregatedConfig": "model.serving.configs",
     "Evaluation": "model.serving.evaluation",

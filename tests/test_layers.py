@@ -24,7 +24,7 @@ LAYERS = [
     ("serving",),
     ("symbolic",),
     ("planner",),
-    ("deploy",),
+    ("recipes",),
     ("sim",),
     ("calibrate",),
     ("cli", "__main__"),

@@ -9,9 +9,9 @@ from typing import Any
 from model.cli import COMMANDS
 from model.cli.common import print_json, print_table
 from model.cli.plan import add_plan_args, add_scenario_args, plan_from_args
-from model.deploy.catalog import DEFAULT_VERSIONS, ENGINES, check_engine, engine_data
-from model.deploy.deploy import deploy
 from model.errors import InputError
+from model.recipes.catalog import DEFAULT_VERSIONS, ENGINES, check_engine, engine_data
+from model.recipes.deploy import deploy
 
 # The engine profile the plan uses for each recipe engine (Dynamo and llm-d run vLLM workers).
 PLAN_PROFILE = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm", "dynamo": "vllm", "llm-d": "vllm"}

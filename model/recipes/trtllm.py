@@ -1,14 +1,14 @@
 """TensorRT-LLM recipe: ``trtllm-serve`` per instance with an extra-LLM-API-options YAML per pool
 and, for disaggregation, the ``trtllm-serve disaggregated`` server with its YAML config
-(TensorRT-LLM's examples/disaggregated). Flags: model/deploy/data/trtllm-<version>.toml; the
-YAML files are checked against model/deploy/schemas/trtllm-<version>-*.json."""
+(TensorRT-LLM's examples/disaggregated). Flags: model/recipes/data/trtllm-<version>.toml; the
+YAML files are checked against model/recipes/schemas/trtllm-<version>-*.json."""
 
 from __future__ import annotations
 
-from model.deploy.catalog import EngineData
-from model.deploy.command import Command, command
-from model.deploy.placement import Instance
-from model.deploy.recipe import (
+from model.recipes.catalog import EngineData
+from model.recipes.command import Command, command
+from model.recipes.placement import Instance
+from model.recipes.recipe import (
     SERVE_PORT,
     Recipe,
     RecipeFile,
@@ -21,7 +21,7 @@ from model.deploy.recipe import (
     node_scripts,
     url,
 )
-from model.deploy.target import Pool, Target
+from model.recipes.target import Pool, Target
 
 
 def options_yaml(t: Target, pool: Pool, data: EngineData) -> dict:

@@ -1,18 +1,18 @@
 """llm-d recipe: values for the llm-d ModelService Helm chart, a decode pool and (for
 disaggregation) a prefill pool of vLLM pods with the routing sidecar's NIXL connector; colocated
 serving is the decode pool alone (the chart's aggregated form). Flags in the pods' args:
-model/deploy/data/llm-d-<version>.toml; the values are checked against
-model/deploy/schemas/llm-d-<version>-values.json."""
+model/recipes/data/llm-d-<version>.toml; the values are checked against
+model/recipes/schemas/llm-d-<version>-values.json."""
 
 from __future__ import annotations
 
 import math
 
-from model.deploy.catalog import EngineData
-from model.deploy.command import Command, command
-from model.deploy.recipe import SERVE_PORT, Recipe, RecipeFile, directory, dump_yaml, finish, header
-from model.deploy.target import Pool, Target
-from model.deploy.vllm import engine_options, kv_transfer_json
+from model.recipes.catalog import EngineData
+from model.recipes.command import Command, command
+from model.recipes.recipe import SERVE_PORT, Recipe, RecipeFile, directory, dump_yaml, finish, header
+from model.recipes.target import Pool, Target
+from model.recipes.vllm import engine_options, kv_transfer_json
 
 GIB = 2**30
 

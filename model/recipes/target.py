@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.deploy.placement import Placement, place
 from model.errors import InputError
 from model.hardware.engines import DEFAULT_ENGINE
 from model.hardware.parallelism import Parallelism
 from model.planner.types import BestConfig, Plan
+from model.recipes.placement import Placement, place
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 
 MODEL_LEN_STEP = 256

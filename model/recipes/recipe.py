@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 import yaml
 
-from model.deploy.catalog import EngineData
-from model.deploy.command import Command
-from model.deploy.placement import Instance
-from model.deploy.target import Target
+from model.recipes.catalog import EngineData
+from model.recipes.command import Command
+from model.recipes.placement import Instance
+from model.recipes.target import Target
 
 SERVE_PORT = 8000
 """Port of the entry point clients call (router, proxy or frontend)."""
@@ -20,7 +20,7 @@ SERVE_PORT = 8000
 @dataclass(frozen=True)
 class RecipeFile:
     """One emitted file: ``path`` relative to the output directory; ``schema`` names the JSON
-    schema (model/deploy/schemas) a YAML file satisfies."""
+    schema (model/recipes/schemas) a YAML file satisfies."""
 
     path: str
     text: str
@@ -72,7 +72,7 @@ def header(t: Target, data: EngineData, what: str) -> str:
     return (
         f"# {what}\n"
         f"# pdplan recipe for {t.name}: {t.style}, {t.label}\n"
-        f"# Targets {data.full_name}; flags from model/deploy/data/{data.engine}-{data.version}.toml\n"
+        f"# Targets {data.full_name}; flags from model/recipes/data/{data.engine}-{data.version}.toml\n"
         f"# (each with its documentation source; engine docs: {data.docs}).\n"
     )
 
@@ -131,7 +131,7 @@ def readme(t: Target, data: EngineData, files: list[RecipeFile], notes: list[str
         f"# {data.full_name}: {t.name} ({t.style})\n\n"
         f"Configuration: {t.label}.\n\n"
         f"Targets **{data.engine} {data.version}** ({data.docs}); every flag is listed with its "
-        f"documentation source in `model/deploy/data/{data.engine}-{data.version}.toml`.\n\n"
+        f"documentation source in `model/recipes/data/{data.engine}-{data.version}.toml`.\n\n"
         f"Model: `{t.model_path}` ({t.model_note}); weights {t.weight_dtype}, KV cache {t.kv_dtype}, "
         f"max model length {t.max_model_len} tokens.\n\n"
         f"## Pools\n\n{pools}\n\n"

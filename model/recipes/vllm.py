@@ -1,15 +1,15 @@
 """vLLM recipe: ``vllm serve`` per instance in per-node scripts; for disaggregation, each instance
 runs the NixlConnector (``--kv-transfer-config``, kv_role kv_both as in vLLM's NixlConnector
-guide) behind the guide's proxy. Flags: model/deploy/data/vllm-<version>.toml."""
+guide) behind the guide's proxy. Flags: model/recipes/data/vllm-<version>.toml."""
 
 from __future__ import annotations
 
 import json
 
-from model.deploy.catalog import EngineData
-from model.deploy.command import Command, command
-from model.deploy.placement import BASE_PORT, Instance
-from model.deploy.recipe import (
+from model.recipes.catalog import EngineData
+from model.recipes.command import Command, command
+from model.recipes.placement import BASE_PORT, Instance
+from model.recipes.recipe import (
     SERVE_PORT,
     Recipe,
     RecipeFile,
@@ -22,7 +22,7 @@ from model.deploy.recipe import (
     node_scripts,
     url,
 )
-from model.deploy.target import Pool, Target
+from model.recipes.target import Pool, Target
 
 SIDE_CHANNEL_BASE_PORT = 5600
 """NIXL side-channel port of the first instance on a node (the guide's example uses 5600, one

@@ -1,6 +1,6 @@
 """Engine data for recipes: the flag names of each engine version, with their documentation sources
-(``model/deploy/data/<engine>-<version>.toml``), and the JSON schemas the emitted YAML must satisfy
-(``model/deploy/schemas/*.json``)."""
+(``model/recipes/data/<engine>-<version>.toml``), and the JSON schemas the emitted YAML must satisfy
+(``model/recipes/schemas/*.json``)."""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def _load(engine: str, version: str) -> EngineData:
 
 @cache
 def load_schema(name: str) -> dict[str, Any]:
-    """The JSON schema ``model/deploy/schemas/<name>.json`` (its ``$comment`` names the source)."""
+    """The JSON schema ``model/recipes/schemas/<name>.json`` (its ``$comment`` names the source)."""
     path = SCHEMA_DIR / f"{name}.json"
     if not path.is_file():
         known = sorted(p.stem for p in SCHEMA_DIR.glob("*.json"))

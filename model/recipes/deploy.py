@@ -1,5 +1,5 @@
 """``model.deploy(plan)``: recipes for the recommended configuration and each style's best, for each
-chosen engine at its chosen version; :meth:`Deployment.write` puts them in a directory."""
+chosen engine at its chosen version; :meth:`DeploymentRecipes.write` puts them in a directory."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from model.deploy import dynamo, llmd, sglang, trtllm, vllm
-from model.deploy.catalog import DEFAULT_VERSIONS, ENGINES, check_engine, check_yaml, engine_data
-from model.deploy.recipe import Recipe, RecipeFile
-from model.deploy.target import targets
 from model.errors import InputError, short
 from model.planner.types import Plan
+from model.recipes import dynamo, llmd, sglang, trtllm, vllm
+from model.recipes.catalog import DEFAULT_VERSIONS, ENGINES, check_engine, check_yaml, engine_data
+from model.recipes.recipe import Recipe, RecipeFile
+from model.recipes.target import targets
 
 RENDERERS = {
     "vllm": vllm.render,
@@ -26,7 +26,7 @@ RENDERERS = {
 
 
 @dataclass(frozen=True, eq=False)
-class Deployment:
+class DeploymentRecipes:
     """Every recipe of one plan: ``recipes`` in target order (recommended first), then engine order."""
 
     recipes: tuple[Recipe, ...]
@@ -108,12 +108,12 @@ def deploy(
     engines: str | Sequence[str] = "all",
     versions: Mapping[str, str] | None = None,
     model_path: str | None = None,
-) -> Deployment:
+) -> DeploymentRecipes:
     """Deployment recipes for ``plan``: the recommended configuration and each style's best, for
     each engine of ``engines`` ("all" or names from vllm, sglang, trtllm, dynamo, llm-d) at the
     version in ``versions`` (engine -> version; default DEFAULT_VERSIONS; an unknown version is an
     error naming the known ones). ``model_path`` overrides the checkpoint (default: the catalog
-    entry's Hugging Face repository). Returns a :class:`Deployment`; ``.write(dir)`` saves it."""
+    entry's Hugging Face repository). Returns a :class:`DeploymentRecipes`; ``.write(dir)`` saves it."""
     chosen = _engines(engines)
     if versions is not None and not isinstance(versions, Mapping):
         allowed = "a mapping engine -> version, e.g. {'vllm': '0.12'}"
@@ -127,7 +127,7 @@ def deploy(
         for f in r.files:
             if f.schema is not None:
                 check_yaml(f.path, f.text, f.schema)
-    return Deployment(recipes, {e: data[e].version for e in chosen})
+    return DeploymentRecipes(recipes, {e: data[e].version for e in chosen})
 
 
-__all__ = ["DEFAULT_VERSIONS", "Deployment", "deploy"]
+__all__ = ["DEFAULT_VERSIONS", "DeploymentRecipes", "deploy"]

@@ -1,13 +1,13 @@
 """SGLang recipe: ``python -m sglang.launch_server`` per instance (per node for multi-node
 instances, with --nnodes/--node-rank), PD disaggregation flags on prefill and decode instances,
-and the SGLang router in front. Flags: model/deploy/data/sglang-<version>.toml."""
+and the SGLang router in front. Flags: model/recipes/data/sglang-<version>.toml."""
 
 from __future__ import annotations
 
-from model.deploy.catalog import EngineData
-from model.deploy.command import Command, command
-from model.deploy.placement import BASE_PORT, Instance
-from model.deploy.recipe import (
+from model.recipes.catalog import EngineData
+from model.recipes.command import Command, command
+from model.recipes.placement import BASE_PORT, Instance
+from model.recipes.recipe import (
     SERVE_PORT,
     Recipe,
     RecipeFile,
@@ -19,7 +19,7 @@ from model.deploy.recipe import (
     host,
     node_scripts,
 )
-from model.deploy.target import Pool, Target
+from model.recipes.target import Pool, Target
 
 DIST_INIT_PORT = 5000
 """Port of --dist-init-addr on a multi-node instance's first node (SGLang's PD guide uses 5000)."""

@@ -1,7 +1,7 @@
 """One launch command as a value: program, arguments, environment; rendered as a shell line.
 
 Every flag is checked against the engine version's data file when the command is built
-(:meth:`model.deploy.catalog.EngineData.check_flags`), so a recipe cannot name a flag the data
+(:meth:`model.recipes.catalog.EngineData.check_flags`), so a recipe cannot name a flag the data
 file (and so the engine's documentation) does not list.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from model.deploy.catalog import EngineData
+from model.recipes.catalog import EngineData
 
 
 @dataclass(frozen=True)

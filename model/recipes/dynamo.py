@@ -1,18 +1,18 @@
 """NVIDIA Dynamo recipe: a DynamoGraphDeployment (nvidia.com/v1alpha1) with a Frontend and vLLM
 worker services (``python3 -m dynamo.vllm``): one worker service for colocated serving, a prefill
 and a decode service for disaggregation, replicas and GPUs per pod from the plan. Flags:
-model/deploy/data/dynamo-<version>.toml; the YAML is checked against
-model/deploy/schemas/dynamo-<version>-dgd.json."""
+model/recipes/data/dynamo-<version>.toml; the YAML is checked against
+model/recipes/schemas/dynamo-<version>-dgd.json."""
 
 from __future__ import annotations
 
 import re
 
-from model.deploy.catalog import EngineData
-from model.deploy.command import command
-from model.deploy.recipe import Recipe, RecipeFile, directory, dump_yaml, finish, header
-from model.deploy.target import Pool, Target
-from model.deploy.vllm import engine_options
+from model.recipes.catalog import EngineData
+from model.recipes.command import command
+from model.recipes.recipe import Recipe, RecipeFile, directory, dump_yaml, finish, header
+from model.recipes.target import Pool, Target
+from model.recipes.vllm import engine_options
 
 _SERVICE = {"replica": "VllmWorker", "prefill": "VllmPrefillWorker", "decode": "VllmDecodeWorker"}
 HF_SECRET = "hf-token-secret"
