@@ -1,9 +1,11 @@
 """Node placement: which instance of which pool runs on which node and GPUs.
 
-Nodes come from the plan's node profile (GPUs per node). Instances are packed first-fit
-decreasing (largest instance first, each into the first node with enough free GPUs, lowest GPU
-indices first); an instance larger than a node, or one the plan spreads over ``nodes`` nodes
-(Parallelism.nodes), takes whole fresh nodes, its GPUs split evenly. Without a node profile each
+Nodes come from the plan's node profile (GPUs per node). Instances of the ``spread`` pools (the
+decode pool: each node then holds a decode instance its prefill neighbours can send KV to within
+the node) go round-robin over the fewest nodes that can hold all GPUs; the others are packed
+first-fit decreasing (largest instance first, each into the first node with enough free GPUs,
+lowest GPU indices first). An instance larger than a node, or one the plan spreads over ``nodes``
+nodes (Parallelism.nodes), takes whole fresh nodes, its GPUs split evenly. Without a node profile each
 instance gets a host of its own (the plan did not say how GPUs are grouped).
 """
 
@@ -73,14 +75,26 @@ class Placement:
 
 
 def place(
-    pools: tuple[tuple[str, int, Parallelism], ...], node: Node | None, base_port: int = BASE_PORT
+    pools: tuple[tuple[str, int, Parallelism], ...],
+    node: Node | None,
+    spread: tuple[str, ...] = ("decode",),
+    base_port: int = BASE_PORT,
 ) -> Placement:
     """Place ``count`` instances of each ``(pool, count, parallel)``; see the module docstring."""
     wanted = [(pool, k, par) for pool, count, par in pools for k in range(count)]
-    order = sorted(range(len(wanted)), key=lambda j: -wanted[j][2].gpus)  # stable: pool order on ties
+    size = node.gpus_per_node if node is not None else None
     free: list[list[int]] = []  # free GPU indices per node
     slots: dict[int, tuple[Slot, ...]] = {}
-    size = node.gpus_per_node if node is not None else None
+    fits = [j for j, w in enumerate(wanted) if size is not None and w[2].nodes == 1 and w[2].gpus <= size]
+    if size is not None and fits:
+        free = [list(range(size)) for _ in range(math.ceil(sum(wanted[j][2].gpus for j in fits) / size))]
+        for r, j in enumerate(j for j in fits if wanted[j][0] in spread):
+            g = wanted[j][2].gpus
+            n = next((m % len(free) for m in range(r, r + len(free)) if len(free[m % len(free)]) >= g), None)
+            if n is not None:
+                got, free[n] = free[n][:g], free[n][g:]
+                slots[j] = (Slot(n, tuple(got)),)
+    order = sorted((j for j in range(len(wanted)) if j not in slots), key=lambda j: -wanted[j][2].gpus)
     for j in order:
         _, _, par = wanted[j]
         g = par.gpus

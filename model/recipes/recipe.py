@@ -147,7 +147,19 @@ def readme(t: Target, data: EngineData, files: list[RecipeFile], notes: list[str
 def finish(
     t: Target, data: EngineData, files: list[RecipeFile], cmds: list[Command], notes: list[str]
 ) -> Recipe:
-    """The Recipe of ``files`` with the README first."""
+    """The Recipe of ``files`` with the README first (and the note every engine shares: a KV path
+    the plan modelled within a node that the placement sends across nodes)."""
+    p = t.placement
+    if t.disaggregated and t.link_kind != "network":
+        decode_nodes = {i.head for i in p.of_pool("decode")}
+        remote = sorted({host(i.head) for i in p.of_pool("prefill")} - {host(n) for n in decode_nodes})
+        if remote:
+            notes = [
+                *notes,
+                f"the plan modelled KV transfer over {t.link} (within a node); prefill instances on "
+                f"{', '.join(remote)} have no decode instance on their node and send KV over the network: "
+                "re-plan with the network --link to size that path",
+            ]
     files = [readme(t, data, files, notes), *files]
     head = (t.name, t.style, t.label, data.engine, data.version)
     return Recipe(*head, tuple(files), tuple(cmds), tuple(notes))

@@ -60,6 +60,7 @@ class Target:
     pools: tuple[Pool, ...]
     placement: Placement
     link: str
+    link_kind: str
 
     @property
     def disaggregated(self) -> bool:
@@ -139,6 +140,7 @@ def target(plan: Plan, name: str, best: BestConfig, path: tuple[str, str]) -> Ta
     scn = plan.inputs.scenario
     placement = place(tuple((p.role, p.count, p.parallel) for p in pools), plan.inputs.node)
     ev = best.at_goodput
+    link = best.config.link if isinstance(best.config, DisaggregatedConfig) else plan.inputs.link
     per_copy = ev.weight_bytes_total / ev.weight_copies if ev.weight_copies else 0.0
     return Target(
         name=name,
@@ -153,7 +155,8 @@ def target(plan: Plan, name: str, best: BestConfig, path: tuple[str, str]) -> Ta
         weight_bytes=per_copy,
         pools=pools,
         placement=placement,
-        link=plan.inputs.link.name,
+        link=link.name,
+        link_kind=link.kind,
     )
 
 
