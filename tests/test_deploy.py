@@ -216,8 +216,9 @@ def test_every_recipe_names_its_engine_version(plan_and_deployment) -> None:
 
 
 def test_placement_by_hand() -> None:
-    """6 x TP2 + 1 x TP4 on 8-GPU nodes: first-fit decreasing puts the TP4 on node 0 GPUs 0-3,
-    two TP2 on node 0 (4,5 and 6,7), four TP2 on node 1; a TP16 instance spans two whole nodes;
+    """6 x TP2 + 1 x TP4 on 8-GPU nodes: the TP4 decode on node 0 GPUs 0-3, then first-fit
+    decreasing: two TP2 on node 0 (4,5 and 6,7), four TP2 on node 1. 12 x TP1 + 2 x TP2: one decode
+    per node (GPUs 0,1), six prefills after it on each. A TP16 instance spans two whole nodes;
     without a node profile every instance has a host of its own."""
     node = model.get_node("hgx-h100-8")
     pl = place((("prefill", 6, Parallelism(tp=2)), ("decode", 1, Parallelism(tp=4))), node)
@@ -229,6 +230,10 @@ def test_placement_by_hand() -> None:
     assert len({(i.head, i.port) for i in pl.instances}) == 7  # one port per instance per node
     big = place((("replica", 1, Parallelism(tp=16)),), node)
     assert big.n_nodes == 2 and [s.gpus for s in big.instances[0].slots] == [tuple(range(8))] * 2
+    moe = place((("prefill", 12, Parallelism(tp=1)), ("decode", 2, Parallelism(tp=2))), node)
+    heads = {i.name: (i.head, i.slots[0].gpus) for i in moe.instances}
+    assert heads["decode-0"] == (0, (0, 1)) and heads["decode-1"] == (1, (0, 1))  # one per node
+    assert [heads[f"prefill-{k}"] for k in (0, 5, 6, 11)] == [(0, (2,)), (0, (7,)), (1, (2,)), (1, (7,))]
     alone = place((("replica", 3, Parallelism(tp=4)),), None)
     assert alone.n_nodes == 3 and all(i.slots[0].gpus == (0, 1, 2, 3) for i in alone.instances)
 
@@ -305,6 +310,20 @@ def test_cli_deploy(tmp_path: Path, capsys) -> None:
     assert main(bad) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "engine_version (sglang)" in err and "0.5" in err
+
+
+def test_zip_for_the_app_holds_every_file() -> None:
+    """The app's download (app_support/recipes.py) is this zip: every file, scripts executable."""
+    import io
+    import zipfile
+
+    dep = deploy(reference_plan("dense-llama-3.1-70b-16xh100"), "trtllm")
+    with zipfile.ZipFile(io.BytesIO(dep.zip_bytes())) as z:
+        names = z.namelist()
+        assert names == [f"pdplan-recipes/{p}" for p in dep.files()]
+        script = z.getinfo("pdplan-recipes/recommended/trtllm/node-0.sh")
+        assert (script.external_attr >> 16) & 0o111
+        assert z.read("pdplan-recipes/README.md").decode().startswith("# Deployment recipes")
 
 
 # ---------------------------------------------------------------------------------------------
