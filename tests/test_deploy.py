@@ -16,6 +16,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import model
 from model.cli import main
@@ -236,6 +238,53 @@ def test_placement_by_hand() -> None:
     assert [heads[f"prefill-{k}"] for k in (0, 5, 6, 11)] == [(0, (2,)), (0, (7,)), (1, (2,)), (1, (7,))]
     alone = place((("replica", 3, Parallelism(tp=4)),), None)
     assert alone.n_nodes == 3 and all(i.slots[0].gpus == (0, 1, 2, 3) for i in alone.instances)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    size=st.sampled_from([4, 8]),
+    pools=st.lists(
+        st.tuples(
+            st.sampled_from(["prefill", "decode", "replica"]),
+            st.integers(1, 6),
+            st.sampled_from([1, 2, 4, 8, 16]),
+        ),
+        min_size=1,
+        max_size=3,
+        unique_by=lambda p: p[0],
+    ),
+)
+def test_placement_invariants(size: int, pools) -> None:
+    """Every instance gets exactly its GPUs, no GPU is used twice, no node holds more than it has,
+    ports are unique per node, and no more nodes are used than one per instance or per GPU group."""
+    node = dataclasses.replace(model.get_node("hgx-h100-8"), gpus_per_node=size)
+    spec = tuple((name, count, Parallelism(tp=tp)) for name, count, tp in pools)
+    pl = place(spec, node)
+    taken = set()
+    for inst in pl.instances:
+        assert sum(len(s.gpus) for s in inst.slots) == inst.parallel.gpus
+        for s in inst.slots:
+            for g in s.gpus:
+                assert 0 <= g < size and (s.node, g) not in taken
+                taken.add((s.node, g))
+    assert all(pl.gpus_used(n) <= size for n in range(pl.n_nodes))
+    assert len({(i.head, i.port) for i in pl.instances}) == len(pl.instances)
+    assert sorted((i.pool, i.index) for i in pl.instances) == sorted(
+        (name, k) for name, count, _ in pools for k in range(count)
+    )
+    total = sum(count * tp for _, count, tp in pools)
+    assert pl.n_nodes <= sum(count * max(1, -(-tp // size)) for _, count, tp in pools)
+    assert pl.n_nodes >= -(-total // size)
+
+
+def test_model_path_override_and_volume_claim() -> None:
+    p = reference_plan("dense-llama-3.1-70b-16xh100")
+    dep = deploy(p, ["vllm", "llm-d"], model_path="/models/llama-70b")
+    assert "vllm serve /models/llama-70b" in dep.files()["recommended/vllm/node-0.sh"]
+    values = yaml.safe_load(dep.files()["recommended/llm-d/values.yaml"])
+    assert values["modelArtifacts"]["uri"] == "pvc://model-pvc/models/llama-70b"
+    with pytest.raises(InputError, match="model_path"):
+        deploy(p, "vllm", model_path="two words")
 
 
 def test_ep_and_dp_attention_flags_follow_the_parallelism() -> None:

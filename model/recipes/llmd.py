@@ -7,6 +7,7 @@ model/recipes/schemas/llm-d-<version>-values.json."""
 from __future__ import annotations
 
 import math
+import re
 
 from model.recipes.catalog import EngineData
 from model.recipes.command import Command, command
@@ -15,6 +16,10 @@ from model.recipes.target import Pool, Target
 from model.recipes.vllm import engine_options, kv_transfer_json
 
 GIB = 2**30
+HF_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+"""A Hugging Face repository id (org/name); anything else is served from a volume claim."""
+MODEL_PVC = "model-pvc"
+"""Placeholder PersistentVolumeClaim for a checkpoint given as a path (the chart's pvc:// form)."""
 
 
 def _pool(t: Target, pool: Pool | None, data: EngineData, cmds: list[Command]) -> dict:
@@ -56,8 +61,10 @@ def render(t: Target, data: EngineData) -> Recipe:
     decode = t.pool("decode") if t.disaggregated else t.pool("replica")
     prefill = t.pool("prefill") if t.disaggregated else None
     size_gib = max(1, math.ceil(t.weight_bytes / GIB))
+    hf = HF_ID.fullmatch(t.model_path) is not None
+    uri = f"hf://{t.model_path}" if hf else f"pvc://{MODEL_PVC}/{t.model_path.lstrip('/')}"
     values = {
-        "modelArtifacts": {"name": t.model_path, "uri": f"hf://{t.model_path}", "size": f"{size_gib}Gi"},
+        "modelArtifacts": {"name": t.model_path, "uri": uri, "size": f"{size_gib}Gi"},
         "multinode": any(len(i.slots) > 1 for i in t.placement.instances),
         "accelerator": {"type": "nvidia"},
         "routing": {
@@ -74,6 +81,8 @@ def render(t: Target, data: EngineData) -> Recipe:
         "set the container image (${LLMD_IMAGE}) to your llm-d vLLM image; modelArtifacts.size is the "
         f"checkpoint's weight bytes rounded up to a GiB ({size_gib}Gi)",
     ]
+    if not hf:
+        notes.append(f"the checkpoint is a path: modelArtifacts.uri reads it from the claim {MODEL_PVC}")
     if t.placement.node_name:
         notes.append(
             f"each pod asks for one instance's GPUs ({t.placement.gpus_per_node} per {t.placement.node_name} "
