@@ -127,6 +127,15 @@ def readme(t: Target, data: EngineData, files: list[RecipeFile], notes: list[str
         for p in t.pools
     )
     listing = "\n".join(f"- `{f.path.split('/', 2)[-1]}`" for f in files)
+    names = [f.path.rsplit("/", 1)[-1] for f in files]
+    entries = [n for n in names if n.endswith(".sh") and not n.startswith("node-")]
+    if any(n.startswith("node-") for n in names):
+        launch = "Run `node-<i>.sh` on node i (all nodes)"
+        launch += f"; then `{'`, `'.join(entries)}` on {host(0)}" if entries else ""
+        launch += f". Clients call port {SERVE_PORT}" if entries else ". Clients call the instances' ports"
+        launch += " once every instance reports healthy.\n"
+    else:
+        launch = "Apply the YAML to your cluster as the notes below say.\n"
     text = (
         f"# {data.full_name}: {t.name} ({t.style})\n\n"
         f"Configuration: {t.label}.\n\n"
@@ -137,6 +146,7 @@ def readme(t: Target, data: EngineData, files: list[RecipeFile], notes: list[str
         f"## Pools\n\n{pools}\n\n"
         f"## Placement\n\n{placement_table(t)}\n\n"
         f"Host names `node-0`, `node-1`, ... are placeholders: replace them with your nodes' addresses.\n\n"
+        f"## Launch\n\n{launch}\n"
         f"## Files\n\n{listing}\n"
     )
     if notes:
