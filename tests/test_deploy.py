@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -122,6 +124,16 @@ def test_every_emitted_flag_is_in_the_engine_version_data_file(plan_and_deployme
                         checked += 1
         assert recognised == len(r.commands), f"{r.target}/{r.engine}: commands found in files"
     assert checked > 300
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_every_script_is_valid_bash(plan_and_deployment) -> None:
+    _, _, dep = plan_and_deployment
+    scripts = [(p, text) for p, text in dep.files().items() if p.endswith(".sh")]
+    assert scripts
+    for path, text in scripts:
+        done = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, f"{path}: {done.stderr}"
 
 
 def test_the_flag_check_can_fail() -> None:
