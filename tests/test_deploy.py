@@ -23,13 +23,14 @@ from hypothesis import strategies as st
 
 import model
 from model.cli import main
-from model.errors import InputError
+from model.errors import InputError, PdplanError
 from model.hardware.parallelism import Parallelism
 from model.recipes.catalog import ENGINES, engine_data, known_versions, load_schema
 from model.recipes.command import command
 from model.recipes.deploy import deploy
 from model.recipes.placement import place
 from model.recipes.target import target
+from tests.fuzz_common import call_api, fuzz_settings, hostile_value
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "deploy"
 
@@ -58,6 +59,12 @@ def reference_plan(name: str):
 def plan_and_deployment(request):
     p = reference_plan(request.param)
     return request.param, p, deploy(p)
+
+
+@pytest.fixture(scope="module")
+def small_plan():
+    return model.plan("llama-3.1-8b", "h100-sxm", workload="chat", ttft_slo_s=1.0, tpot_slo_s=0.05, gpus=2,
+                      thresholds=False)  # fmt: skip
 
 
 def shell_commands(text: str) -> list[list[str]]:
@@ -341,6 +348,16 @@ def test_unknown_engine_version_is_one_clear_error() -> None:
         deploy(p, "sglang", {"sglang": "9.9"})
     with pytest.raises(InputError, match="plan"):
         model.deploy("not a plan")
+
+
+@fuzz_settings(fast=40, full=400)
+@given(arg=st.sampled_from(["engines", "versions", "model_path"]), value=hostile_value)
+def test_deploy_with_one_hostile_argument(small_plan, arg: str, value) -> None:
+    """Only pdplan's one-line errors escape, in bounded time; a result still passes its schemas."""
+    result = call_api(model.deploy, small_plan, **{arg: value})
+    if not isinstance(result, PdplanError):
+        for f in result.yaml_files():
+            jsonschema.validate(yaml.safe_load(f.text), load_schema(f.schema))
 
 
 def test_write_refuses_to_overwrite_without_force(tmp_path: Path) -> None:

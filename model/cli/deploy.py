@@ -76,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         engine_data(e, versions.get(e))
     profiles = {PLAN_PROFILE[e] for e in engines}
     profile = args.plan_engine or (profiles.pop() if len(profiles) == 1 else "vllm")
+    args.no_thresholds = True  # the recipes do not use the flip thresholds: skip their searches
     result = plan_from_args(args, engine=profile)
     dep = deploy(result, engines, versions, args.model_path)
     paths = dep.write(args.out_dir, force=args.force)

@@ -26,6 +26,9 @@ from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 MODEL_LEN_STEP = 256
 """--max-model-len is the longest request of the workload sample rounded up to this many tokens."""
 
+MAX_MODEL_PATH_CHARS = 512
+"""Longest --model-path accepted (a path or a repository id; longer is a slip)."""
+
 _HF = re.compile(r"https://huggingface\.co/([^/\s]+/[^/\s]+)")
 
 
@@ -77,8 +80,10 @@ def model_path(plan: Plan, override: str | None = None) -> tuple[str, str]:
     repository of the catalog entry's config.json source, else the catalog name (to be replaced)."""
     arch = plan.inputs.scenario.arch
     if override is not None:
-        if not isinstance(override, str) or not override.strip() or any(c.isspace() for c in override):
-            raise InputError("model_path", override, "a Hugging Face repository id or a path, no spaces")
+        ok = isinstance(override, str) and 0 < len(override) <= MAX_MODEL_PATH_CHARS
+        if not ok or not override.isprintable() or any(c.isspace() for c in override):
+            allowed = f"a repository id or a path: printable, no spaces, <= {MAX_MODEL_PATH_CHARS} characters"
+            raise InputError("model_path", override, allowed)
         return override, "given"
     m = _HF.match(arch.source or "")
     if m:
