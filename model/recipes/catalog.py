@@ -130,14 +130,25 @@ def load_schema(name: str) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+@cache
+def _validator(name: str) -> Any:
+    import jsonschema
+
+    schema = load_schema(name)
+    jsonschema.Draft202012Validator.check_schema(schema)  # once per schema, not per file
+    return jsonschema.Draft202012Validator(schema)
+
+
 def check_yaml(path: str, text: str, schema: str) -> None:
     """Parse ``text`` (YAML) and validate it against the named schema; an error names the file and
     the first violation (an emitted file that breaks its engine's schema is a bug, caught here)."""
-    import jsonschema
     import yaml
 
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        doc = yaml.safe_load(text)
-        jsonschema.validate(doc, load_schema(schema))
-    except (yaml.YAMLError, jsonschema.ValidationError) as err:
+        doc = yaml.load(text, Loader=loader)  # a safe loader: plain data only
+    except yaml.YAMLError as err:
         raise ProfileError(path, schema, short(str(err).splitlines()[0])) from None
+    error = next(iter(_validator(schema).iter_errors(doc)), None)
+    if error is not None:
+        raise ProfileError(path, schema, short(error.message))

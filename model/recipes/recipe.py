@@ -59,7 +59,8 @@ def cuda_devices(inst: Instance, node: int) -> tuple[str, str]:
 
 def dump_yaml(obj: object) -> str:
     """Block-style YAML in insertion order."""
-    return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, width=100)
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump(obj, Dumper=dumper, sort_keys=False, default_flow_style=False, width=100)
 
 
 def directory(t: Target, data: EngineData) -> str:
