@@ -9,7 +9,7 @@ Start-up stays fast: the names below are loaded on first use (PEP 562 module ``_
 ``import model`` costs milliseconds and ``model.plan`` pulls in numpy/scipy only when called.
 The layers live in subpackages (``model.hardware``, ``model.llm``, ``model.physics``,
 ``model.workload``, ``model.queueing``, ``model.serving``, ``model.symbolic``, ``model.planner``,
-``model.sim``, ``model.calibrate``, ``model.cli``); see docs/architecture.md.
+``model.recipes``, ``model.sim``, ``model.calibrate``, ``model.cli``); see docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -82,6 +82,8 @@ _EXPORTS: dict[str, str] = {
     "robustness": "model.planner.robustness",
     "rate_sweep": "model.planner.report",
     "roofline_points": "model.planner.report",
+    "DeploymentRecipes": "model.recipes.deploy",
+    "deploy": "model.recipes.deploy",
     "ColocatedConfig": "model.serving.configs",
     "DisaggregatedConfig": "model.serving.configs",
     "Evaluation": "model.serving.evaluation",

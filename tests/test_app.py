@@ -343,6 +343,7 @@ def test_download_results_match_the_plan():
         "Results (CSV)",
         "Results (JSON)",
         "Scenario (JSON)",
+        "Deployment recipes (zip)",
     ]
     p = model.plan("llama-3.1-70b", "h100-sxm", gpus=16, **DEFAULT)
     evals = {s: b.at_goodput for s, b in p.best.items()}

@@ -36,6 +36,8 @@ def test_non_editable_install_loads_data(tmp_path) -> None:
         f"assert str(model.__file__).startswith({str(target)!r}), model.__file__;"
         "cat = p.load_catalog();"
         "u = p.unique;"
+        "import model.recipes.catalog as r;"
+        "assert all(r.engine_data(e) for e in r.ENGINES) and r.load_schema('llm-d-0.4-values');"
         "print(len(u(cat.gpus)), len(u(cat.links)), len(c.list_models()), len(u(cat.engines)))"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}

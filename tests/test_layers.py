@@ -24,6 +24,7 @@ LAYERS = [
     ("serving",),
     ("symbolic",),
     ("planner",),
+    ("recipes",),
     ("sim",),
     ("calibrate",),
     ("cli", "__main__"),

@@ -53,8 +53,9 @@ def _name(text: str | None, field: str) -> str | None:
     return text
 
 
-def add_scenario_args(p: argparse.ArgumentParser) -> None:
-    """Options shared by commands that take a model, GPUs, a workload and SLOs."""
+def add_scenario_args(p: argparse.ArgumentParser, engine_flag: bool = True) -> None:
+    """Options shared by commands that take a model, GPUs, a workload and SLOs (``engine_flag``:
+    whether ``--engine`` names the serving-engine profile; ``pdplan deploy`` uses it otherwise)."""
     p.add_argument("--model", required=True, help="catalog name or a Hugging Face config.json path")
     p.add_argument("--gpu", required=True, help="GPU profile name or .toml path (prefill pool / colocated)")
     p.add_argument("--decode-gpu", help="GPU kind of the decode pool (default: --gpu)")
@@ -73,7 +74,8 @@ def add_scenario_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--dtype", default="bf16", help="weight dtype: bf16, fp16, fp8, int8, fp4, int4")
     p.add_argument("--kv-dtype", help="KV-cache dtype (default: the weight dtype, or bf16)")
-    p.add_argument("--engine", default="vllm", help="serving-engine profile (see `pdplan list engines`)")
+    if engine_flag:
+        p.add_argument("--engine", default="vllm", help="serving-engine profile (see `pdplan list engines`)")
     p.add_argument(
         "--arrival-cv",
         help="coefficient of variation of inter-arrival gaps (default: 1 = Poisson, or the trace's)",
@@ -116,6 +118,22 @@ def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 def register(sub: Any) -> None:
     p = sub.add_parser("plan", help=COMMANDS["plan"][1])
     add_scenario_args(p)
+    add_plan_args(p)
+    p.add_argument(
+        "--robustness",
+        nargs="?",
+        const="128",
+        default=None,
+        metavar="DRAWS",
+        help="also sample the verdict over the model's measured error (default 128 worlds)",
+    )
+    add_speculation_args(p, search=True)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=run)
+
+
+def add_plan_args(p: argparse.ArgumentParser) -> None:
+    """The plan's size and search options (shared with ``pdplan deploy``)."""
     size = p.add_mutually_exclusive_group(required=True)
     size.add_argument("--gpus", type=str, help="GPU budget: maximise goodput with at most this many GPUs")
     size.add_argument(
@@ -132,17 +150,6 @@ def register(sub: Any) -> None:
         "--whole-request-transfer", action="store_true", help="send KV after prefill, not layer-wise"
     )
     p.add_argument("--no-thresholds", action="store_true", help="skip the flip-threshold searches (faster)")
-    p.add_argument(
-        "--robustness",
-        nargs="?",
-        const="128",
-        default=None,
-        metavar="DRAWS",
-        help="also sample the verdict over the model's measured error (default 128 worlds)",
-    )
-    add_speculation_args(p, search=True)
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=run)
 
 
 def _search_rows(searched: Any) -> list[dict[str, Any]]:
@@ -172,9 +179,9 @@ def _whole(text: str | None, field: str) -> int | None:
         raise InputError(field, text, "a whole number") from None
 
 
-def run(args: argparse.Namespace) -> int:
-    ks = spec_tokens(args)
-    fields = dict(
+def plan_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The PlanRequest fields of the parsed ``plan`` options (size, search and scenario)."""
+    return dict(
         gpus=_whole(args.gpus, "gpus"),
         target_rate_rps=None
         if args.target_rate is None
@@ -187,6 +194,16 @@ def run(args: argparse.Namespace) -> int:
         layerwise=not args.whole_request_transfer,
         **scenario_kwargs(args),
     )
+
+
+def plan_from_args(args: argparse.Namespace, **overrides: Any) -> Any:
+    """The plan of the parsed ``plan`` options (``overrides`` replace scenario fields)."""
+    return plan(args.model, args.gpu, thresholds=not args.no_thresholds, **(plan_fields(args) | overrides))
+
+
+def run(args: argparse.Namespace) -> int:
+    ks = spec_tokens(args)
+    fields = plan_fields(args)
     searched = None
     if args.spec is not None and len(ks) > 1:
         from model.planner.speculative import search_speculation

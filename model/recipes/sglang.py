@@ -1,0 +1,106 @@
+"""SGLang recipe: ``python -m sglang.launch_server`` per instance (per node for multi-node
+instances, with --nnodes/--node-rank), PD disaggregation flags on prefill and decode instances,
+and the SGLang router in front. Flags: model/recipes/data/sglang-<version>.toml."""
+
+from __future__ import annotations
+
+from model.recipes.catalog import EngineData
+from model.recipes.command import Command, command
+from model.recipes.placement import BASE_PORT, Instance
+from model.recipes.recipe import (
+    SERVE_PORT,
+    Recipe,
+    RecipeFile,
+    cuda_devices,
+    directory,
+    dtype_options,
+    finish,
+    header,
+    host,
+    node_scripts,
+)
+from model.recipes.target import Pool, Target
+
+DIST_INIT_PORT = 5000
+"""Port of --dist-init-addr on a multi-node instance's first node (SGLang's PD guide uses 5000)."""
+
+
+def parallel_options(pool: Pool) -> list[tuple[str, object]]:
+    """SGLang's parallelism flags: --tp-size counts every GPU of a pipeline stage (with DP attention
+    the attention TP group is tp-size / dp-size, SGLang's server-arguments page)."""
+    par = pool.parallel
+    opts: list[tuple[str, object]] = [("--tp-size", par.tp * par.dp_attention)]
+    if par.pp > 1:
+        opts.append(("--pp-size", par.pp))
+    if par.dp_attention > 1:
+        opts += [("--dp-size", par.dp_attention), ("--enable-dp-attention", None)]
+    if par.ep > 1:
+        opts.append(("--ep-size", par.ep))
+    return opts
+
+
+def render(t: Target, data: EngineData) -> Recipe:
+    """The SGLang recipe of one target."""
+    dis = data.table("disaggregation")
+    fmt_opts, notes = dtype_options(t, fp8_kv="fp8_e4m3")
+    bootstrap = {}
+
+    def launch(inst: Instance, node: int) -> Command:
+        pool = t.pool(inst.pool)
+        opts: list[tuple[str, object]] = [
+            ("--model-path", t.model_path),
+            ("--host", "0.0.0.0"),
+            ("--port", inst.port),
+            *parallel_options(pool),
+            ("--context-length", t.max_model_len),
+            ("--max-running-requests", pool.max_num_seqs),
+            ("--chunked-prefill-size", pool.max_batched_tokens if pool.chunked else -1),
+            ("--mem-fraction-static", t.gpu_memory_utilization),
+            *fmt_opts,
+        ]
+        if not pool.chunked:
+            opts.append(("--max-prefill-tokens", pool.max_batched_tokens))
+        if len(inst.slots) > 1:
+            rank = [s.node for s in inst.slots].index(node)
+            opts += [
+                ("--nnodes", len(inst.slots)),
+                ("--node-rank", rank),
+                ("--dist-init-addr", f"{host(inst.head)}:{DIST_INIT_PORT}"),
+            ]
+        if t.disaggregated:
+            opts += [
+                ("--disaggregation-mode", inst.pool),
+                ("--disaggregation-transfer-backend", dis["transfer_backend"]),
+            ]
+            if inst.pool == "prefill":
+                port = int(dis["bootstrap_port"]) + inst.port - BASE_PORT  # one per instance on a node
+                bootstrap[inst.name] = port
+                opts.append(("--disaggregation-bootstrap-port", port))
+        return command(data, "python -m sglang.launch_server", (), opts, (cuda_devices(inst, node),))
+
+    files, cmds = node_scripts(t, data, launch)
+    if t.disaggregated:
+        opts: list[tuple[str, object]] = [("--pd-disaggregation", None)]
+        for i in t.placement.of_pool("prefill"):
+            opts.append(("--prefill", [f"http://{host(i.head)}:{i.port}", bootstrap[i.name]]))
+        for i in t.placement.of_pool("decode"):
+            opts.append(("--decode", f"http://{host(i.head)}:{i.port}"))
+    else:
+        opts = [("--worker-urls", [f"http://{host(i.head)}:{i.port}" for i in t.placement.instances])]
+    opts += [("--host", "0.0.0.0"), ("--port", SERVE_PORT)]
+    router = command(data, "python -m sglang_router.launch_router", (), opts)
+    text = (
+        "#!/usr/bin/env bash\n"
+        + header(t, data, "SGLang router (pip install sglang-router) in front of the instances.")
+        + "set -euo pipefail\n"
+        + router.shell()
+        + "\n"
+    )
+    files.append(RecipeFile(f"{directory(t, data)}/router.sh", text))
+    cmds.append(router)
+    if t.disaggregated:
+        notes.append(
+            f"KV transfer backend {dis['transfer_backend']} (SGLang supports "
+            f"{', '.join(dis['transfer_backends'])}); mooncake also needs --disaggregation-ib-device"
+        )
+    return finish(t, data, files, cmds, notes)
