@@ -5,10 +5,11 @@ Run: ``.venv/bin/python benchmarks/validate_moe.py``. For every row it builds th
 (TP x attention-DP GPUs per instance, EP over the same GPUs, spread over ``nodes`` nodes) and asks
 the physics for it. Until expert parallelism and attention-DP are modelled (issue 14) the physics
 refuses such layouts and the row prints ``not yet expressible: <reason>``; a missing GPU or model
-profile is reported the same way. When a layout is accepted, the prediction needs the per-instance
-batch the deployment ran (``batch_per_instance``) and the weight format (``dtype``): prefill throughput = ISL x batch / prefill step
-time, decode throughput = batch / decode step time at the mean context ISL + OSL / 2, each per node
-(divided by the instance's nodes) or per GPU as the row's metric says. Rows that do not publish the
+profile is reported the same way. When a layout is accepted, the prediction needs the weight format
+(``dtype``) and the per-instance batch the deployment ran (``batch_per_instance``): prefill
+throughput = ISL x batch / prefill step time, decode throughput = batch / decode step time at the
+mean context ISL + OSL / 2, each per node (divided by the instance's nodes) or per GPU as the row's
+metric says. Rows that do not publish the
 batch print ``needs batch_per_instance``; nothing is guessed.
 """
 

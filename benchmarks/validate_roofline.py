@@ -36,6 +36,7 @@ from model.physics.steps import prefill_cost
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "published_measurements.csv"
 GROUP = {"prefill_s": "prefill", "tpot_s": "decode", "e2e_s": "decode"}
 SETS = ("core", "ext")
+GROUPS = ("prefill", "decode")
 # Issue 16's categories, each a predicate on a row. Long prompt: >= 8k tokens; large batch: >= 8.
 LONG_PROMPT_TOKENS = 8192
 LARGE_BATCH = 8
@@ -221,7 +222,7 @@ def summary_lines(rows: list[Row]) -> list[str]:
                 f"- **{g}, {label}**: MdAPE {mdape(rows, g, subset):.1f}% over {count(rows, g, subset)} rows"
             )
     for c in CATEGORIES:
-        parts = [f"{g} {mdape(rows, g, None, c):.1f}% ({count(rows, g, None, c)})" for g in ("prefill", "decode")]
+        parts = [f"{g} {mdape(rows, g, None, c):.1f}% ({count(rows, g, None, c)})" for g in GROUPS]
         lines.append(f"- category **{c}**: " + ", ".join(parts))
     skipped = [r for r in rows if not r.evaluated]
     lines.append(f"- rows not evaluated yet: {len(skipped)} of {len(rows)}")
@@ -244,7 +245,7 @@ def markdown(rows: list[Row]) -> str:
     lines.extend(summary_lines(rows))
     skipped = [r for r in rows if not r.evaluated]
     if skipped:
-        lines += ["", "| id | model | GPU | metric | measured (ms) | why not evaluated |", "|---|---|---|---|---|---|"]
+        lines += ["", "| id | model | GPU | metric | measured (ms) | why not evaluated |", "|---" * 6 + "|"]
         for r in skipped:
             lines.append(
                 f"| {r.id} | {r.model} | {r.gpu} | {r.metric} | {r.measured_s * 1e3:.2f} | {r.skip} |"
