@@ -14,7 +14,7 @@ from model.errors import InputError, ProfileError
 from model.hardware.catalog import get_gpu, get_link, get_node, load_catalog
 from model.hardware.nodes import Node
 
-NEW_GPUS = ("gb200", "b300", "gb300", "h20", "mi325x", "mi355x", "rtx-pro-6000")
+NEW_GPUS = ("gb200", "b300", "gb300", "h20", "h800", "mi325x", "mi355x", "rtx-pro-6000")
 WITH_FP4 = ("gb200", "b300", "gb300", "mi355x", "rtx-pro-6000")
 MIB = 2**20
 GIB = 2**30
@@ -147,3 +147,16 @@ def test_cli_lists_the_new_hardware(capsys) -> None:
     assert main(["list", "nodes", "--json"]) == 0
     rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
     assert rows["gb300-nvl72"]["nvlink_domain_gpus"] == 72 and rows["hgx-b300-8"]["nvlink_domain_gpus"] == 8
+
+
+def test_h800_is_an_h100_with_a_cut_nvlink() -> None:
+    from model.hardware.collectives import default_tp_link
+
+    h800, h100 = get_gpu("h800"), get_gpu("h100-sxm")
+    assert h800.peak_flops("fp8") == h100.peak_flops("fp8")
+    assert h800.memory_bandwidth_bytes_per_s == h100.memory_bandwidth_bytes_per_s
+    # NVLink 400 GB/s both directions -> 200 GB/s per direction; TP groups all-reduce over that link.
+    assert h800.interconnect_bandwidth_bytes_per_s == pytest.approx(400e9 / 2)
+    link = default_tp_link(h800, 8)
+    assert link.name == "nvlink4-h800" and link.bandwidth_bytes_per_s == pytest.approx(200e9)
+    assert default_tp_link(get_gpu("mi355x"), 8).name == "xgmi-mi300x"  # documented: kind 'xGMI'
