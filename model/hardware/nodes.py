@@ -21,6 +21,9 @@ class Node:
     intra_node_link: str
     nic_link: str
     nics_per_node: int
+    # GPUs sharing one NVLink (scale-up) domain: gpus_per_node for an HGX/DGX server (None = that),
+    # 72 for a GB200/GB300 NVL72 rack whose 18 trays of 4 GPUs meet on NVLink Switch trays.
+    nvlink_domain_gpus: int | None = None
     sources: Sources = field(default=(), compare=False, repr=False)
     path: str = field(default="", compare=False, repr=False)
 
@@ -30,6 +33,23 @@ class Node:
             value = getattr(self, name)
             if not (isinstance(value, int) and 1 <= value <= 1024):
                 raise InputError(f"{owner}.{name}", value, "a whole number in [1, 1024]")
+        domain = self.nvlink_domain_gpus
+        if domain is not None and not (
+            isinstance(domain, int)
+            and not isinstance(domain, bool)
+            and self.gpus_per_node <= domain <= 1024
+            and domain % self.gpus_per_node == 0
+        ):
+            raise InputError(
+                f"{owner}.nvlink_domain_gpus",
+                domain,
+                f"a whole multiple of gpus_per_node ({self.gpus_per_node}) up to 1024",
+            )
+
+    @property
+    def domain_gpus(self) -> int:
+        """GPUs on one NVLink domain: ``nvlink_domain_gpus``, else the node's own GPUs."""
+        return self.gpus_per_node if self.nvlink_domain_gpus is None else self.nvlink_domain_gpus
 
     def source(self, field_name: str) -> str:
         """The citation recorded for ``field_name`` (e.g. ``"bandwidth"``)."""
@@ -46,6 +66,7 @@ _NODE_SCHEMA: Schema = {
     ("", "intra_node_link"): (TEXT, None, True),
     ("", "nic_link"): (TEXT, None, True),
     ("", "nics_per_node"): (INT, None, True),
+    ("", "nvlink_domain_gpus"): (INT, None, False),
 }
 
 
@@ -62,7 +83,8 @@ def node_from_toml(path: Path, text: str | None = None) -> Node:
             v["intra_node_link"],
             v["nic_link"],
             v["nics_per_node"],
-            sources,
-            str(path),
+            nvlink_domain_gpus=v.get("nvlink_domain_gpus"),
+            sources=sources,
+            path=str(path),
         ),
     )
