@@ -16,12 +16,15 @@ Counting conventions (stated once, used everywhere):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from model.errors import InputError, short
 from model.hardware.formats import Precision, bytes_per_element
+from model.llm import attention
+from model.llm.attention import KIND_NAMES, SOFTMAX_KINDS
 
 # Allowed range of each integer field: counts >= 1 where every transformer has one, 0 where the
 # feature is optional; upper bounds far past any published model (largest today: hidden 18,432,
@@ -46,6 +49,17 @@ _FIELD_RANGES: dict[str, tuple[int, int]] = {
     "v_head_dim": (0, 1 << 16),
     "learned_position_embeddings": (0, 1 << 24),
     "max_context_tokens": (0, 1 << 30),
+    "attention_window": (0, 1 << 30),
+    "index_topk": (0, 1 << 30),
+    "index_heads": (0, 1 << 16),
+    "index_head_dim": (0, 1 << 16),
+    "linear_num_key_heads": (0, 1 << 16),
+    "linear_key_head_dim": (0, 1 << 16),
+    "linear_num_value_heads": (0, 1 << 16),
+    "linear_value_head_dim": (0, 1 << 16),
+    "linear_conv_kernel": (0, 1 << 10),
+    "num_ffn_layers": (0, 10_000),
+    "num_mtp_layers": (0, 100),
 }
 
 
@@ -75,6 +89,21 @@ class LLMArch:
     v_head_dim: int = 0
     learned_position_embeddings: int = 0  # rows of a learned position table (OPT); 0 for RoPE/ALiBi
     max_context_tokens: int = 0
+    # Attention kinds (model.llm.attention): one letter per layer, "" = all full attention.
+    layer_pattern: str = ""
+    attention_window: int = 0  # sliding window (S layers) or local chunk (C layers), tokens
+    index_topk: int = 0  # X layers: tokens the indexer selects per query
+    index_heads: int = 0
+    index_head_dim: int = 0
+    linear_num_key_heads: int = 0  # L/M layers (Mamba-2: n_groups)
+    linear_key_head_dim: int = 0  # (Mamba-2: d_state)
+    linear_num_value_heads: int = 0  # (Mamba-2: heads)
+    linear_value_head_dim: int = 0  # (Mamba-2: head_dim)
+    linear_conv_kernel: int = 0
+    state_dtype: str = ""  # recurrent-state format; "" = the KV format
+    attention_sinks: bool = False  # learned per-head sink logits (gpt-oss); no cost modelled
+    num_ffn_layers: int = 0  # layers with an MLP/MoE when not every layer has one (Nemotron-H); 0 = all
+    num_mtp_layers: int = 0  # multi-token-prediction layers (extra weights, used by speculation)
     display_name: str = ""
     source: str = ""
     published_total_params: float = 0.0
@@ -96,7 +125,7 @@ class LLMArch:
                 raise InputError(
                     f"model {self.name}.{name}", short(value), f"a whole number in [{low}, {high:,}]"
                 )
-        for name in ("tie_embeddings", "gated_mlp"):
+        for name in ("tie_embeddings", "gated_mlp", "attention_sinks"):
             if not isinstance(getattr(self, name), bool | np.bool_):
                 raise InputError(f"model {self.name}.{name}", short(getattr(self, name)), "true or false")
         for name in ("published_total_params", "published_active_params"):
@@ -110,6 +139,7 @@ class LLMArch:
         def bad(name: str, allowed: str) -> InputError:
             return InputError(f"model {self.name}.{name}", getattr(self, name), allowed)
 
+        self._check_pattern(bad)
         if self.num_heads % self.num_kv_heads:
             raise bad("num_kv_heads", f"a divisor of num_heads ({self.num_heads})")
         if not self.is_moe:
@@ -126,8 +156,8 @@ class LLMArch:
                 raise bad("experts_per_token", f"1..num_experts ({self.num_experts})")
             if self.moe_intermediate_size < 1:
                 raise bad("moe_intermediate_size", "a whole number >= 1 in an MoE model")
-            if self.num_dense_layers >= self.num_layers:
-                raise bad("num_dense_layers", f"fewer than num_layers ({self.num_layers}) in an MoE model")
+            if self.num_dense_layers >= self.ffn_layers:
+                raise bad("num_dense_layers", f"fewer than the MLP layers ({self.ffn_layers}) in an MoE model")
         if (not self.is_moe or self.num_dense_layers) and self.intermediate_size < 1:
             raise bad("intermediate_size", "a whole number >= 1 (the dense MLP width)")
         if self.is_mla:
@@ -138,6 +168,32 @@ class LLMArch:
             for name in ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
                 if getattr(self, name):
                     raise bad(name, "0 without MLA (kv_lora_rank = 0)")
+
+    def _check_pattern(self, bad: Callable[[str, str], InputError]) -> None:
+        """The layer pattern and the fields each kind needs (model.llm.attention)."""
+        p = self.layer_pattern
+        if not isinstance(p, str) or (p and (len(p) != self.num_layers or set(p) - set(KIND_NAMES))):
+            raise bad("layer_pattern", f"one of {''.join(KIND_NAMES)} per layer ({self.num_layers} letters) or empty")
+        if p and not set(p) & set(SOFTMAX_KINDS):
+            raise bad("layer_pattern", "at least one attention layer (F, S, C or X)")
+        if ("S" in p or "C" in p) != (self.attention_window > 0) or ("S" in p and "C" in p):
+            raise bad("attention_window", "> 0 exactly when the pattern has S or C layers (not both)")
+        if ("X" in p) != (self.index_topk > 0) or ("X" in p and min(self.index_heads, self.index_head_dim) < 1):
+            raise bad("index_topk", "> 0 with index_heads and index_head_dim >= 1 exactly when there are X layers")
+        linear = ("L" in p) or ("M" in p)
+        dims = ("linear_num_key_heads", "linear_key_head_dim", "linear_num_value_heads", "linear_value_head_dim")
+        for name in (*dims, "linear_conv_kernel"):
+            if linear != (getattr(self, name) > 0):
+                raise bad(name, "a whole number >= 1 exactly when the pattern has L or M layers")
+        if self.state_dtype:
+            bytes_per_element(self.state_dtype, f"model {self.name}.state_dtype")
+        if self.num_ffn_layers > self.num_layers:
+            raise bad("num_ffn_layers", f"at most num_layers ({self.num_layers})")
+
+    @property
+    def ffn_layers(self) -> int:
+        """Layers with an MLP or MoE block (all of them unless ``num_ffn_layers`` says fewer)."""
+        return self.num_ffn_layers or self.num_layers
 
     @property
     def is_moe(self) -> bool:
@@ -152,7 +208,7 @@ class LLMArch:
     @property
     def num_moe_layers(self) -> int:
         """Layers whose MLP is MoE: all but the leading dense ones (0 for a dense model)."""
-        return self.num_layers - self.num_dense_layers if self.is_moe else 0
+        return self.ffn_layers - self.num_dense_layers if self.is_moe else 0
 
     @property
     def label(self) -> str:
@@ -198,11 +254,11 @@ def lm_head_params(arch: LLMArch) -> int:
 def ffn_params(arch: LLMArch, *, active: bool) -> int:
     """All MLP/MoE weights of the model; with ``active`` only those one token uses.
 
-    Dense model: L * mlp(I). MoE: dense layers * mlp(I) + moe layers * (router h*E +
+    Dense model: L_ffn * mlp(I) (L_ffn = layers with an MLP, all of them but in Nemotron-H). MoE: dense layers * mlp(I) + moe layers * (router h*E +
     (E or top-k, + shared) * mlp(I_moe)).
     """
     if not arch.is_moe:
-        return arch.num_layers * mlp_params(arch, arch.intermediate_size)
+        return arch.ffn_layers * mlp_params(arch, arch.intermediate_size)
     experts = (arch.experts_per_token if active else arch.num_experts) + arch.num_shared_experts
     per_moe_layer = arch.hidden_size * arch.num_experts + experts * mlp_params(
         arch, arch.moe_intermediate_size
@@ -212,22 +268,38 @@ def ffn_params(arch: LLMArch, *, active: bool) -> int:
     )
 
 
+def mixer_params(arch: LLMArch) -> int:
+    """Weights of every layer's token mixer: L x attention block for an all-attention model; with
+    other layer kinds, softmax layers x attention block + indexers + linear/SSM mixers
+    (:func:`model.llm.attention.mixer_params`)."""
+    return attention.mixer_params(arch, attention_params_per_layer(arch))
+
+
 def total_params(arch: LLMArch) -> int:
-    """All weights: embeddings + L * attention + every MLP/expert (see module conventions)."""
-    return (
-        embedding_params(arch)
-        + arch.num_layers * attention_params_per_layer(arch)
-        + ffn_params(arch, active=False)
-    )
+    """All weights of the main model: embeddings + token mixers + every MLP/expert (see module
+    conventions). Multi-token-prediction layers are extra (:func:`mtp_params`)."""
+    return embedding_params(arch) + mixer_params(arch) + ffn_params(arch, active=False)
 
 
 def active_params(arch: LLMArch) -> int:
     """Weights one token's forward pass uses (MoE: top-k routed + shared experts)."""
-    return (
-        embedding_params(arch)
-        + arch.num_layers * attention_params_per_layer(arch)
-        + ffn_params(arch, active=True)
-    )
+    return embedding_params(arch) + mixer_params(arch) + ffn_params(arch, active=True)
+
+
+def mtp_params(arch: LLMArch) -> int:
+    """Weights of the multi-token-prediction layers: each is one more transformer layer (attention
+    block + the last layer's MLP or MoE with all its experts) and a 2h x h projection of the
+    concatenated hidden state and next-token embedding; embedding and LM head are shared
+    (DeepSeek-V3 report, arXiv:2412.19437, sec. 2.2). Not in ``total_params`` (published counts
+    leave them out); speculative decoding that drafts with them loads them too."""
+    if not arch.num_mtp_layers:
+        return 0
+    if arch.is_moe:
+        ffn = arch.hidden_size * arch.num_experts + (arch.num_experts + arch.num_shared_experts) * expert_params(arch)
+    else:
+        ffn = mlp_params(arch, arch.intermediate_size)
+    h = arch.hidden_size
+    return arch.num_mtp_layers * (attention_params_per_layer(arch) + ffn + 2 * h * h)
 
 
 def expert_params(arch: LLMArch) -> int:
@@ -238,10 +310,10 @@ def expert_params(arch: LLMArch) -> int:
 def weight_params_by_component(arch: LLMArch) -> dict[str, int]:
     """All weights split by the components a :class:`~model.hardware.formats.Precision` names.
 
-    attention: L x attention block; experts: MoE layers x E routed experts; mlp: everything else
+    attention: every token mixer (:func:`mixer_params`); experts: MoE layers x E routed experts; mlp: everything else
     (embeddings, LM head, dense MLPs, routers, shared experts). The three sum to ``total_params``.
     """
-    attention = arch.num_layers * attention_params_per_layer(arch)
+    attention = mixer_params(arch)
     experts = arch.num_moe_layers * arch.num_experts * expert_params(arch)
     return {"attention": attention, "mlp": total_params(arch) - attention - experts, "experts": experts}
 
@@ -256,24 +328,16 @@ def weight_bytes(arch: LLMArch, dtype: str | Precision) -> float:
     return total_params(arch) * bytes_per_element(dtype)
 
 
-def kv_heads_per_gpu(arch: LLMArch, tp: np.ndarray | int) -> np.ndarray:
-    """KV heads each tensor-parallel rank stores: n_kv / TP, at least 1 (heads are replicated when
-    TP exceeds n_kv, as vLLM and Megatron do for GQA)."""
-    tp_arr = np.asarray(tp)
-    return np.maximum(np.ceil(arch.num_kv_heads / tp_arr), 1.0)
-
-
 def kv_bytes_per_token(arch: LLMArch, kv_dtype: str = "bf16") -> float:
-    """KV-cache bytes one token adds across all GPUs of an unsharded replica.
+    """KV-cache bytes one token adds across all GPUs of an unsharded replica, in every softmax layer.
 
     MHA/GQA: 2 (K and V) x layers x n_kv x head_dim x bytes (Pope et al. 2022, "Efficiently Scaling
     Transformer Inference", sec. 2). MLA: layers x (kv_lora_rank + qk_rope_head_dim) x bytes: only
-    the compressed latent and the shared RoPE key are cached (DeepSeek-V2, sec. 2.1.3).
+    the compressed latent and the shared RoPE key are cached (DeepSeek-V2, sec. 2.1.3). Layers are
+    the softmax ones (F, S, C, X; X adds its indexer key): a windowed or hybrid model holds less per
+    request than tokens x this (:func:`model.llm.attention.kv_bytes_per_request`).
     """
-    b = bytes_per_element(kv_dtype, "kv_dtype")
-    if arch.is_mla:
-        return arch.num_layers * (arch.kv_lora_rank + arch.qk_rope_head_dim) * b
-    return 2 * arch.num_layers * arch.num_kv_heads * arch.head_dim * b
+    return float(attention.kv_bytes_per_token(arch, kv_dtype))
 
 
 def kv_bytes_per_token_per_gpu(arch: LLMArch, kv_dtype: str, tp: np.ndarray | int) -> np.ndarray:
@@ -282,10 +346,8 @@ def kv_bytes_per_token_per_gpu(arch: LLMArch, kv_dtype: str, tp: np.ndarray | in
     GQA: 2 x L x kv_heads_per_gpu(TP) x d x bytes (replicated heads counted on every rank).
     MLA: the latent is not split by heads, so every rank holds all of it (vLLM's MLA backend).
     """
-    b = bytes_per_element(kv_dtype, "kv_dtype")
-    if arch.is_mla:
-        return np.broadcast_to(kv_bytes_per_token(arch, kv_dtype), np.shape(tp)).astype(float)
-    return 2.0 * arch.num_layers * kv_heads_per_gpu(arch, tp) * arch.head_dim * b
+    out = attention.kv_bytes_per_token(arch, kv_dtype, tp)
+    return np.broadcast_to(out, np.shape(tp)).astype(float)
 
 
 def check_tp(arch: LLMArch, tp: int) -> None:
@@ -306,7 +368,12 @@ def describe(arch: LLMArch) -> dict[str, float | int | str | bool]:
     }
     out["total_params"] = total_params(arch)
     out["active_params"] = active_params(arch)
+    out["attention_kind"] = attention.attention_kind(arch)
     out["kv_bytes_per_token_bf16"] = kv_bytes_per_token(arch, "bf16")
+    for ctx in (8192, 131072):
+        out[f"kv_bytes_per_request_{ctx // 1024}k_bf16"] = float(attention.kv_bytes_per_request(arch, ctx))
+    if arch.num_mtp_layers:
+        out["mtp_params"] = mtp_params(arch)
     if arch.published_total_params:
         out["total_params_error_pct"] = 100 * (total_params(arch) / arch.published_total_params - 1)
     return out
