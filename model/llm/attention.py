@@ -21,33 +21,18 @@ Per-layer KV elements per token: GQA 2 n_kv d (Pope et al. 2022, sec. 2); MLA r_
 L/M layers keep a recurrent state of n_v x d_k x d_v elements (in ``state_dtype``) plus a causal
 convolution window of (2 n_k d_k + n_v d_v) x (conv_kernel - 1) elements, independent of length.
 
-This module imports LLMArch only for type checking: :mod:`model.llm.arch` uses its parameter
-formulas, so it must not import arch at run time.
+:mod:`model.llm.arch` uses the mixer parameter formulas here (``mixer_params``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from model.hardware.formats import bytes_per_element
+from model.llm.spec import KIND_NAMES, SOFTMAX_KINDS, STATE_KINDS, LLMArch
 
-if TYPE_CHECKING:
-    from model.llm.arch import LLMArch
-
-KIND_NAMES = {
-    "F": "full",
-    "S": "sliding",
-    "C": "chunked",
-    "X": "sparse top-k",
-    "L": "linear (gated delta)",
-    "M": "mamba2",
-    "-": "none",
-}
-SOFTMAX_KINDS = "FSCX"  # layers with a KV cache
-STATE_KINDS = "LM"  # layers with a fixed recurrent state
 # Input-projection gate heads per value head: Gated DeltaNet projects beta and alpha (2, Qwen3-Next
 # ``in_proj_ba``); Mamba-2 projects dt (1, ``in_proj`` of Dao & Gu 2024).
 GATES_PER_VALUE_HEAD = {"L": 2, "M": 1}
@@ -166,7 +151,7 @@ def kv_heads_per_gpu(arch: LLMArch, tp: np.ndarray | int) -> np.ndarray:
     return np.maximum(np.ceil(arch.num_kv_heads / np.asarray(tp)), 1.0)
 
 
-def _layer_kv_elements(arch: LLMArch, tp: np.ndarray | int | None) -> np.ndarray | float:
+def layer_kv_elements(arch: LLMArch, tp: np.ndarray | int | None) -> np.ndarray | float:
     """KV elements one token adds to one softmax layer (per TP rank when ``tp`` is given; the MLA
     latent is not split by heads, vLLM's MLA backend keeps it whole on every rank)."""
     if arch.is_mla:
@@ -183,12 +168,14 @@ def kv_bytes_per_token(arch: LLMArch, kv_dtype: str = "bf16", tp: np.ndarray | i
     classic 2 L n_kv d bytes (GQA) or L (r_kv + d_rope) bytes (MLA)."""
     b = bytes_per_element(kv_dtype, "kv_dtype")
     counts = kind_counts(arch)
-    per_layer = _layer_kv_elements(arch, tp)
+    per_layer = layer_kv_elements(arch, tp)
     n_soft = sum(n for k, n in counts.items() if k in SOFTMAX_KINDS)
     if n_soft == arch.num_layers:
-        out = (2.0 * arch.num_layers * kv_heads_per_gpu(arch, tp) * arch.head_dim * b) if (
-            tp is not None and not arch.is_mla
-        ) else arch.num_layers * per_layer * b
+        out = (
+            (2.0 * arch.num_layers * kv_heads_per_gpu(arch, tp) * arch.head_dim * b)
+            if (tp is not None and not arch.is_mla)
+            else arch.num_layers * per_layer * b
+        )
     else:
         out = n_soft * per_layer * b
     return out + counts.get("X", 0) * arch.index_head_dim * b
@@ -254,7 +241,7 @@ def kv_layout(arch: LLMArch, kv_dtype: str = "bf16", tp: int | None = None) -> K
     if not capped and not state:
         return KVLayout(per_token, (1.0,), (float("inf"),))
     b = bytes_per_element(kv_dtype, "kv_dtype")
-    layer = float(_layer_kv_elements(arch, tp)) * b
+    layer = float(layer_kv_elements(arch, tp)) * b
     capped_share = capped * layer / per_token if per_token else 0.0
     shares, caps = [1.0 - capped_share], [float("inf")]
     if capped:

@@ -21,7 +21,12 @@ from typing import Any
 
 from model.errors import ProfileError
 
-_LAYER_TYPES = {"full_attention": "F", "sliding_attention": "S", "linear_attention": "L", "chunked_attention": "C"}
+_LAYER_TYPES = {
+    "full_attention": "F",
+    "sliding_attention": "S",
+    "linear_attention": "L",
+    "chunked_attention": "C",
+}
 _NEMOTRON = {"M": "M", "*": "F", "-": "-", "E": "-"}
 # Llama4TextConfig default: layers (i + 1) % 4 == 0 are NoPE full-attention layers.
 LLAMA4_NOPE_INTERVAL = 4
@@ -91,7 +96,9 @@ def _sparse(cfg: Mapping[str, Any], p: str, where: str, fields: dict[str, Any]) 
         return p.replace("F", "X")
     sac = cfg.get("sparse_attention_config")
     if isinstance(sac, Mapping) and sac.get("use_sparse_attention"):
-        fields["index_topk"] = _whole(sac, "sparse_topk_blocks", where) * _whole(sac, "sparse_block_size", where)
+        fields["index_topk"] = _whole(sac, "sparse_topk_blocks", where) * _whole(
+            sac, "sparse_block_size", where
+        )
         fields["index_heads"] = _whole(sac, "sparse_num_index_heads", where)
         fields["index_head_dim"] = _whole(sac, "sparse_index_dim", where)
         flags = _flags(sac, "sparse_attention_freq", len(p), where)
@@ -104,7 +111,12 @@ def attention_fields(cfg: Mapping[str, Any], layers: int, where: str, notes: lis
     fields: dict[str, Any] = {}
     p = _sparse(cfg, _pattern(cfg, layers, where, fields), where, fields)
     if "L" in p:
-        keys = ("linear_num_key_heads", "linear_key_head_dim", "linear_num_value_heads", "linear_value_head_dim")
+        keys = (
+            "linear_num_key_heads",
+            "linear_key_head_dim",
+            "linear_num_value_heads",
+            "linear_value_head_dim",
+        )
         for key in keys:
             fields[key] = _whole(cfg, key, where)
         fields["linear_conv_kernel"] = _whole(cfg, "linear_conv_kernel_dim", where)

@@ -52,7 +52,17 @@ GATED_MODEL_TYPES = {
     "gemma3_text",
 }
 # Nemotron-H's MLPs are up/down with a squared-ReLU (mlp_hidden_act "relu2"), not gated.
-PLAIN_MLP_MODEL_TYPES = {"opt", "bloom", "falcon", "gpt2", "gpt_neox", "gptj", "gpt_bigcode", "phi", "nemotron_h"}
+PLAIN_MLP_MODEL_TYPES = {
+    "opt",
+    "bloom",
+    "falcon",
+    "gpt2",
+    "gpt_neox",
+    "gptj",
+    "gpt_bigcode",
+    "phi",
+    "nemotron_h",
+}
 # Models whose config omits the FFN size because it is always 4 x hidden (BLOOM, Falcon modelling code).
 FFN_IS_4H = {"bloom", "falcon", "gpt2", "gpt_neox"}
 
@@ -156,9 +166,11 @@ def arch_from_hf_config(cfg: Mapping[str, Any], *, name: str = "", where: str = 
             f"MLP assumed {'gated' if gated else 'plain'} from activation {act or '(none)'!r}"
         )
 
-    dense_keys = ("dense_intermediate_size", "intermediate_size_mlp") if cfg.get("num_local_experts") or cfg.get(
-        "n_routed_experts"
-    ) else ()
+    dense_keys = (
+        ("dense_intermediate_size", "intermediate_size_mlp")
+        if cfg.get("num_local_experts") or cfg.get("n_routed_experts")
+        else ()
+    )
     if model_type in FFN_IS_4H and not any(
         cfg.get(k) for k in ("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size")
     ):
@@ -264,7 +276,9 @@ def _moe_layout(
     freq = cfg.get("moe_layer_freq")
     if isinstance(freq, list):
         if freq.count(0) != moe["num_dense_layers"] or freq[: moe["num_dense_layers"]].count(1):
-            notes.append("moe_layer_freq is not 'first_k_dense_replace dense, then MoE': counted as if it were")
+            notes.append(
+                "moe_layer_freq is not 'first_k_dense_replace dense, then MoE': counted as if it were"
+            )
     elif (freq or 1) != 1:
         notes.append("moe_layer_freq != 1 is not modelled (every layer after the dense ones is MoE)")
     shared = cfg.get("shared_expert_intermediate_size") or cfg.get("moe_shared_expert_intermediate_size")
