@@ -58,24 +58,29 @@ def softmax_layers(arch: LLMArch) -> int:
     return sum(n for k, n in kind_counts(arch).items() if k in SOFTMAX_KINDS)
 
 
-def _compact(p: str) -> str:
-    """``p`` as repeats of its shortest period ("SF" x 18), else run lengths ("3 F, 57 X")."""
+def _runs(p: str) -> list[tuple[str, int]]:
+    """Run lengths of ``p``: "LLLF" -> [("L", 3), ("F", 1)]."""
+    runs: list[tuple[str, int]] = []
+    for c in p:
+        if runs and runs[-1][0] == c:
+            runs[-1] = (c, runs[-1][1] + 1)
+        else:
+            runs.append((c, 1))
+    return runs
+
+
+def compact_pattern(p: str) -> str:
+    """``p`` as repeats of its shortest period ("12 x (3 linear + 1 full)"), else its runs
+    ("3 full + 57 sparse"), else counts per kind when the runs are many."""
+
+    def say(runs: list[tuple[str, int]]) -> str:
+        return " + ".join(f"{n} {KIND_NAMES[k]}" for k, n in runs)
+
     for period in range(1, len(p) // 2 + 1):
         if len(p) % period == 0 and p[:period] * (len(p) // period) == p:
-            return f"{len(p) // period} x ({', '.join(KIND_NAMES[c] for c in p[:period])})"
-    runs: list[str] = []
-    i = 0
-    while i < len(p):
-        j = i
-        while j < len(p) and p[j] == p[i]:
-            j += 1
-        runs.append(f"{j - i} {KIND_NAMES[p[i]]}")
-        i = j
-    return ", ".join(runs) if len(runs) <= 6 else ", ".join(f"{n} {KIND_NAMES[k]}" for k, n in _counts(p))
-
-
-def _counts(p: str) -> list[tuple[str, int]]:
-    return [(k, p.count(k)) for k in KIND_NAMES if k in p]
+            return say(_runs(p)) if period == 1 else f"{len(p) // period} x ({say(_runs(p[:period]))})"
+    runs = _runs(p)
+    return say(runs) if len(runs) <= 6 else say([(k, p.count(k)) for k in KIND_NAMES if k in p])
 
 
 def attention_kind(arch: LLMArch) -> str:
@@ -86,7 +91,7 @@ def attention_kind(arch: LLMArch) -> str:
     parts = [base]
     p = pattern(arch)
     if set(p) != {"F"}:
-        parts.append(_compact(p))
+        parts.append(compact_pattern(p))
     if "S" in p or "C" in p:
         parts.append(f"{'chunk' if 'C' in p else 'window'} {arch.attention_window}")
     if "X" in p:

@@ -50,6 +50,7 @@ GATED_MODEL_TYPES = {
     "minimax_m2",
     "kimi_k2",
     "gemma3_text",
+    "gemma4_text",
 }
 # Nemotron-H's MLPs are up/down with a squared-ReLU (mlp_hidden_act "relu2"), not gated.
 PLAIN_MLP_MODEL_TYPES = {
@@ -63,6 +64,9 @@ PLAIN_MLP_MODEL_TYPES = {
     "phi",
     "nemotron_h",
 }
+# transformers' PretrainedConfig ties embeddings by default; these configuration classes default to
+# separate LM-head weights (Llama4TextConfig: tie_word_embeddings=False).
+UNTIED_BY_DEFAULT = {"llama4_text", "llama4"}
 # Models whose config omits the FFN size because it is always 4 x hidden (BLOOM, Falcon modelling code).
 FFN_IS_4H = {"bloom", "falcon", "gpt2", "gpt_neox"}
 
@@ -114,7 +118,9 @@ def arch_from_hf_config(cfg: Mapping[str, Any], *, name: str = "", where: str = 
     if "hidden_size" not in cfg and "text_config" in cfg:
         if not isinstance(cfg["text_config"], Mapping):
             raise ProfileError(where, "text_config", "expected an object")
-        cfg = cfg["text_config"]
+        outer, cfg = cfg, cfg["text_config"]
+        if "tie_word_embeddings" not in cfg and "tie_word_embeddings" in outer:  # multimodal wrappers
+            cfg = {**cfg, "tie_word_embeddings": outer["tie_word_embeddings"]}
     for key in ("max_position_embeddings", "seq_length"):
         value = cfg.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
@@ -166,11 +172,10 @@ def arch_from_hf_config(cfg: Mapping[str, Any], *, name: str = "", where: str = 
             f"MLP assumed {'gated' if gated else 'plain'} from activation {act or '(none)'!r}"
         )
 
-    dense_keys = (
-        ("dense_intermediate_size", "intermediate_size_mlp")
-        if cfg.get("num_local_experts") or cfg.get("n_routed_experts")
-        else ()
-    )
+    is_moe = any(cfg.get(k) for k in ("num_local_experts", "n_routed_experts", "num_experts"))
+    dense_keys = ("dense_intermediate_size", "intermediate_size_mlp") if is_moe else ()
+    if is_moe and "intermediate_size" not in cfg and cfg.get("moe_intermediate_size"):
+        cfg = {**cfg, "intermediate_size": 0}  # MoE in every layer, no dense MLP (Qwen3.5-MoE)
     if model_type in FFN_IS_4H and not any(
         cfg.get(k) for k in ("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size")
     ):
@@ -239,7 +244,7 @@ def arch_from_hf_config(cfg: Mapping[str, Any], *, name: str = "", where: str = 
             head_dim=_int(head_dim, where, "head_dim"),
             intermediate_size=intermediate,
             vocab_size=_int(_first(cfg, ("vocab_size",), where, "vocab_size"), where, "vocab_size"),
-            tie_embeddings=bool(cfg.get("tie_word_embeddings", True)),  # transformers' default is True
+            tie_embeddings=bool(cfg.get("tie_word_embeddings", model_type not in UNTIED_BY_DEFAULT)),
             gated_mlp=gated,
             learned_position_embeddings=learned_pos,
             max_context_tokens=int(cfg.get("max_position_embeddings") or cfg.get("seq_length") or 0),

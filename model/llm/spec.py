@@ -19,8 +19,8 @@ KIND_NAMES = {
     "F": "full",
     "S": "sliding",
     "C": "chunked",
-    "X": "sparse top-k",
-    "L": "linear (gated delta)",
+    "X": "sparse",
+    "L": "linear",
     "M": "mamba2",
     "-": "none",
 }
