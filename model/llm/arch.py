@@ -30,7 +30,8 @@ __all__ = ["LLMArch"]  # re-exported: the dataclass lives in model.llm.spec
 def attention_params_per_layer(arch: LLMArch) -> int:
     """Weights of one attention block: Q, K, V, O projections (GQA) or the MLA projections.
 
-    GQA: h*(n_h*d) [Q] + 2*h*(n_kv*d) [K,V] + (n_h*d)*h [O]  (Ainslie et al. 2023).
+    GQA: h*(n_h*d) [Q] + 2*h*(n_kv*d) [K,V] + (n_h*d)*h [O]  (Ainslie et al. 2023), + h*(n_h*d) for
+    an output gate (Qwen3-Next's gated attention: q_proj emits the query and the gate).
     MLA: Q: h*r_q + r_q*n_h*(d_nope+d_rope) (or h*n_h*(d_nope+d_rope) without r_q);
     KV: h*(r_kv + d_rope) + r_kv*n_h*(d_nope + d_v); O: n_h*d_v*h  (DeepSeek-V2, sec. 2.1).
     """
@@ -42,7 +43,8 @@ def attention_params_per_layer(arch: LLMArch) -> int:
         kv += arch.kv_lora_rank * n_h * (arch.qk_nope_head_dim + arch.v_head_dim)
         return q + kv + n_h * arch.v_head_dim * h
     d = arch.head_dim
-    return h * n_h * d + 2 * h * arch.num_kv_heads * d + n_h * d * h
+    gate = h * n_h * d if arch.attention_output_gate else 0
+    return h * n_h * d + 2 * h * arch.num_kv_heads * d + n_h * d * h + gate
 
 
 def mlp_params(arch: LLMArch, intermediate_size: int) -> int:

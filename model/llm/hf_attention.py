@@ -138,5 +138,5 @@ def attention_fields(cfg: Mapping[str, Any], layers: int, where: str, notes: lis
         fields["num_mtp_layers"] = mtp
         notes.append(f"{mtp} multi-token-prediction layer(s): weights in mtp_params, not in total_params")
     if cfg.get("attn_output_gate"):
-        notes.append("attn_output_gate: the full layers' query-sized output gate (h x n_h d) is not counted")
+        fields["attention_output_gate"] = True  # Qwen3-Next: q_proj also emits the output gate
     return fields

@@ -102,6 +102,7 @@ class LLMArch:
     linear_value_head_dim: int = 0  # (Mamba-2: head_dim)
     linear_conv_kernel: int = 0
     state_dtype: str = ""  # recurrent-state format; "" = the KV format
+    attention_output_gate: bool = False  # sigmoid gate on the attention output, h x n_h d (Qwen3-Next)
     attention_sinks: bool = False  # learned per-head sink logits (gpt-oss); no cost modelled
     num_ffn_layers: int = 0  # layers with an MLP/MoE when not every layer has one (Nemotron-H); 0 = all
     num_mtp_layers: int = 0  # multi-token-prediction layers (extra weights, used by speculation)
@@ -126,7 +127,7 @@ class LLMArch:
                 raise InputError(
                     f"model {self.name}.{name}", short(value), f"a whole number in [{low}, {high:,}]"
                 )
-        for name in ("tie_embeddings", "gated_mlp", "attention_sinks"):
+        for name in ("tie_embeddings", "gated_mlp", "attention_sinks", "attention_output_gate"):
             if not isinstance(getattr(self, name), bool | np.bool_):
                 raise InputError(f"model {self.name}.{name}", short(getattr(self, name)), "true or false")
         for name in ("published_total_params", "published_active_params"):
