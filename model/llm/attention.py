@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from model.hardware.formats import bytes_per_element
+from model.scalars import plain
 from model.llm.spec import KIND_NAMES, SOFTMAX_KINDS, STATE_KINDS, LLMArch
 
 # Input-projection gate heads per value head: Gated DeltaNet projects beta and alpha (2, Qwen3-Next
@@ -259,10 +260,10 @@ def kv_layout(arch: LLMArch, kv_dtype: str = "bf16", tp: int | None = None) -> K
 
 def kv_bytes_per_request(
     arch: LLMArch, context_tokens: float | np.ndarray, kv_dtype: str = "bf16", tp: int | None = None
-) -> np.ndarray:
+) -> float | np.ndarray:
     """KV + recurrent-state bytes one request holds at ``context_tokens`` tokens of context (what a
     disaggregated deployment transfers after a prefill of that many tokens, and what bounds KV
     capacity): sum over softmax layers of min(ctx, cap) x per-layer bytes (cap = W for S and C
     layers, none for F and X) + X layers' indexer keys x ctx + the L/M layers' fixed state.
-    Vectorised over ``context_tokens``; per TP rank when ``tp`` is given."""
-    return kv_layout(arch, kv_dtype, tp).bytes(context_tokens)
+    Vectorised over ``context_tokens`` (a plain float for a scalar); per TP rank when ``tp`` is given."""
+    return plain(kv_layout(arch, kv_dtype, tp).bytes(context_tokens))
