@@ -31,8 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from model.hardware.formats import bytes_per_element
-from model.scalars import plain
 from model.llm.spec import KIND_NAMES, SOFTMAX_KINDS, STATE_KINDS, LLMArch
+from model.scalars import plain
 
 # Input-projection gate heads per value head: Gated DeltaNet projects beta and alpha (2, Qwen3-Next
 # ``in_proj_ba``); Mamba-2 projects dt (1, ``in_proj`` of Dao & Gu 2024).
