@@ -189,6 +189,9 @@ def describe(arch: LLMArch) -> dict[str, float | int | str | bool]:
     out["kv_bytes_per_token_bf16"] = kv_bytes_per_token(arch, "bf16")
     for ctx in (8192, 131072):
         out[f"kv_bytes_per_request_{ctx // 1024}k_bf16"] = float(attention.kv_bytes_per_request(arch, ctx))
+    state = attention.state_bytes_per_sequence(arch, "bf16")
+    if state:
+        out["state_bytes_per_sequence_bf16"] = state
     if arch.num_mtp_layers:
         out["mtp_params"] = mtp_params(arch)
     if arch.published_total_params:
@@ -197,5 +200,7 @@ def describe(arch: LLMArch) -> dict[str, float | int | str | bool]:
 
 
 def params_b(value: float) -> str:
-    """Human form of a parameter count: 70.6B, 46.7B, 8.03B."""
-    return f"{value / 1e9:.3g}B" if math.isfinite(value) else "n/a"
+    """Human form of a parameter count: 70.6B, 46.7B, 8.03B, 1.03T."""
+    if not math.isfinite(value):
+        return "n/a"
+    return f"{value / 1e12:.3g}T" if value >= 999.5e9 else f"{value / 1e9:.3g}B"
