@@ -137,6 +137,10 @@ def attention_fields(cfg: Mapping[str, Any], layers: int, where: str, notes: lis
     if mtp:
         fields["num_mtp_layers"] = mtp
         notes.append(f"{mtp} multi-token-prediction layer(s): weights in mtp_params, not in total_params")
+    if cfg.get("global_head_dim") or cfg.get("num_global_key_value_heads"):
+        notes.append(
+            "global layers' own KV heads / head_dim (Gemma 4) are not modelled: priced with the sliding layers' shape"
+        )
     if cfg.get("attn_output_gate"):
         fields["attention_output_gate"] = True  # Qwen3-Next: q_proj also emits the output gate
     return fields
