@@ -79,6 +79,23 @@ def test_memory_fit_counts_windowed_tokens() -> None:
     assert fit.max_batch(32768) == np.floor(blocks / (16_448 / 16))
 
 
+def test_gemma4_sliding_and_global_layers() -> None:
+    a = get_model("gemma-4-31b")
+    # 60 layers, 5 sliding (window 1024) : 1 full; sliding layers 16 KV heads x 256, global layers
+    # num_global_key_value_heads 4 x global_head_dim 512 with attention_k_eq_v (no v_proj).
+    assert a.layer_pattern == "SSSSSF" * 10 and a.attention_window == 1024
+    assert (a.global_kv_heads, a.global_head_dim, a.global_k_eq_v) == (4, 512, True)
+    # KV per layer and token, bf16: sliding 2 x 16 x 256 x 2 = 16,384 B; global 2 x 4 x 512 x 2 = 8,192 B
+    assert kv_bytes_per_token(a, "bf16") == 50 * 16_384 + 10 * 8_192 == 901_120
+    # 8k: 50 x 1,024 x 16,384 + 10 x 8,192 x 8,192 = 838,860,800 + 671,088,640 = 1,509,949,440 B
+    assert one(kv_bytes_per_request(a, 8192)) == pytest.approx(1_509_949_440, rel=1e-12)
+    # weights of a global layer: q 5,376 x 32 x 512 + k 5,376 x 4 x 512 + o 32 x 512 x 5,376
+    h = 5376
+    sliding = 2 * h * 32 * 256 + 2 * h * 16 * 256
+    glob = 2 * h * 32 * 512 + h * 4 * 512
+    assert mixer_params(a) == 50 * sliding + 10 * glob
+
+
 # ---------------------------------------------------------------------------------------------
 # Hybrid linear attention: Qwen3.5-35B-A3B (40 layers: 3 Gated DeltaNet : 1 full attention).
 

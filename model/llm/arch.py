@@ -27,11 +27,12 @@ from model.llm.spec import LLMArch
 __all__ = ["LLMArch"]  # re-exported: the dataclass lives in model.llm.spec
 
 
-def attention_params_per_layer(arch: LLMArch) -> int:
+def attention_params_per_layer(arch: LLMArch, *, full_layer: bool = False) -> int:
     """Weights of one attention block: Q, K, V, O projections (GQA) or the MLA projections.
 
     GQA: h*(n_h*d) [Q] + 2*h*(n_kv*d) [K,V] + (n_h*d)*h [O]  (Ainslie et al. 2023), + h*(n_h*d) for
-    an output gate (Qwen3-Next's gated attention: q_proj emits the query and the gate).
+    an output gate (Qwen3-Next's gated attention: q_proj emits the query and the gate). ``full_layer``:
+    an F layer with its own shape (Gemma 4: global_kv_heads x global_head_dim, K reused as V).
     MLA: Q: h*r_q + r_q*n_h*(d_nope+d_rope) (or h*n_h*(d_nope+d_rope) without r_q);
     KV: h*(r_kv + d_rope) + r_kv*n_h*(d_nope + d_v); O: n_h*d_v*h  (DeepSeek-V2, sec. 2.1).
     """
@@ -42,9 +43,11 @@ def attention_params_per_layer(arch: LLMArch) -> int:
         kv = h * (arch.kv_lora_rank + arch.qk_rope_head_dim)
         kv += arch.kv_lora_rank * n_h * (arch.qk_nope_head_dim + arch.v_head_dim)
         return q + kv + n_h * arch.v_head_dim * h
-    d = arch.head_dim
+    d, n_kv, kv_mats = arch.head_dim, arch.num_kv_heads, 2
+    if full_layer and arch.global_head_dim:  # Gemma 4 global layers: own shape, no v_proj with V = K
+        d, n_kv, kv_mats = arch.global_head_dim, arch.global_kv_heads, 1 if arch.global_k_eq_v else 2
     gate = h * n_h * d if arch.attention_output_gate else 0
-    return h * n_h * d + 2 * h * arch.num_kv_heads * d + n_h * d * h + gate
+    return h * n_h * d + kv_mats * h * n_kv * d + n_h * d * h + gate
 
 
 def mlp_params(arch: LLMArch, intermediate_size: int) -> int:
@@ -86,7 +89,8 @@ def mixer_params(arch: LLMArch) -> int:
     """Weights of every layer's token mixer: L x attention block for an all-attention model; with
     other layer kinds, softmax layers x attention block + indexers + linear/SSM mixers
     (:func:`model.llm.attention.mixer_params`)."""
-    return attention.mixer_params(arch, attention_params_per_layer(arch))
+    full = attention_params_per_layer(arch, full_layer=True) if arch.global_head_dim else None
+    return attention.mixer_params(arch, attention_params_per_layer(arch), full)
 
 
 def total_params(arch: LLMArch) -> int:

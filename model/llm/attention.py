@@ -136,11 +136,13 @@ def indexer_params(arch: LLMArch) -> int:
     )
 
 
-def mixer_params(arch: LLMArch, softmax_block: int) -> int:
+def mixer_params(arch: LLMArch, softmax_block: int, full_block: int | None = None) -> int:
     """Weights of every layer's token mixer: softmax layers x ``softmax_block`` (the attention block,
-    ``attention_params_per_layer``) + X layers' indexers + L/M layers' linear mixers."""
+    ``attention_params_per_layer``; F layers ``full_block`` when they have their own shape) + X
+    layers' indexers + L/M layers' linear mixers."""
     counts = kind_counts(arch)
-    total = sum(n for k, n in counts.items() if k in SOFTMAX_KINDS) * softmax_block
+    full = softmax_block if full_block is None else full_block
+    total = sum(n * (full if k == "F" else softmax_block) for k, n in counts.items() if k in SOFTMAX_KINDS)
     total += counts.get("X", 0) * indexer_params(arch)
     for kind in STATE_KINDS:
         total += counts.get(kind, 0) * linear_mixer_params(arch, kind) if kind in counts else 0
@@ -157,33 +159,37 @@ def kv_heads_per_gpu(arch: LLMArch, tp: np.ndarray | int) -> np.ndarray:
     return np.maximum(np.ceil(arch.num_kv_heads / np.asarray(tp)), 1.0)
 
 
-def layer_kv_elements(arch: LLMArch, tp: np.ndarray | int | None) -> np.ndarray | float:
-    """KV elements one token adds to one softmax layer (per TP rank when ``tp`` is given; the MLA
-    latent is not split by heads, vLLM's MLA backend keeps it whole on every rank)."""
+def layer_kv_elements(arch: LLMArch, tp: np.ndarray | int | None, kind: str = "S") -> np.ndarray | float:
+    """KV elements one token adds to one softmax layer of ``kind`` (per TP rank when ``tp`` is given;
+    the MLA latent is not split by heads, vLLM's MLA backend keeps it whole on every rank). F layers
+    with their own shape (Gemma 4 globals) use global_kv_heads x global_head_dim; with V = K the
+    engines still keep both caches (the attention kernels read K and V), so the factor stays 2."""
     if arch.is_mla:
         return float(arch.kv_lora_rank + arch.qk_rope_head_dim)
+    heads, dim = arch.num_kv_heads, arch.head_dim
+    if kind == "F" and arch.global_head_dim:
+        heads, dim = arch.global_kv_heads, arch.global_head_dim
     if tp is None:
-        return float(2 * arch.num_kv_heads * arch.head_dim)
-    return 2.0 * kv_heads_per_gpu(arch, tp) * arch.head_dim
+        return float(2 * heads * dim)
+    return 2.0 * np.maximum(np.ceil(heads / np.asarray(tp)), 1.0) * dim
 
 
 def kv_bytes_per_token(arch: LLMArch, kv_dtype: str = "bf16", tp: np.ndarray | int | None = None):
     """Bytes one token adds to the KV cache of every softmax layer (F, S, C, X) while it is inside
-    every window: softmax layers x per-layer elements x bytes, plus each X layer's indexer key.
-    Whole instance with ``tp`` None, else per TP rank. For an all-full-attention model this is the
-    classic 2 L n_kv d bytes (GQA) or L (r_kv + d_rope) bytes (MLA)."""
+    every window: sum over softmax layers of per-layer elements x bytes, plus each X layer's indexer
+    key. Whole instance with ``tp`` None, else per TP rank. For an all-full-attention model this is
+    the classic 2 L n_kv d bytes (GQA) or L (r_kv + d_rope) bytes (MLA)."""
     b = bytes_per_element(kv_dtype, "kv_dtype")
     counts = kind_counts(arch)
-    per_layer = layer_kv_elements(arch, tp)
     n_soft = sum(n for k, n in counts.items() if k in SOFTMAX_KINDS)
-    if n_soft == arch.num_layers:
+    if n_soft == arch.num_layers and not arch.global_head_dim:
         out = (
             (2.0 * arch.num_layers * kv_heads_per_gpu(arch, tp) * arch.head_dim * b)
             if (tp is not None and not arch.is_mla)
-            else arch.num_layers * per_layer * b
+            else arch.num_layers * layer_kv_elements(arch, tp) * b
         )
     else:
-        out = n_soft * per_layer * b
+        out = sum(n * layer_kv_elements(arch, tp, k) * b for k, n in counts.items() if k in SOFTMAX_KINDS)
     return out + counts.get("X", 0) * arch.index_head_dim * b
 
 
@@ -247,8 +253,8 @@ def kv_layout(arch: LLMArch, kv_dtype: str = "bf16", tp: int | None = None) -> K
     if not capped and not state:
         return KVLayout(per_token, (1.0,), (float("inf"),))
     b = bytes_per_element(kv_dtype, "kv_dtype")
-    layer = float(layer_kv_elements(arch, tp)) * b
-    capped_share = capped * layer / per_token if per_token else 0.0
+    capped_bytes = sum(counts.get(k, 0) * float(layer_kv_elements(arch, tp, k)) * b for k in "SC")
+    capped_share = capped_bytes / per_token if per_token else 0.0
     shares, caps = [1.0 - capped_share], [float("inf")]
     if capped:
         shares.append(capped_share)

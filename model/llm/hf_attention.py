@@ -137,10 +137,11 @@ def attention_fields(cfg: Mapping[str, Any], layers: int, where: str, notes: lis
     if mtp:
         fields["num_mtp_layers"] = mtp
         notes.append(f"{mtp} multi-token-prediction layer(s): weights in mtp_params, not in total_params")
-    if cfg.get("global_head_dim") or cfg.get("num_global_key_value_heads"):
-        notes.append(
-            "global layers' own KV heads / head_dim (Gemma 4) are not modelled: priced with the sliding layers' shape"
-        )
+    if cfg.get("global_head_dim") and "F" in p:  # Gemma 4: the full layers' own shape
+        fields["global_head_dim"] = _whole(cfg, "global_head_dim", where)
+        fields["global_k_eq_v"] = bool(cfg.get("attention_k_eq_v"))
+        key = "num_global_key_value_heads" if fields["global_k_eq_v"] else "num_key_value_heads"
+        fields["global_kv_heads"] = _whole(cfg, key, where) or _whole(cfg, "num_key_value_heads", where)
     if cfg.get("attn_output_gate"):
         fields["attention_output_gate"] = True  # Qwen3-Next: q_proj also emits the output gate
     return fields

@@ -61,6 +61,8 @@ _FIELD_RANGES: dict[str, tuple[int, int]] = {
     "linear_conv_kernel": (0, 1 << 10),
     "num_ffn_layers": (0, 10_000),
     "num_mtp_layers": (0, 100),
+    "global_kv_heads": (0, 1 << 16),
+    "global_head_dim": (0, 1 << 16),
 }
 
 
@@ -102,6 +104,10 @@ class LLMArch:
     linear_value_head_dim: int = 0  # (Mamba-2: head_dim)
     linear_conv_kernel: int = 0
     state_dtype: str = ""  # recurrent-state format; "" = the KV format
+    # F layers with their own shape (Gemma 4 global layers): KV heads, head width, V = K (no v_proj)
+    global_kv_heads: int = 0
+    global_head_dim: int = 0
+    global_k_eq_v: bool = False
     attention_output_gate: bool = False  # sigmoid gate on the attention output, h x n_h d (Qwen3-Next)
     attention_sinks: bool = False  # learned per-head sink logits (gpt-oss); no cost modelled
     num_ffn_layers: int = 0  # layers with an MLP/MoE when not every layer has one (Nemotron-H); 0 = all
@@ -127,7 +133,13 @@ class LLMArch:
                 raise InputError(
                     f"model {self.name}.{name}", short(value), f"a whole number in [{low}, {high:,}]"
                 )
-        for name in ("tie_embeddings", "gated_mlp", "attention_sinks", "attention_output_gate"):
+        for name in (
+            "tie_embeddings",
+            "gated_mlp",
+            "attention_sinks",
+            "attention_output_gate",
+            "global_k_eq_v",
+        ):
             if not isinstance(getattr(self, name), bool | np.bool_):
                 raise InputError(f"model {self.name}.{name}", short(getattr(self, name)), "true or false")
         for name in ("published_total_params", "published_active_params"):
@@ -203,6 +215,12 @@ class LLMArch:
                 raise bad(name, "a whole number >= 1 exactly when the pattern has L or M layers")
         if self.state_dtype:
             bytes_per_element(self.state_dtype, f"model {self.name}.state_dtype")
+        if self.global_head_dim and (
+            self.is_mla or self.global_kv_heads < 1 or self.num_heads % self.global_kv_heads
+        ):
+            raise bad(
+                "global_kv_heads", f"a divisor of num_heads ({self.num_heads}) with global_head_dim, no MLA"
+            )
         if self.num_ffn_layers > self.num_layers:
             raise bad("num_ffn_layers", f"at most num_layers ({self.num_layers})")
 

@@ -79,10 +79,19 @@ def _window(arch: LLMArch, kind: str) -> float:
     return float(arch.index_topk if kind == "X" else arch.attention_window)
 
 
-def _layer_bytes(arch: LLMArch, kv_dtype: str, tp: int) -> tuple[float, float]:
-    """(KV bytes per token per softmax layer, indexer-key bytes per token per X layer) per TP rank."""
+def _layer_bytes(arch: LLMArch, kv_dtype: str, tp: int, kind: str) -> tuple[float, float]:
+    """(KV bytes per token of one ``kind`` layer, indexer-key bytes per token per X layer) per TP rank."""
     b = bytes_per_element(kv_dtype, "kv_dtype")
-    return float(kinds.layer_kv_elements(arch, tp)) * b, arch.index_head_dim * b
+    return float(kinds.layer_kv_elements(arch, tp, kind)) * b, arch.index_head_dim * b
+
+
+def _dims(arch: LLMArch, kind: str, *, absorbed: bool) -> float:
+    """d_qk + d_v of one ``kind`` layer's heads: attention_dims, the absorbed (MQA) form for X
+    layers, the own head width of F layers that have one (Gemma 4 globals)."""
+    if kind == "F" and arch.global_head_dim:
+        return 2.0 * arch.global_head_dim
+    qk, v = attention_dims(arch, absorbed=absorbed or kind == "X")
+    return qk + v
 
 
 def _recurrence_flops(arch: LLMArch) -> float:
@@ -99,27 +108,27 @@ def prefill_work(
 ) -> AttentionWork:
     """Attention work of ``seqs`` sequences each adding ``new`` tokens after ``cached`` ones."""
     n, c = new, cached
-    qk_p, v_p = attention_dims(arch, absorbed=False)
-    qk_d, v_d = attention_dims(arch, absorbed=True)
-    layer_b, index_b = _layer_bytes(arch, kv_dtype, tp)
     per_token = kinds.kv_bytes_per_token(arch, kv_dtype, tp)
     flops = np.zeros_like(n, dtype=float)
     read = np.zeros_like(n, dtype=float)
     for kind, count in kinds.kind_counts(arch).items():
+        if kind not in kinds.SOFTMAX_KINDS:
+            continue
+        layer_b, index_b = _layer_bytes(arch, kv_dtype, tp, kind)
+        dims = _dims(arch, kind, absorbed=False)
         if kind == "F":
-            flops = flops + 2.0 * arch.num_heads * count * (qk_p + v_p) * (n * c + n * (n + 1) / 2)
+            flops = flops + 2.0 * arch.num_heads * count * dims * (n * c + n * (n + 1) / 2)
             read = read + count * layer_b * (c + n)
-        elif kind in "SCX":
-            w = _window(arch, kind)
-            pairs = key_pairs_before(kind, c + n, w) - key_pairs_before(kind, c, w)
-            dims = (qk_d + v_d) if kind == "X" else (qk_p + v_p)
-            flops = flops + 2.0 * arch.num_heads * count * dims * pairs
-            if kind == "X":
-                full_pairs = n * c + n * (n + 1) / 2
-                flops = flops + 2.0 * arch.index_heads * arch.index_head_dim * count * full_pairs
-                read = read + count * (layer_b + index_b) * (c + n)
-            else:
-                read = read + count * layer_b * (np.minimum(c, w) + n)
+            continue
+        w = _window(arch, kind)
+        pairs = key_pairs_before(kind, c + n, w) - key_pairs_before(kind, c, w)
+        flops = flops + 2.0 * arch.num_heads * count * dims * pairs
+        if kind == "X":
+            full_pairs = n * c + n * (n + 1) / 2
+            flops = flops + 2.0 * arch.index_heads * arch.index_head_dim * count * full_pairs
+            read = read + count * (layer_b + index_b) * (c + n)
+        else:
+            read = read + count * layer_b * (np.minimum(c, w) + n)
     flops = flops + _recurrence_flops(arch) * n
     state = kinds.state_bytes_per_sequence(arch, kv_dtype, tp)
     has = (n > 0).astype(float)
@@ -136,15 +145,14 @@ def decode_work(
     """Attention work of ``seqs`` sequences each running ``width`` tokens at ``ctx`` keys of context
     (the tokens' own KV included), every token counted at the full context (as the verify pass of
     speculative decoding reads it)."""
-    qk_d, v_d = attention_dims(arch, absorbed=True)
-    layer_b, index_b = _layer_bytes(arch, kv_dtype, tp)
     per_token = kinds.kv_bytes_per_token(arch, kv_dtype, tp)
     flops = np.zeros_like(ctx, dtype=float)
     read = np.zeros_like(ctx, dtype=float)
     for kind, count in kinds.kind_counts(arch).items():
         if kind in kinds.SOFTMAX_KINDS:
+            layer_b, index_b = _layer_bytes(arch, kv_dtype, tp, kind)
             keys = keys_at(kind, ctx, _window(arch, kind))
-            flops = flops + 2.0 * arch.num_heads * count * (qk_d + v_d) * width * keys
+            flops = flops + 2.0 * arch.num_heads * count * _dims(arch, kind, absorbed=True) * width * keys
             read = read + count * layer_b * keys
             if kind == "X":
                 flops = flops + 2.0 * arch.index_heads * arch.index_head_dim * count * width * ctx
