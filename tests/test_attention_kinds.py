@@ -256,3 +256,21 @@ def test_full_attention_models_unchanged() -> None:
     assert mixer_params(a) == 80 * (2 * 8192 * 8192 + 2 * 8192 * 8 * 128)
     assert kv_layout(a).is_plain and one(kv_bytes_per_request(a, 1000)) == 1000 * 327_680
     assert compact_pattern("LLLF" * 3) == "3 x (3 linear + 1 full)"
+
+
+def test_hybrid_kv_makes_the_transfer_cheap() -> None:
+    # Same class of model (MoE, ~3B active), 8k-token prompt, bf16 KV:
+    # Qwen3-30B-A3B, 48 full layers x 2 x 4 KV heads x 128 x 2 B = 98,304 B per token -> 805,306,368 B;
+    # Qwen3.5-35B-A3B, 10 full layers of 2,048 B + 64,389,120 B of state -> 232,161,280 B (3.5x less).
+    from model.symbolic.thresholds import break_even_bandwidth
+
+    dense = one(kv_bytes_per_request(get_model("qwen3-30b-a3b"), 8192))
+    hybrid = one(kv_bytes_per_request(get_model("qwen3.5-35b-a3b"), 8192))
+    assert (dense, hybrid) == (805_306_368, 232_161_280)
+    # Whole-request transfer within 100 ms of TTFT slack (5 us latency, 1 lane, 80% efficiency) needs
+    # K / (0.8 x (0.1 - 5e-6)) B/s: 80.5 Gbit/s for the full-attention model, 23.2 for the hybrid.
+    need = [break_even_bandwidth(k, 0.1, 5e-6, 1, 0.8).value * 8 / 1e9 for k in (dense, hybrid)]
+    assert need == pytest.approx(
+        [805_306_368 * 8 / 1e9 / (0.8 * 0.099995), 232_161_280 * 8 / 1e9 / (0.8 * 0.099995)]
+    )
+    assert need[1] < need[0] / 3.4
