@@ -179,3 +179,14 @@ def decode_kink_context(arch: LLMArch) -> tuple[float, float, float]:
         w = float(arch.attention_window)
         return w, 1.5 * w, 2.5 * w
     return 0.0, 0.0, 0.0
+
+
+def chunk_line_kink(arch: LLMArch) -> tuple[float, float]:
+    """(prefix threshold, period) for sums over prompt chunks: a chunk's attention pairs and KV reads
+    grow linearly with its prefix below the largest S / X window K and again, with another slope,
+    above it (threshold K, period 0: two consecutive chunks give the upper line). Chunked-local
+    layers (C) repeat with period W: the upper line is drawn over one period. (0, 0) when linear."""
+    threshold, _, _ = decode_kink_context(arch)
+    counts = kinds.kind_counts(arch)
+    period = float(arch.attention_window) if "C" in counts and not set("SX") & set(counts) else 0.0
+    return threshold, period
