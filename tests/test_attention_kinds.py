@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from model.errors import InputError
 from model.hardware.catalog import get_gpu
@@ -291,3 +293,31 @@ def test_chunk_sums_follow_the_window() -> None:
         a = chunked_prefill_time_s(dep, prompts, chunk, decode_batch=batch, decode_context_tokens=1500.0)
         b = chunked_prefill_sum_s(dep, prompts, chunk, batch, 1500.0)
         np.testing.assert_allclose(b, a, rtol=rtol, err_msg=name)
+
+
+KIND_MODELS = (
+    "gpt-oss-120b",
+    "qwen3.5-35b-a3b",
+    "deepseek-v3.2",
+    "llama-4-scout",
+    "gemma-4-31b",
+    "nemotron-h-56b",
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(KIND_MODELS), st.integers(1, 1 << 20), st.integers(1, 1 << 14))
+def test_kv_and_flops_invariants(name: str, ctx: int, more: int) -> None:
+    # KV per request never falls as the context grows, never exceeds every layer keeping every
+    # token (plus the fixed state), and a step's attention work grows with its context.
+    a = get_model(name)
+    small, large = one(kv_bytes_per_request(a, ctx)), one(kv_bytes_per_request(a, ctx + more))
+    assert 0 < small <= large
+    assert large <= (ctx + more) * kv_bytes_per_token(a) + state_bytes_per_sequence(a) + 1e-6 * large
+    d0 = decode_work(a, "bf16", 1, np.array(1.0), np.array(float(ctx)), 1.0)
+    d1 = decode_work(a, "bf16", 1, np.array(1.0), np.array(float(ctx + more)), 1.0)
+    if "C" not in a.layer_pattern:  # chunked-local layers read a saw-tooth of keys
+        assert one(d0.flops) <= one(d1.flops) and one(d0.kv_read_bytes) <= one(d1.kv_read_bytes)
+    p0 = prefill_work(a, "bf16", 1, np.array(float(ctx)), np.array(0.0), np.array(1.0))
+    p1 = prefill_work(a, "bf16", 1, np.array(float(ctx + more)), np.array(0.0), np.array(1.0))
+    assert one(p0.flops) < one(p1.flops)
