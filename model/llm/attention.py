@@ -174,7 +174,9 @@ def layer_kv_elements(arch: LLMArch, tp: np.ndarray | int | None, kind: str = "S
     return 2.0 * np.maximum(np.ceil(heads / np.asarray(tp)), 1.0) * dim
 
 
-def kv_bytes_per_token(arch: LLMArch, kv_dtype: str = "bf16", tp: np.ndarray | int | None = None):
+def kv_bytes_per_token(
+    arch: LLMArch, kv_dtype: str = "bf16", tp: np.ndarray | int | None = None
+) -> float | np.ndarray:
     """Bytes one token adds to the KV cache of every softmax layer (F, S, C, X) while it is inside
     every window: sum over softmax layers of per-layer elements x bytes, plus each X layer's indexer
     key. Whole instance with ``tp`` None, else per TP rank. For an all-full-attention model this is
