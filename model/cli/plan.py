@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
 from model.cli import COMMANDS
 from model.cli.common import add_profile_dir, add_workload_source, lengths_workload, print_json
+from model.cli.speculation import add_speculation_args, spec_tokens, speculation_for
 from model.errors import InputError
 from model.limits import MAX_OPTIONS
-from model.planner.plan import plan
+from model.planner.plan import plan, plan_request
 from model.planner.report import plan_dict
 from model.units import Kind, parse_quantity
 from model.workload.presets import Workload
@@ -130,8 +132,35 @@ def register(sub: Any) -> None:
         "--whole-request-transfer", action="store_true", help="send KV after prefill, not layer-wise"
     )
     p.add_argument("--no-thresholds", action="store_true", help="skip the flip-threshold searches (faster)")
+    p.add_argument(
+        "--robustness",
+        nargs="?",
+        const="128",
+        default=None,
+        metavar="DRAWS",
+        help="also sample the verdict over the model's measured error (default 128 worlds)",
+    )
+    add_speculation_args(p, search=True)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=run)
+
+
+def _search_rows(searched: Any) -> list[dict[str, Any]]:
+    """One row per speculation option: its label, verdict and the recommended goodput."""
+    rows = []
+    for i, (opt, p) in enumerate(zip(searched.options, searched.plans, strict=True)):
+        b = p.best.get(p.verdict)
+        rows.append(
+            {
+                "speculation": "off" if opt is None else opt.label,
+                "verdict": p.verdict,
+                "goodput": "no configuration"
+                if b is None
+                else f"{b.goodput_rps:.3g} req/s on {b.n_gpus} GPUs",
+                "chosen": i == searched.best,
+            }
+        )
+    return rows
 
 
 def _whole(text: str | None, field: str) -> int | None:
@@ -144,9 +173,8 @@ def _whole(text: str | None, field: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    result = plan(
-        args.model,
-        args.gpu,
+    ks = spec_tokens(args)
+    fields = dict(
         gpus=_whole(args.gpus, "gpus"),
         target_rate_rps=None
         if args.target_rate is None
@@ -157,13 +185,43 @@ def run(args: argparse.Namespace) -> int:
         margin=_float(args.margin, "margin", "a fraction in [0, 1)"),
         max_gpus=_whole(args.max_gpus, "max_gpus"),
         layerwise=not args.whole_request_transfer,
-        thresholds=not args.no_thresholds,
         **scenario_kwargs(args),
     )
+    searched = None
+    if args.spec is not None and len(ks) > 1:
+        from model.planner.speculative import search_speculation
+
+        searched = search_speculation(
+            plan_request(args.model, args.gpu, **fields),
+            [speculation_for(args, k) for k in ks],
+            thresholds=not args.no_thresholds,
+        )
+        result = searched.plan
+    else:
+        spec = speculation_for(args, ks[0])
+        result = plan(args.model, args.gpu, thresholds=not args.no_thresholds, speculation=spec, **fields)
+    sure = None
+    if args.robustness is not None:
+        from model.limits import check_int
+        from model.planner.robustness import MAX_DRAWS, robustness
+
+        draws = check_int("robustness", _whole(args.robustness, "robustness"), 2, MAX_DRAWS, "worlds to draw")
+        sure = robustness(result, draws=draws)
     if args.json:
-        print_json(plan_dict(result))
+        out = plan_dict(result)
+        if searched is not None:
+            out["speculation_search"] = _search_rows(searched)
+        if sure is not None:
+            out["robustness"] = asdict(sure)
+        print_json(out)
         return 0
     print(f"verdict: {result.verdict}")
+    if searched is not None:
+        for row in _search_rows(searched):
+            mark = " (chosen)" if row["chosen"] else ""
+            print(f"  speculation {row['speculation']}: verdict {row['verdict']}, {row['goodput']}{mark}")
+    if sure is not None:
+        print(f"robustness: {sure.summary}")
     if result.tie:
         print(
             f"tie within the {result.inputs.margin:.0%} margin: "

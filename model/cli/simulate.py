@@ -15,6 +15,7 @@ from model.cli.common import (
     print_table,
     to_jsonable,
 )
+from model.cli.speculation import add_speculation_args, spec_tokens, speculation_for
 from model.errors import InputError
 from model.hardware.catalog import get_engine, get_gpu
 from model.hardware.engines import Engine
@@ -63,6 +64,7 @@ def register(sub: Any) -> None:
         else:
             p.add_argument(flag, type=f.type, default=None, help=f.help + used_by)
     p.add_argument("--engine", default="vllm", help="serving-engine profile (see `pdplan list engines`)")
+    add_speculation_args(p)
     add_workload_source(
         p,
         "workload preset (chat, code, summarization, rag, short, mixed)",
@@ -187,6 +189,13 @@ def _summary_json(res: SimResult) -> dict[str, Any]:
     return out
 
 
+def _one_k(args: argparse.Namespace) -> int:
+    ks = spec_tokens(args)
+    if len(ks) > 1:
+        raise InputError("--spec-tokens", args.spec_tokens, "one value (`pdplan plan` searches a list)")
+    return ks[0]
+
+
 def run(args: argparse.Namespace) -> int:
     engine = get_engine(args.engine, args.profile_dir or None)
     config = _config(args, engine)
@@ -228,6 +237,7 @@ def run(args: argparse.Namespace) -> int:
         kv_dtype=args.kv_dtype,
         engine=engine,
         options=options,
+        speculation=speculation_for(args, _one_k(args)),
     )
     if args.per_request:
         res.records.write_csv(args.per_request)

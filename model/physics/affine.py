@@ -27,14 +27,20 @@ class AffineTerms(NamedTuple):
 
 
 def affine_terms(cost_a, cost_b, x_a: float | np.ndarray, x_b: float | np.ndarray) -> AffineTerms:
-    """The lines through two step costs (objects with compute_s, memory_s, comm_s, overhead_s) taken
-    at x_a != x_b of the affine variable; ``fixed`` = comm + overhead of ``cost_a``."""
+    """The lines through two step costs (objects with compute_s, memory_s, comm_s, overhead_s and an
+    optional draft_s) taken at x_a != x_b of the affine variable; ``fixed`` = comm + overhead of
+    ``cost_a``. A speculative drafting time (``draft_s``, model.physics.speculation) is added to both
+    lines, which keeps max(compute, memory) + draft exact at the two points and affine in between."""
     dx = np.asarray(x_b, dtype=float) - np.asarray(x_a, dtype=float)
-    c1 = (cost_b.compute_s - cost_a.compute_s) / dx
-    m1 = (cost_b.memory_s - cost_a.memory_s) / dx
-    return AffineTerms(
-        cost_a.compute_s - c1 * x_a, c1, cost_a.memory_s - m1 * x_a, m1, cost_a.comm_s + cost_a.overhead_s
-    )
+    ca, cb = cost_a.compute_s + _draft(cost_a), cost_b.compute_s + _draft(cost_b)
+    ma, mb = cost_a.memory_s + _draft(cost_a), cost_b.memory_s + _draft(cost_b)
+    c1 = (cb - ca) / dx
+    m1 = (mb - ma) / dx
+    return AffineTerms(ca - c1 * x_a, c1, ma - m1 * x_a, m1, cost_a.comm_s + cost_a.overhead_s)
+
+
+def _draft(cost) -> np.ndarray | float:
+    return getattr(cost, "draft_s", 0.0)
 
 
 def series_sum(lo: np.ndarray, hi: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -5,7 +5,8 @@ Plain autoregressive decoding emits one token per running sequence per step and 
 sequence through the model (Pope et al. 2022, "Efficiently Scaling Transformer Inference", sec. 2).
 A speculative step with k drafted tokens verifies k + 1 tokens per sequence and emits the accepted
 ones plus one (Leviathan et al. 2023, "Fast Inference from Transformers via Speculative Decoding",
-sec. 3); that feature will return (mean accepted + 1, k + 1) here. Everything that counts decode
+sec. 3): (mean accepted + 1, k + 1), from the deployment's
+:class:`~model.physics.speculation.Speculation`. Everything that counts decode
 steps or sizes a decode step (roofline step cost, whole-request sums, TPOT, the simulator's step
 count and context growth) calls :func:`tokens_per_decode_step` and :func:`decode_steps`.
 """
@@ -30,8 +31,12 @@ class DecodeTokens(NamedTuple):
 
 
 def tokens_per_decode_step(dep: Deployment | None = None) -> DecodeTokens:
-    """(tokens emitted, verify width) per sequence per decode step of ``dep``: (1, 1) today."""
-    return DecodeTokens(1.0, 1.0)
+    """(tokens emitted, verify width) per sequence per decode step of ``dep``: (1, 1) without
+    speculation; (1 + sum_i prod_{j<=i} a_j, k + 1) with it (model.physics.speculation)."""
+    spec = None if dep is None else dep.speculation
+    if spec is None:
+        return DecodeTokens(1.0, 1.0)
+    return DecodeTokens(spec.emitted_per_step, float(spec.verify_width))
 
 
 def decode_steps(output_tokens: float | np.ndarray, per_step: DecodeTokens) -> np.ndarray | float:

@@ -26,6 +26,7 @@ from model.llm.arch import (
     weight_bytes,
     weight_params_by_component,
 )
+from model.physics.speculation import Speculation, draft_memory
 
 # Bytes per logit written by the LM head (vLLM and TensorRT-LLM compute logits in fp32).
 LOGIT_BYTES = bytes_per_element("fp32")
@@ -95,6 +96,7 @@ class Deployment:
     tp_link: Link | None = None
     pp_link: Link | None = None
     precision: Precision | None = None
+    speculation: Speculation | None = None  # speculative decoding (model.physics.speculation)
 
     def __post_init__(self) -> None:
         if not isinstance(self.arch, LLMArch):
@@ -123,6 +125,8 @@ class Deployment:
             and self.step_overhead_s >= 0
         ):
             raise InputError("step_overhead_s", self.step_overhead_s, "a time >= 0 s")
+        if self.speculation is not None and not isinstance(self.speculation, Speculation):
+            raise InputError("speculation", self.speculation, "a Speculation (model.physics.speculation)")
         for name in ("tp_link", "pp_link"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, Link):
@@ -264,8 +268,21 @@ class Deployment:
 
     @property
     def weight_bytes_per_gpu(self) -> float:
-        """Bytes of weights each GPU holds: all weights / (TP x PP) (even split)."""
-        return weight_bytes(self.arch, self.resolved_precision) / self.n_gpus
+        """Bytes of weights each GPU holds: all weights / (TP x PP) (even split), plus the
+        speculative drafter's (model.physics.speculation.draft_memory) in the MLP weights' format."""
+        drafter = self._drafter[0] * self.weight_bytes_per_element("mlp")
+        return (weight_bytes(self.arch, self.resolved_precision) + drafter) / self.n_gpus
+
+    @cached_property
+    def _drafter(self) -> tuple[float, float]:
+        if self.speculation is None:
+            return 0.0, 0.0
+        return draft_memory(self.speculation, self.arch, self.kv_dtype_resolved)
+
+    @property
+    def drafter_kv_bytes_per_token_per_gpu(self) -> float:
+        """KV bytes per token the speculative drafter adds on each GPU (its heads split over TP)."""
+        return self._drafter[1] / self.tp
 
     @property
     def kv_bytes_per_token(self) -> float:

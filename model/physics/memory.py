@@ -93,6 +93,22 @@ def activation_workspace_bytes(dep: Deployment, max_batched_tokens: float | np.n
     return t * per_token + logits
 
 
+def _fit_layout(dep: Deployment, kv_tok: float) -> KVLayout:
+    """The target model's KV layout (model.llm.attention.kv_layout) in units of ``kv_tok``, the
+    per-token bytes of the target plus a speculative drafter's full-attention KV, if any."""
+    layout = kv_layout(dep.arch, dep.kv_dtype_resolved, int(dep.tp))
+    drafter = dep.drafter_kv_bytes_per_token_per_gpu
+    if not drafter or layout.is_plain:
+        return layout
+    f = dep.kv_bytes_per_token_per_gpu / kv_tok  # the target's share of each token's bytes
+    return KVLayout(
+        kv_tok,
+        (*(s * f for s in layout.shares), 1.0 - f),
+        (*layout.caps, float("inf")),
+        layout.state_tokens * f,
+    )
+
+
 def memory_fit(
     dep: Deployment,
     *,
@@ -123,8 +139,8 @@ def memory_fit(
     weights = dep.weight_bytes_per_gpu
     workspace = activation_workspace_bytes(dep, mbt)
     left = usable - weights - workspace - reserve
-    kv_tok = dep.kv_bytes_per_token_per_gpu
-    layout = kv_layout(dep.arch, dep.kv_dtype_resolved, int(dep.tp))
+    kv_tok = dep.kv_bytes_per_token_per_gpu + dep.drafter_kv_bytes_per_token_per_gpu
+    layout = _fit_layout(dep, kv_tok)
     capacity = np.floor(np.maximum(left, 0.0) / kv_tok / KV_BLOCK_TOKENS) * KV_BLOCK_TOKENS
     fits = capacity >= KV_BLOCK_TOKENS
 

@@ -28,12 +28,13 @@ Conventions (docs/model.md has the full derivations):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from model.errors import InputError
 from model.hardware.collectives import allreduce_time_s, transfer_time_s
+from model.hardware.parallelism import Parallelism
 from model.llm.arch import lm_head_params
 from model.physics import decode_tokens
 from model.physics.attention import AttentionWork, decode_work, prefill_work
@@ -49,6 +50,7 @@ from model.physics.operators import (
     linear_flops_per_token,
     weight_params_read,
 )
+from model.physics.speculation import draft_arch
 
 ArrayLike = float | int | np.ndarray
 
@@ -76,6 +78,7 @@ class StepCost:
     bound: np.ndarray
     tokens: np.ndarray
     pp_bubble_fraction: np.ndarray
+    draft_s: np.ndarray | float = 0.0  # speculative drafting inside time_s (model.physics.speculation)
 
     @property
     def arithmetic_intensity(self) -> np.ndarray:
@@ -251,23 +254,34 @@ def decode_step_cost(dep: Deployment, batch: ArrayLike, context_tokens: ArrayLik
         prompt_tokens=np.zeros_like(b),
         attn=decode_work(dep.arch, dep.kv_dtype_resolved, int(dep.tp), b_mb, ctx, w),
     )
-    return _with_bubble(cost, dep, m)
+    return _with_draft(_with_bubble(cost, dep, m), dep, b, ctx)
+
+
+def _with_draft(cost: StepCost, dep: Deployment, batch: np.ndarray, context: np.ndarray) -> StepCost:
+    """``cost`` plus the speculative drafter's passes for ``batch`` decoding sequences
+    (:func:`model.physics.speculation.draft_step_s`; nothing without speculation)."""
+    if dep.speculation is None:
+        return cost
+    draft = draft_step_s(dep, batch, context)
+    return StepCost(**{**cost.__dict__, "time_s": cost.time_s + draft, "draft_s": draft})
 
 
 def mixed_step_unchecked(
     dep: Deployment, chunk: np.ndarray, prefix: np.ndarray, db: np.ndarray, dctx: np.ndarray
 ) -> StepCost:
-    """:func:`mixed_step_cost` on already-checked, broadcast arrays (no PP bubble field set)."""
+    """:func:`mixed_step_cost` on already-checked, broadcast arrays (no PP bubble field set); the
+    decodes' speculative drafting is added (zero for a chunk-only step)."""
     has_chunk = (chunk > 0).astype(float)
     w = decode_tokens.tokens_per_decode_step(dep).verify_width
     arch, kv, tp = dep.arch, dep.kv_dtype_resolved, int(dep.tp)
-    return _step(
+    cost = _step(
         dep,
         tokens=chunk + db * w,
         logits_tokens=db * w + has_chunk,
         prompt_tokens=chunk,
         attn=prefill_work(arch, kv, tp, chunk, prefix, has_chunk) + decode_work(arch, kv, tp, db, dctx, w),
     )
+    return _with_draft(cost, dep, db, np.maximum(dctx, 1.0))
 
 
 def mixed_step_cost(
@@ -299,3 +313,25 @@ def mixed_step_cost(
         raise InputError("decode_context_tokens", decode_context_tokens, ">= 1 when decode_batch > 0")
     cost = mixed_step_unchecked(dep, chunk, prefix, db, dctx)
     return _with_bubble(cost, dep, np.ones_like(chunk))
+
+
+def draft_step_s(dep: Deployment, batch: np.ndarray, context_tokens: np.ndarray) -> np.ndarray:
+    """Drafting time of one speculative step: k one-token decode passes of the drafter at ``batch``
+    sequences of ``context_tokens`` (zero without speculation or for ngram). The drafter runs on the
+    instance's GPUs with its layout and formats, each pass with its own step overhead."""
+    spec = dep.speculation
+    b = np.asarray(batch, dtype=float)
+    if spec is None:
+        return np.zeros(np.broadcast(b, np.asarray(context_tokens)).shape)
+    arch = draft_arch(spec, dep.arch)
+    if arch is None:
+        return np.zeros(np.broadcast(b, np.asarray(context_tokens)).shape)
+    drafter = replace(
+        dep,
+        arch=arch,
+        parallel=Parallelism(tp=dep.tp),  # drafting runs on one stage's TP group
+        speculation=None,
+        precision=None if spec.method == "draft" else dep.precision,
+    )
+    one = decode_step_cost(drafter, np.maximum(b, 1.0), context_tokens).time_s
+    return np.where(b > 0, spec.tokens * one, 0.0)

@@ -24,14 +24,19 @@ __all__ = ["config_goodput", "goodput_rps", "slo_ok"]
 
 _DOUBLINGS = 40
 _BISECTIONS = 16
+GOODPUT_RTOL = 2.0**-10
+"""Relative width (about 0.1%) at which a candidate's goodput bracket counts as found: well below
+the model's own error (docs/validation.md) and the 10% verdict margin; the bisection stops once
+every bracket is this narrow (at most ``_BISECTIONS`` halvings)."""
 
 
 def goodput_rps(cands: CandidateSet, slo: SLO, *, start_rps: float = 0.25) -> np.ndarray:
     """Highest good rate per candidate (0 when even a tiny rate misses the SLOs).
 
-    Bracket by doubling from ``start_rps`` (per GPU), then bisect; relative precision about 2**-16
-    of the bracket. Attainment falls as the rate rises (queues and batches grow), so the good set
-    is an interval from 0.
+    Bracket by doubling from ``start_rps`` (per GPU), then bisect until every bracket is narrower
+    than ``GOODPUT_RTOL`` of its upper end (the lower end is returned: a rate known to be good).
+    Attainment falls as the rate rises (queues and batches grow), so the good set is an interval
+    from 0.
     """
     gpus = np.asarray(cands.n_gpus, dtype=float)
     n = len(gpus)
@@ -53,6 +58,8 @@ def goodput_rps(cands: CandidateSet, slo: SLO, *, start_rps: float = 0.25) -> np
     lo = np.where(ok_min, np.maximum(lo, probe_min), 0.0)
     active = ok_min
     for _ in range(_BISECTIONS):
+        if not np.any(active & (hi - lo > GOODPUT_RTOL * hi)):
+            break
         mid = 0.5 * (lo + hi)
         ok = slo_ok(cands.evaluate(mid), slo)
         lo = np.where(active & ok, mid, lo)

@@ -13,7 +13,7 @@ import math
 import numbers
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +29,14 @@ from model.hardware.parallelism import Parallelism, as_parallelism
 from model.limits import MAX_OPTIONS, MAX_PLAN_GPUS, check_int
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
-from model.planner.goodput import config_goodput, goodput_rps
+from model.physics.speculation import Speculation
+from model.planner.goodput import goodput_rps
 from model.planner.types import BestConfig, Config, FailureImpact, Plan, PlanInputs
 from model.serving.candidates import DisaggregatedSet, only
 from model.serving.common import check_slo
 from model.serving.enumeration import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS, disaggregated_grid
-from model.serving.evaluation import Evaluation, summarise
-from model.serving.registry import style_of, styles
+from model.serving.evaluation import summarise
+from model.serving.registry import build_set, style_of, styles
 from model.serving.style import CandidateSet
 from model.units import format_time
 from model.workload.presets import Workload, get_workload
@@ -75,7 +76,8 @@ class PlanRequest:
     ``arrival_scv``: squared coefficient of variation of inter-arrival gaps (1 = Poisson; the prefill
     queues use it through the G/G/c approximation, model.queueing.mgc_wait). ``engine``: the
     serving-engine profile whose caps and overheads the evaluation applies (None: vLLM), the same
-    profile ``pdplan simulate --engine`` reads.
+    profile ``pdplan simulate --engine`` reads. ``speculation``: speculative decoding on every
+    instance (model.Speculation; None: off).
     """
 
     model: str | LLMArch
@@ -104,6 +106,7 @@ class PlanRequest:
     seed: int = 0
     arrival_scv: float = 1.0
     engine: str | Engine | None = None
+    speculation: Speculation | None = None
 
 
 def resolve_inputs(request: PlanRequest) -> PlanInputs:
@@ -136,6 +139,8 @@ def resolve_inputs(request: PlanRequest) -> PlanInputs:
     seed = request.seed
     arrival_scv = request.arrival_scv
     engine = request.engine
+    if request.speculation is not None and not isinstance(request.speculation, Speculation):
+        raise InputError("speculation", request.speculation, "a Speculation (model.Speculation) or None")
     if (gpus is None) == (target_rate_rps is None):
         raise InputError(
             "gpus / target_rate", (gpus, target_rate_rps), "exactly one of a GPU budget or a target rate"
@@ -206,6 +211,7 @@ def resolve_inputs(request: PlanRequest) -> PlanInputs:
         seed,
         arrival_scv=arrival_scv,
         engine=eng,
+        speculation=request.speculation,
     )
     return PlanInputs(
         scn,
@@ -268,23 +274,43 @@ def _binding_constraint(cands: CandidateSet, i: int, rate: float, slo: SLO) -> s
     return f"SLO attainment target ({slo.attainment:.0%} of requests meeting both)"
 
 
-def failure_impact(scn: Scenario, config: Config, ev: Evaluation) -> FailureImpact:
-    """Goodput with one instance lost in each pool, and the work in flight on the lost instance.
+def lost_instance_goodputs(scn: Scenario, configs: Sequence[Config]) -> list[dict[str, float]]:
+    """Per configuration and pool, the goodput with one instance of that pool lost (0 when nothing
+    is left): every lost-instance configuration of one style is searched in one vectorised
+    goodput bisection (model.planner.goodput.goodput_rps) instead of one search each."""
+    lost = [style_of(c).lose_one(c) for c in configs]
+    jobs: dict[str, list[tuple[int, str, Config]]] = {}
+    for k, pools in enumerate(lost):
+        for pool, c in pools.items():
+            if c is not None:
+                jobs.setdefault(style_of(c).name, []).append((k, pool, c))
+    out: list[dict[str, float]] = [dict.fromkeys(pools, 0.0) for pools in lost]
+    for items in jobs.values():
+        g = goodput_rps(build_set(scn, [c for _, _, c in items]), scn.slo)
+        for (k, pool, _), value in zip(items, g, strict=True):
+            out[k][pool] = float(value)
+    return out
 
-    In flight on a decode (or colocated) instance: its batch B; their prompts plus the tokens
-    generated so far (on average half the output) must be recomputed elsewhere. On a prefill
-    instance: the prompt in service (utilisation rho) is recomputed.
-    """
-    style = style_of(config)
-    after = {pool: config_goodput(scn, c) for pool, c in style.lose_one(config).items()}
-    inflight, tokens = style.in_flight(ev, scn)
-    return FailureImpact(after, inflight, tokens)
+
+def with_failures(scn: Scenario, best: dict[str, BestConfig]) -> dict[str, BestConfig]:
+    """``best`` with each configuration's failure impact: goodput with one instance lost in each
+    pool, and the work in flight on the lost instance. In flight on a decode (or colocated)
+    instance: its batch B; their prompts plus the tokens generated so far (on average half the
+    output) must be recomputed elsewhere. On a prefill instance: the prompt in service
+    (utilisation rho) is recomputed."""
+    names = list(best)
+    after = lost_instance_goodputs(scn, [best[n].config for n in names])
+    out = {}
+    for name, lost in zip(names, after, strict=True):
+        b = best[name]
+        inflight, tokens = style_of(b.config).in_flight(b.at_goodput, scn)
+        out[name] = replace(b, failure=FailureImpact(lost, inflight, tokens))
+    return out
 
 
-def best_of(
-    cands: CandidateSet, goodput: np.ndarray, scn: Scenario, *, with_failure: bool = True
-) -> BestConfig | None:
-    """The best candidate of a set by goodput, evaluated at its goodput."""
+def best_of(cands: CandidateSet, goodput: np.ndarray, scn: Scenario) -> BestConfig | None:
+    """The best candidate of a set by goodput, evaluated at its goodput (failure impact: see
+    :func:`with_failures`)."""
     if len(cands.configs) == 0 or not np.any(goodput > 0):
         return None
     i = _rank(goodput, np.asarray(cands.n_gpus), np.asarray(cands.price_usd_per_hour))
@@ -302,7 +328,6 @@ def best_of(
         cost_usd_per_hour=float(np.asarray(cands.price_usd_per_hour)[i]),
         at_goodput=ev,
         binding_constraint=_binding_constraint(cands, i, rate, scn.slo),
-        failure=failure_impact(scn, config, ev) if with_failure else None,
     )
 
 
@@ -381,6 +406,7 @@ def plan(
     else:
         best, n = _sweep_target(inp, infeasible)
         goodputs = {}
+    best = with_failures(inp.scenario, best)
     verdict, reasons = decide(inp, best, infeasible, goodputs, n)
     flips = flip_thresholds(inp, best, goodputs, verdict) if thresholds and best else ()
     tie, gain = tie_band(inp, best)

@@ -8,7 +8,7 @@ in one vectorised pass (DESIGN.md: no Python loop per candidate in the hot path)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -23,6 +23,24 @@ from model.serving.style import CandidateSet
 from model.workload.scenario import Scenario
 
 __all__ = ["CandidateSet", "ColocatedSet", "DisaggregatedSet", "link_for", "only"]
+
+
+def scaled_tables(t: InstanceTables, prefill_factor: float, decode_factor: float) -> InstanceTables:
+    """``t`` with its prefill times (unchunked, their per-step part and chunked) scaled by
+    ``prefill_factor`` and its decode step times by ``decode_factor``: one "plausible world" of the
+    verdict-robustness sampling (model.planner.robustness). A chunked iteration is mostly prompt
+    tokens, so it scales with prefill; memory fit and KV capacity do not change."""
+
+    def times(a: np.ndarray | None, f: float) -> np.ndarray | None:
+        return None if a is None else a * f
+
+    return replace(
+        t,
+        prefill_s=t.prefill_s * prefill_factor,
+        prefill_fixed_s=times(t.prefill_fixed_s, prefill_factor),
+        chunked_prefill_s=times(t.chunked_prefill_s, prefill_factor),
+        decode_step_s=t.decode_step_s * decode_factor,
+    )
 
 
 def _table_ids(keys: Sequence[tuple]) -> tuple[list[tuple], np.ndarray]:
@@ -53,6 +71,13 @@ class ColocatedSet:
         replicas = np.array([c.replicas for c in self.configs], dtype=float)
         rate = np.broadcast_to(np.asarray(rate_rps, dtype=float), replicas.shape)
         return evaluate_colocated(self.scenario, self.tables, self.table_index, replicas, rate)
+
+    def perturbed(self, factors: np.ndarray) -> ColocatedSet:
+        """Its first configuration once per row of ``factors`` [D, 3] (prefill time, decode time,
+        link bandwidth multipliers; a colocated replica has no link), each with scaled tables."""
+        t = self.tables[self.table_index[0]]
+        tables = [scaled_tables(t, fp, fd) for fp, fd, _ in np.asarray(factors, dtype=float)]
+        return ColocatedSet(self.scenario, [self.configs[0]] * len(tables), tables, np.arange(len(tables)))
 
     def subset(self, mask: np.ndarray) -> ColocatedSet:
         keep = np.nonzero(mask)[0]
@@ -129,6 +154,29 @@ class DisaggregatedSet:
             lat,
             lw,
             rate,
+        )
+
+    def perturbed(self, factors: np.ndarray) -> DisaggregatedSet:
+        """Its first configuration once per row of ``factors`` [D, 3] (prefill time, decode time and
+        link bandwidth multipliers), each with scaled tables and link."""
+        c = self.configs[0]
+        pt = self.prefill_tables[self.prefill_index[0]]
+        dt = self.decode_tables[self.decode_index[0]]
+        f = np.asarray(factors, dtype=float)
+        configs = [
+            c
+            if c.link.kind == "same-gpu"
+            else replace(c, link=replace(c.link, bandwidth_bytes_per_s=c.link.bandwidth_bytes_per_s * fl))
+            for fl in f[:, 2]
+        ]
+        idx = np.arange(len(f))
+        return DisaggregatedSet(
+            self.scenario,
+            configs,
+            [scaled_tables(pt, fp, 1.0) for fp in f[:, 0]],
+            [scaled_tables(dt, 1.0, fd) for fd in f[:, 1]],
+            idx,
+            idx.copy(),
         )
 
     def subset(self, mask: np.ndarray) -> DisaggregatedSet:

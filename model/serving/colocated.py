@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from model.physics.decode_tokens import tokens_per_decode_step
 from model.queueing.decode_batch import admission_wait, interp_rows, solve_batch
 from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel
@@ -48,6 +49,11 @@ def _chunked_service(
     return out
 
 
+def _emitted(t: InstanceTables) -> float:
+    """Tokens a decoding sequence gains per iteration (1 without speculative decoding)."""
+    return tokens_per_decode_step(t.dep).emitted
+
+
 def _chunked_per_token(
     scn: Scenario, tables: Sequence[InstanceTables], table_index: np.ndarray, rate_per_replica: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -62,7 +68,9 @@ def _chunked_per_token(
         room = np.maximum(t.chunk_tokens - grid, 1.0)
         chunks = np.ceil(prompt[None, :] / room[:, None]).mean(axis=1)
         es[k, inside] = np.interp(BATCH_GRID[inside], grid, mean_s)
-        mix[k, inside] = np.interp(BATCH_GRID[inside], grid, mean_s / chunks)
+        # per emitted token: a mixed iteration's decodes emit as many tokens as a decode-only step
+        # (speculative decoding: model.physics.decode_tokens)
+        mix[k, inside] = np.interp(BATCH_GRID[inside], grid, mean_s / chunks) / _emitted(t)
     es, mix = es[table_index], mix[table_index]
     dec = stack(tables, "decode_token_s")[table_index]
     with np.errstate(invalid="ignore", over="ignore"):
@@ -123,7 +131,8 @@ def evaluate_colocated(
         # decode steps, S_c - chunks x t_dec.
         chunk_room = np.maximum(np.array([t.chunk_tokens for t in tables])[table_index] - b, 1.0)
         chunks = np.ceil((scn.prompt_tokens - scn.cached_tokens)[None, :] / chunk_room[:, None])
-        stalls = np.maximum(service - chunks * t_dec[:, None], 0.0)
+        step = t_dec * np.array([_emitted(t) for t in tables])[table_index]  # one decode iteration
+        stalls = np.maximum(service - chunks * step[:, None], 0.0)
         residual = np.zeros(n)
         max_itl = np.maximum(t_mix, t_dec)
     else:

@@ -60,7 +60,7 @@ class InstanceTables:
 
 def deployment(scn: Scenario, gpu: GPU, parallel: Parallelism | int) -> Deployment:
     """The scenario's model on ``gpu`` GPUs laid out as ``parallel`` (a whole number = TP-only),
-    with the engine profile's per-step overhead."""
+    with the engine profile's per-step overhead and the scenario's speculative decoding."""
     return Deployment(
         scn.arch,
         gpu,
@@ -68,6 +68,7 @@ def deployment(scn: Scenario, gpu: GPU, parallel: Parallelism | int) -> Deployme
         weight_dtype=scn.weight_dtype,
         kv_dtype=scn.kv_dtype_resolved,
         step_overhead_s=scn.engine.step_overhead_s(gpu),
+        speculation=scn.speculation,
     )
 
 

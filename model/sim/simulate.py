@@ -35,6 +35,7 @@ from model.llm.attention import KVLayout, kv_layout
 from model.llm.catalog import get_model
 from model.physics.deployment import Deployment
 from model.physics.memory import memory_fit
+from model.physics.speculation import Speculation
 from model.serving.registry import style_of
 from model.serving.style import SimPool
 from model.sim.colocated import run_colocated
@@ -96,6 +97,7 @@ def build_instance(
     max_num_seqs: int | None = None,
     step_overhead_s: float | None = None,
     field: str = "config",
+    speculation: Speculation | None = None,
 ) -> tuple[InstanceSpec, Deployment]:
     """An instance spec from the roofline (step times) and model.memory (KV capacity) for ``gpu``
     GPUs laid out as ``parallel`` (a Parallelism; a whole number = TP-only of that degree).
@@ -110,6 +112,7 @@ def build_instance(
         weight_dtype=weight_dtype,
         kv_dtype=kv_dtype,
         step_overhead_s=step_overhead_s,
+        speculation=speculation,
     )
     label = f"{dep.parallel.label} {gpu.name}"
     fit = memory_fit(dep, max_batched_tokens=workspace_tokens, gpu_memory_utilization=gpu_memory_utilization)
@@ -259,6 +262,7 @@ def simulate(
     prefill_token_cap: int | None = None,
     max_num_seqs: int | None = None,
     options: SimOptions | None = None,
+    speculation: Speculation | None = None,
 ) -> SimResult:
     """Simulate ``requests`` on ``config`` serving ``model``; step times from the roofline layer.
 
@@ -266,7 +270,9 @@ def simulate(
     uses too (model.hardware.engines): ``prefill_token_cap`` (prompt tokens per prefill iteration
     without chunking, colocated and the prefill pool; a longer prompt runs alone), ``max_num_seqs``
     (running sequences per instance) and the decode-only workspace; the two keywords override the
-    profile. Raises InputError if an instance does not fit.
+    profile. ``speculation``: speculative decoding on every instance (decode steps emit its mean
+    tokens per step, so a request needs ceil((O - 1) / tokens per step) decode steps). Raises
+    InputError if an instance does not fit.
     """
     arch = get_model(model)
     eng = get_engine(engine)
@@ -287,6 +293,7 @@ def simulate(
         "kv_dtype": kv_dtype,
         "gpu_memory_utilization": gpu_memory_utilization,
         "max_num_seqs": max_num_seqs,
+        "speculation": speculation,
     }
     style = style_of(config)
     layout = style.sim_layout(config)

@@ -135,7 +135,7 @@ class RooflineSteps:
             decode_batch=float(db),
             decode_context_tokens=np.array([ctx1, ctx1, 2.0 * ctx1]),
         )
-        c, m = cost.compute_s, cost.memory_s
+        c, m = cost.compute_s + cost.draft_s, cost.memory_s + cost.draft_s  # drafting on both lines
         cp, mp = c[1] - c[0], m[1] - m[0]
         cd = (c[2] - c[0]) / db if db else 0.0
         md = (m[2] - m[0]) / db if db else 0.0

@@ -21,6 +21,7 @@ from model.hardware.formats import Precision
 from model.llm.arch import LLMArch, kv_bytes_per_token
 from model.llm.attention import kv_bytes_per_request
 from model.llm.catalog import get_model
+from model.physics.speculation import Speculation
 from model.workload.presets import Workload, get_workload
 from model.workload.slo import SLO
 
@@ -51,6 +52,7 @@ class Scenario:
     prompt_scale: float = 1.0  # multiplies every sampled prompt length (what-if studies, flip thresholds)
     arrival_scv: float = 1.0  # squared CV of inter-arrival gaps: 1 = Poisson, > 1 bursty (e.g. from a trace)
     engine: Engine | None = None  # resolved to the default engine profile when None
+    speculation: Speculation | None = None  # speculative decoding of every deployment (None: off)
 
     def __post_init__(self) -> None:
         if self.engine is None:
@@ -58,6 +60,8 @@ class Scenario:
         elif not isinstance(self.engine, Engine):
             raise InputError("engine", self.engine, "an Engine profile (model.get_engine(name))")
         Precision.from_dtypes(self.weight_dtype, self.kv_dtype)  # format-table check of both
+        if self.speculation is not None and not isinstance(self.speculation, Speculation):
+            raise InputError("speculation", self.speculation, "a Speculation (model.Speculation) or None")
         if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or self.seed < 0:
             raise InputError("seed", self.seed, "a whole number >= 0")
         if not isinstance(self.arch, LLMArch):

@@ -1,0 +1,158 @@
+"""Verdict robustness: how often each style wins across the model's own measured error.
+
+The verdict compares two goodputs that each carry the roofline's error. This module redraws the
+phase costs within the error distribution of the published-measurement table
+(model/planner/data/model_errors.json, written by benchmarks/model_errors.py): each "plausible
+world" multiplies every prefill time by one factor, every decode step time by another (both drawn
+from the empirical log(measured / predicted) of the table's prefill and decode rows, so collective,
+overhead and kernel errors are inside them), and the KV link's bandwidth by a third (log-uniform
+within +-``LINK_LOG_SPREAD``; no link rows yet). The draws are a Latin hypercube (McKay, Beckman
+and Conover, Technometrics 1979): each factor's range is cut into D equal-probability strata,
+each stratum is sampled once, and the strata are paired at random; an empirical quantile function
+(linear interpolation between order statistics) maps them to factors.
+
+The configurations are held fixed at the plan's best of each family and re-searched for goodput
+in every world (one vectorised bisection per family over all D worlds), so the result says how
+sure the verdict between *these* configurations is, not whether another split would then be best.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from model.errors import InputError
+from model.limits import check_int
+from model.planner.goodput import goodput_rps
+from model.planner.types import Plan
+from model.planner.verdict import family_best
+from model.serving.registry import build_set
+
+__all__ = ["ErrorModel", "Robustness", "error_model", "robustness", "world_factors"]
+
+ERRORS_FILE = Path(__file__).resolve().parent / "data" / "model_errors.json"
+DEFAULT_DRAWS = 128
+MAX_DRAWS = 4096
+LINK_LOG_SPREAD = float(np.log(1.25))
+"""Assumed spread of achieved KV-link bandwidth: within a factor 1.25 either way of the profile's
+line rate x efficiency (log-uniform). An assumption, not a measurement: the table has no link rows."""
+
+
+@dataclass(frozen=True)
+class ErrorModel:
+    """Signed log errors log(measured / predicted) of the measurement table, per phase."""
+
+    prefill_log_ratios: tuple[float, ...]
+    decode_log_ratios: tuple[float, ...]
+    link_log_spread: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Robustness:
+    """The verdict across ``draws`` plausible worlds (budget mode: goodput ratio; target-rate mode:
+    whether each family's chosen configuration still reaches the target rate)."""
+
+    draws: int
+    colocated_label: str
+    disaggregated_label: str
+    p_disaggregated_better: float  # P(disaggregated goodput > colocated goodput)
+    p_disaggregated_recommended: float  # P(disaggregated ahead by the margin)
+    p_colocated_recommended: float  # P(not disaggregated by the margin): the colocated verdict
+    ratio_p5: float  # disaggregated / colocated goodput, 5th percentile over the worlds
+    ratio_p50: float
+    ratio_p95: float
+    p_colocated_meets_target: float | None  # target-rate mode only
+    p_disaggregated_meets_target: float | None
+    source: str
+
+    @property
+    def summary(self) -> str:
+        """One line, e.g. "disaggregated wins in 83% of plausible worlds (goodput ratio 0.95-1.31)"."""
+        return (
+            f"disaggregated is ahead by the margin in {self.p_disaggregated_recommended:.0%} of "
+            f"{self.draws} plausible worlds and better at all in {self.p_disaggregated_better:.0%} "
+            f"(disaggregated / colocated goodput {self.ratio_p5:.2f}-{self.ratio_p95:.2f}, p5-p95; "
+            f"median {self.ratio_p50:.2f})"
+        )
+
+
+@lru_cache(maxsize=1)
+def error_model() -> ErrorModel:
+    """The committed error distribution (model/planner/data/model_errors.json)."""
+    data = json.loads(ERRORS_FILE.read_text(encoding="utf-8"))
+    groups = data["groups"]
+    return ErrorModel(
+        tuple(float(x) for x in groups["prefill"]["log_ratios"]),
+        tuple(float(x) for x in groups["decode"]["log_ratios"]),
+        LINK_LOG_SPREAD,
+        str(data["source"]),
+    )
+
+
+def _quantile(log_ratios: tuple[float, ...], u: np.ndarray) -> np.ndarray:
+    """Empirical quantile function (linear between order statistics) of the log ratios at ``u``."""
+    x = np.sort(np.asarray(log_ratios, dtype=float))
+    return np.interp(u, np.linspace(0.0, 1.0, len(x)), x)
+
+
+def world_factors(errors: ErrorModel, draws: int, seed: int = 0) -> np.ndarray:
+    """[D, 3] multipliers (prefill time, decode step time, link bandwidth), one row per world,
+    from a Latin hypercube of ``draws`` points (deterministic for a seed)."""
+    rng = np.random.default_rng(seed)
+    strata = np.stack([rng.permutation(draws) for _ in range(3)], axis=1)
+    u = (strata + rng.random((draws, 3))) / draws
+    return np.stack(
+        [
+            np.exp(_quantile(errors.prefill_log_ratios, u[:, 0])),
+            np.exp(_quantile(errors.decode_log_ratios, u[:, 1])),
+            np.exp(errors.link_log_spread * (2.0 * u[:, 2] - 1.0)),
+        ],
+        axis=1,
+    )
+
+
+def robustness(plan: Plan, draws: int = DEFAULT_DRAWS, seed: int = 0) -> Robustness:
+    """The plan's verdict across ``draws`` plausible worlds of the model's measured error, e.g.
+    ``model.robustness(model.plan("llama-3.1-70b", "h100-sxm", workload="chat", ttft_slo_s=0.5,
+    tpot_slo_s=0.05, gpus=16)).summary``. Needs a best configuration of both families."""
+    if not isinstance(plan, Plan):
+        raise InputError("plan", type(plan).__name__, "a Plan from model.plan(...)")
+    check_int("draws", draws, 2, MAX_DRAWS, "each world is one goodput search per family")
+    check_int("seed", seed, 0, 2**32 - 1, "the Latin hypercube's random seed")
+    inp = plan.inputs
+    col = family_best(inp, plan.best, "colocated")
+    dis = family_best(inp, plan.best, "disaggregated")
+    if col is None or dis is None:
+        raise InputError(
+            "plan", f"verdict {plan.verdict}", "a plan where both colocated and disaggregated meet the SLOs"
+        )
+    errors = error_model()
+    factors = world_factors(errors, draws, seed)
+    scn = inp.scenario
+    g_col, g_dis = (goodput_rps(build_set(scn, [b.config]).perturbed(factors), scn.slo) for b in (col, dis))
+    ratio = np.where(g_col > 0, g_dis / np.maximum(g_col, 1e-300), np.where(g_dis > 0, np.inf, 1.0))
+    target = inp.target_rate_rps
+    meets = (
+        (None, None) if target is None else (float(np.mean(g_col >= target)), float(np.mean(g_dis >= target)))
+    )
+    p5, p50, p95 = (float(v) for v in np.percentile(ratio, [5, 50, 95]))
+    recommended = float(np.mean(ratio >= 1.0 + inp.margin))
+    return Robustness(
+        draws=draws,
+        colocated_label=col.label,
+        disaggregated_label=dis.label,
+        p_disaggregated_better=float(np.mean(ratio > 1.0)),
+        p_disaggregated_recommended=recommended,
+        p_colocated_recommended=1.0 - recommended,
+        ratio_p5=p5,
+        ratio_p50=p50,
+        ratio_p95=p95,
+        p_colocated_meets_target=meets[0],
+        p_disaggregated_meets_target=meets[1],
+        source=errors.source,
+    )
