@@ -45,6 +45,7 @@ _EXPORTS: dict[str, str] = {
     "kv_bytes_per_token": "model.llm.arch",
     "kv_bytes_per_token_per_gpu": "model.llm.arch",
     "total_params": "model.llm.arch",
+    "kv_bytes_per_request": "model.llm.attention",
     "weight_bytes": "model.llm.arch",
     "get_model": "model.llm.catalog",
     "list_models": "model.llm.catalog",

@@ -140,7 +140,8 @@ def test_hf_config_from_file(tmp_path) -> None:
     # Llama-3.2-1B shape: 16 x (2*2048^2 + 2*2048*512 + 3*2048*8192) + 128256*2048 (tied) = 1,235,814,400
     assert total_params(arch) == 16 * (2 * 2048**2 + 2 * 2048 * 512 + 3 * 2048 * 8192) + 128256 * 2048
     assert arch.head_dim == 64
-    assert any("sliding-window" in n for n in arch.notes)  # reported, not guessed
+    # sliding_window without use_sliding_window = false windows every layer (Mistral 7B v0.1 style)
+    assert arch.layer_pattern == "S" * 16 and arch.attention_window == 4096
 
 
 def test_hf_config_errors_name_the_field() -> None:

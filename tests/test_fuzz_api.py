@@ -59,6 +59,10 @@ def _calls() -> dict[str, tuple[Any, dict[str, Any]]]:
             model.kv_bytes_per_token_per_gpu,
             {"arch": o["arch"], "kv_dtype": "bf16", "tp": 2},
         ),
+        "kv_bytes_per_request": (
+            model.kv_bytes_per_request,
+            {"arch": o["arch"], "context_tokens": 4096, "kv_dtype": "bf16", "tp": 2},
+        ),
         "get_model": (model.get_model, {"name": "llama-3.1-8b"}),
         "get_gpu": (model.get_gpu, {"name": "h100-sxm", "profile_dirs": None}),
         "get_link": (model.get_link, {"name": "ib-ndr-400"}),

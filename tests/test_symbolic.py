@@ -39,7 +39,10 @@ def _exposed(
 ):
     """Exposed transfer time from model.disaggregated (a duck-typed scenario of one request)."""
     scn = SimpleNamespace(
-        prompt_tokens=np.array([1.0]), kv_bytes_per_token=kv_bytes, arch=SimpleNamespace(num_layers=layers)
+        prompt_tokens=np.array([1.0]),
+        kv_bytes_per_token=kv_bytes,
+        kv_bytes_per_request=lambda tokens: np.asarray(tokens) * kv_bytes,  # full attention
+        arch=SimpleNamespace(num_layers=layers),
     )
     _kv, exposed, _occ = transfer_components(
         scn, np.array([[prefill_s]]), np.array([lanes]), np.array([bw * eff]), np.array([lat]), np.array([lw])

@@ -79,8 +79,9 @@ def to_jsonable(obj: Any) -> Any:
     """Dataclasses, numpy scalars/arrays and infinities to plain JSON values (inf -> "inf")."""
     import numpy as np
 
-    if hasattr(obj, "__dataclass_fields__"):
-        return {k: to_jsonable(getattr(obj, k)) for k in obj.__dataclass_fields__}
+    if hasattr(obj, "__dataclass_fields__"):  # fields marked metadata={"json": False} are internal
+        fields = obj.__dataclass_fields__
+        return {k: to_jsonable(getattr(obj, k)) for k, f in fields.items() if f.metadata.get("json", True)}
     if isinstance(obj, Mapping):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, np.ndarray):

@@ -78,6 +78,7 @@ def _engine_row(e: Any) -> dict[str, Any]:
 
 def _model_row(a: Any) -> dict[str, Any]:
     from model.llm.arch import active_params, kv_bytes_per_token, total_params
+    from model.llm.attention import attention_kind
 
     return {
         "name": a.name,
@@ -90,6 +91,7 @@ def _model_row(a: Any) -> dict[str, Any]:
         "total_params": total_params(a),
         "active_params": active_params(a),
         "kv_bytes_per_token_bf16": kv_bytes_per_token(a, "bf16"),
+        "attention": attention_kind(a),
     }
 
 

@@ -16,154 +16,23 @@ Counting conventions (stated once, used everywhere):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from model.errors import InputError, short
+from model.errors import InputError
 from model.hardware.formats import Precision, bytes_per_element
+from model.llm import attention
+from model.llm.spec import LLMArch
 
-# Allowed range of each integer field: counts >= 1 where every transformer has one, 0 where the
-# feature is optional; upper bounds far past any published model (largest today: hidden 18,432,
-# 126 layers, 256 experts, vocab ~260k, context 10M), so a unit or typo slip is refused.
-_FIELD_RANGES: dict[str, tuple[int, int]] = {
-    "hidden_size": (1, 1 << 20),
-    "num_layers": (1, 10_000),
-    "num_heads": (1, 1 << 16),
-    "num_kv_heads": (1, 1 << 16),
-    "head_dim": (1, 1 << 16),
-    "intermediate_size": (0, 1 << 24),
-    "vocab_size": (1, 1 << 24),
-    "num_experts": (0, 1 << 16),
-    "experts_per_token": (0, 1 << 16),
-    "num_shared_experts": (0, 1 << 10),
-    "moe_intermediate_size": (0, 1 << 24),
-    "num_dense_layers": (0, 10_000),
-    "kv_lora_rank": (0, 1 << 16),
-    "q_lora_rank": (0, 1 << 16),
-    "qk_rope_head_dim": (0, 1 << 16),
-    "qk_nope_head_dim": (0, 1 << 16),
-    "v_head_dim": (0, 1 << 16),
-    "learned_position_embeddings": (0, 1 << 24),
-    "max_context_tokens": (0, 1 << 30),
-}
+__all__ = ["LLMArch"]  # re-exported: the dataclass lives in model.llm.spec
 
 
-@dataclass(frozen=True)
-class LLMArch:
-    """A decoder-only transformer's shape. MoE fields are 0 for dense models; MLA fields 0 without MLA."""
-
-    name: str
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    intermediate_size: int
-    vocab_size: int
-    tie_embeddings: bool = False
-    gated_mlp: bool = True
-    num_experts: int = 0
-    experts_per_token: int = 0
-    num_shared_experts: int = 0
-    moe_intermediate_size: int = 0
-    num_dense_layers: int = 0  # layers with a dense MLP in an MoE model (DeepSeek's first_k_dense_replace)
-    kv_lora_rank: int = 0
-    q_lora_rank: int = 0
-    qk_rope_head_dim: int = 0
-    qk_nope_head_dim: int = 0
-    v_head_dim: int = 0
-    learned_position_embeddings: int = 0  # rows of a learned position table (OPT); 0 for RoPE/ALiBi
-    max_context_tokens: int = 0
-    display_name: str = ""
-    source: str = ""
-    published_total_params: float = 0.0
-    published_active_params: float = 0.0
-    aliases: tuple[str, ...] = ()
-    notes: tuple[str, ...] = field(default=(), compare=False)
-
-    def __post_init__(self) -> None:
-        self._check_fields()
-        self._check_consistency()
-
-    def _check_fields(self) -> None:
-        """Types and ranges of each field on its own (counts are whole numbers, sizes bounded)."""
-        if not isinstance(self.name, str) or not self.name.strip():
-            raise InputError("model.name", short(self.name), "a non-empty string")
-        for name, (low, high) in _FIELD_RANGES.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | np.integer) or not low <= value <= high:
-                raise InputError(
-                    f"model {self.name}.{name}", short(value), f"a whole number in [{low}, {high:,}]"
-                )
-        for name in ("tie_embeddings", "gated_mlp"):
-            if not isinstance(getattr(self, name), bool | np.bool_):
-                raise InputError(f"model {self.name}.{name}", short(getattr(self, name)), "true or false")
-        for name in ("published_total_params", "published_active_params"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e16:
-                raise InputError(f"model {self.name}.{name}", short(value), "a parameter count in [0, 1e16)")
-
-    def _check_consistency(self) -> None:
-        """Fields checked against each other: an impossible model is refused, not priced."""
-
-        def bad(name: str, allowed: str) -> InputError:
-            return InputError(f"model {self.name}.{name}", getattr(self, name), allowed)
-
-        if self.num_heads % self.num_kv_heads:
-            raise bad("num_kv_heads", f"a divisor of num_heads ({self.num_heads})")
-        if not self.is_moe:
-            for name in (
-                "experts_per_token",
-                "num_shared_experts",
-                "moe_intermediate_size",
-                "num_dense_layers",
-            ):
-                if getattr(self, name):
-                    raise bad(name, "0 for a dense model (num_experts = 0)")
-        else:
-            if not 1 <= self.experts_per_token <= self.num_experts:
-                raise bad("experts_per_token", f"1..num_experts ({self.num_experts})")
-            if self.moe_intermediate_size < 1:
-                raise bad("moe_intermediate_size", "a whole number >= 1 in an MoE model")
-            if self.num_dense_layers >= self.num_layers:
-                raise bad("num_dense_layers", f"fewer than num_layers ({self.num_layers}) in an MoE model")
-        if (not self.is_moe or self.num_dense_layers) and self.intermediate_size < 1:
-            raise bad("intermediate_size", "a whole number >= 1 (the dense MLP width)")
-        if self.is_mla:
-            for name in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
-                if getattr(self, name) < 1:
-                    raise bad(name, "a whole number >= 1 with MLA (kv_lora_rank > 0)")
-        else:
-            for name in ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
-                if getattr(self, name):
-                    raise bad(name, "0 without MLA (kv_lora_rank = 0)")
-
-    @property
-    def is_moe(self) -> bool:
-        """Whether the MLP layers are mixture-of-experts (num_experts > 0)."""
-        return self.num_experts > 0
-
-    @property
-    def is_mla(self) -> bool:
-        """Whether attention is multi-head latent attention (kv_lora_rank > 0, DeepSeek-V2 style)."""
-        return self.kv_lora_rank > 0
-
-    @property
-    def num_moe_layers(self) -> int:
-        """Layers whose MLP is MoE: all but the leading dense ones (0 for a dense model)."""
-        return self.num_layers - self.num_dense_layers if self.is_moe else 0
-
-    @property
-    def label(self) -> str:
-        """Display name for reports (the catalog name when none is set)."""
-        return self.display_name or self.name
-
-
-def attention_params_per_layer(arch: LLMArch) -> int:
+def attention_params_per_layer(arch: LLMArch, *, full_layer: bool = False) -> int:
     """Weights of one attention block: Q, K, V, O projections (GQA) or the MLA projections.
 
-    GQA: h*(n_h*d) [Q] + 2*h*(n_kv*d) [K,V] + (n_h*d)*h [O]  (Ainslie et al. 2023).
+    GQA: h*(n_h*d) [Q] + 2*h*(n_kv*d) [K,V] + (n_h*d)*h [O]  (Ainslie et al. 2023), + h*(n_h*d) for
+    an output gate (Qwen3-Next's gated attention: q_proj emits the query and the gate). ``full_layer``:
+    an F layer with its own shape (Gemma 4: global_kv_heads x global_head_dim, K reused as V).
     MLA: Q: h*r_q + r_q*n_h*(d_nope+d_rope) (or h*n_h*(d_nope+d_rope) without r_q);
     KV: h*(r_kv + d_rope) + r_kv*n_h*(d_nope + d_v); O: n_h*d_v*h  (DeepSeek-V2, sec. 2.1).
     """
@@ -174,8 +43,11 @@ def attention_params_per_layer(arch: LLMArch) -> int:
         kv = h * (arch.kv_lora_rank + arch.qk_rope_head_dim)
         kv += arch.kv_lora_rank * n_h * (arch.qk_nope_head_dim + arch.v_head_dim)
         return q + kv + n_h * arch.v_head_dim * h
-    d = arch.head_dim
-    return h * n_h * d + 2 * h * arch.num_kv_heads * d + n_h * d * h
+    d, n_kv, kv_mats = arch.head_dim, arch.num_kv_heads, 2
+    if full_layer and arch.global_head_dim:  # Gemma 4 global layers: own shape, no v_proj with V = K
+        d, n_kv, kv_mats = arch.global_head_dim, arch.global_kv_heads, 1 if arch.global_k_eq_v else 2
+    gate = h * n_h * d if arch.attention_output_gate else 0
+    return h * n_h * d + kv_mats * h * n_kv * d + n_h * d * h + gate
 
 
 def mlp_params(arch: LLMArch, intermediate_size: int) -> int:
@@ -198,11 +70,12 @@ def lm_head_params(arch: LLMArch) -> int:
 def ffn_params(arch: LLMArch, *, active: bool) -> int:
     """All MLP/MoE weights of the model; with ``active`` only those one token uses.
 
-    Dense model: L * mlp(I). MoE: dense layers * mlp(I) + moe layers * (router h*E +
+    Dense model: L_ffn * mlp(I) (L_ffn = layers with an MLP, all of them but in Nemotron-H).
+    MoE: dense layers * mlp(I) + moe layers * (router h*E +
     (E or top-k, + shared) * mlp(I_moe)).
     """
     if not arch.is_moe:
-        return arch.num_layers * mlp_params(arch, arch.intermediate_size)
+        return arch.ffn_layers * mlp_params(arch, arch.intermediate_size)
     experts = (arch.experts_per_token if active else arch.num_experts) + arch.num_shared_experts
     per_moe_layer = arch.hidden_size * arch.num_experts + experts * mlp_params(
         arch, arch.moe_intermediate_size
@@ -212,22 +85,41 @@ def ffn_params(arch: LLMArch, *, active: bool) -> int:
     )
 
 
+def mixer_params(arch: LLMArch) -> int:
+    """Weights of every layer's token mixer: L x attention block for an all-attention model; with
+    other layer kinds, softmax layers x attention block + indexers + linear/SSM mixers
+    (:func:`model.llm.attention.mixer_params`)."""
+    full = attention_params_per_layer(arch, full_layer=True) if arch.global_head_dim else None
+    return attention.mixer_params(arch, attention_params_per_layer(arch), full)
+
+
 def total_params(arch: LLMArch) -> int:
-    """All weights: embeddings + L * attention + every MLP/expert (see module conventions)."""
-    return (
-        embedding_params(arch)
-        + arch.num_layers * attention_params_per_layer(arch)
-        + ffn_params(arch, active=False)
-    )
+    """All weights of the main model: embeddings + token mixers + every MLP/expert (see module
+    conventions). Multi-token-prediction layers are extra (:func:`mtp_params`)."""
+    return embedding_params(arch) + mixer_params(arch) + ffn_params(arch, active=False)
 
 
 def active_params(arch: LLMArch) -> int:
     """Weights one token's forward pass uses (MoE: top-k routed + shared experts)."""
-    return (
-        embedding_params(arch)
-        + arch.num_layers * attention_params_per_layer(arch)
-        + ffn_params(arch, active=True)
-    )
+    return embedding_params(arch) + mixer_params(arch) + ffn_params(arch, active=True)
+
+
+def mtp_params(arch: LLMArch) -> int:
+    """Weights of the multi-token-prediction layers: each is one more transformer layer (attention
+    block + the last layer's MLP or MoE with all its experts) and a 2h x h projection of the
+    concatenated hidden state and next-token embedding; embedding and LM head are shared
+    (DeepSeek-V3 report, arXiv:2412.19437, sec. 2.2). Not in ``total_params`` (published counts
+    leave them out); speculative decoding that drafts with them loads them too."""
+    if not arch.num_mtp_layers:
+        return 0
+    if arch.is_moe:
+        ffn = arch.hidden_size * arch.num_experts + (
+            arch.num_experts + arch.num_shared_experts
+        ) * expert_params(arch)
+    else:
+        ffn = mlp_params(arch, arch.intermediate_size)
+    h = arch.hidden_size
+    return arch.num_mtp_layers * (attention_params_per_layer(arch) + ffn + 2 * h * h)
 
 
 def expert_params(arch: LLMArch) -> int:
@@ -238,10 +130,11 @@ def expert_params(arch: LLMArch) -> int:
 def weight_params_by_component(arch: LLMArch) -> dict[str, int]:
     """All weights split by the components a :class:`~model.hardware.formats.Precision` names.
 
-    attention: L x attention block; experts: MoE layers x E routed experts; mlp: everything else
+    attention: every token mixer (:func:`mixer_params`); experts: MoE layers x E routed experts;
+    mlp: everything else
     (embeddings, LM head, dense MLPs, routers, shared experts). The three sum to ``total_params``.
     """
-    attention = arch.num_layers * attention_params_per_layer(arch)
+    attention = mixer_params(arch)
     experts = arch.num_moe_layers * arch.num_experts * expert_params(arch)
     return {"attention": attention, "mlp": total_params(arch) - attention - experts, "experts": experts}
 
@@ -256,24 +149,16 @@ def weight_bytes(arch: LLMArch, dtype: str | Precision) -> float:
     return total_params(arch) * bytes_per_element(dtype)
 
 
-def kv_heads_per_gpu(arch: LLMArch, tp: np.ndarray | int) -> np.ndarray:
-    """KV heads each tensor-parallel rank stores: n_kv / TP, at least 1 (heads are replicated when
-    TP exceeds n_kv, as vLLM and Megatron do for GQA)."""
-    tp_arr = np.asarray(tp)
-    return np.maximum(np.ceil(arch.num_kv_heads / tp_arr), 1.0)
-
-
 def kv_bytes_per_token(arch: LLMArch, kv_dtype: str = "bf16") -> float:
-    """KV-cache bytes one token adds across all GPUs of an unsharded replica.
+    """KV-cache bytes one token adds across all GPUs of an unsharded replica, in every softmax layer.
 
     MHA/GQA: 2 (K and V) x layers x n_kv x head_dim x bytes (Pope et al. 2022, "Efficiently Scaling
     Transformer Inference", sec. 2). MLA: layers x (kv_lora_rank + qk_rope_head_dim) x bytes: only
-    the compressed latent and the shared RoPE key are cached (DeepSeek-V2, sec. 2.1.3).
+    the compressed latent and the shared RoPE key are cached (DeepSeek-V2, sec. 2.1.3). Layers are
+    the softmax ones (F, S, C, X; X adds its indexer key): a windowed or hybrid model holds less per
+    request than tokens x this (:func:`model.llm.attention.kv_bytes_per_request`).
     """
-    b = bytes_per_element(kv_dtype, "kv_dtype")
-    if arch.is_mla:
-        return arch.num_layers * (arch.kv_lora_rank + arch.qk_rope_head_dim) * b
-    return 2 * arch.num_layers * arch.num_kv_heads * arch.head_dim * b
+    return float(attention.kv_bytes_per_token(arch, kv_dtype))
 
 
 def kv_bytes_per_token_per_gpu(arch: LLMArch, kv_dtype: str, tp: np.ndarray | int) -> np.ndarray:
@@ -282,10 +167,8 @@ def kv_bytes_per_token_per_gpu(arch: LLMArch, kv_dtype: str, tp: np.ndarray | in
     GQA: 2 x L x kv_heads_per_gpu(TP) x d x bytes (replicated heads counted on every rank).
     MLA: the latent is not split by heads, so every rank holds all of it (vLLM's MLA backend).
     """
-    b = bytes_per_element(kv_dtype, "kv_dtype")
-    if arch.is_mla:
-        return np.broadcast_to(kv_bytes_per_token(arch, kv_dtype), np.shape(tp)).astype(float)
-    return 2.0 * arch.num_layers * kv_heads_per_gpu(arch, tp) * arch.head_dim * b
+    out = attention.kv_bytes_per_token(arch, kv_dtype, tp)
+    return np.broadcast_to(out, np.shape(tp)).astype(float)
 
 
 def check_tp(arch: LLMArch, tp: int) -> None:
@@ -306,12 +189,22 @@ def describe(arch: LLMArch) -> dict[str, float | int | str | bool]:
     }
     out["total_params"] = total_params(arch)
     out["active_params"] = active_params(arch)
+    out["attention_kind"] = attention.attention_kind(arch)
     out["kv_bytes_per_token_bf16"] = kv_bytes_per_token(arch, "bf16")
+    for ctx in (8192, 131072):
+        out[f"kv_bytes_per_request_{ctx // 1024}k_bf16"] = float(attention.kv_bytes_per_request(arch, ctx))
+    state = attention.state_bytes_per_sequence(arch, "bf16")
+    if state:
+        out["state_bytes_per_sequence_bf16"] = state
+    if arch.num_mtp_layers:
+        out["mtp_params"] = mtp_params(arch)
     if arch.published_total_params:
         out["total_params_error_pct"] = 100 * (total_params(arch) / arch.published_total_params - 1)
     return out
 
 
 def params_b(value: float) -> str:
-    """Human form of a parameter count: 70.6B, 46.7B, 8.03B."""
-    return f"{value / 1e9:.3g}B" if math.isfinite(value) else "n/a"
+    """Human form of a parameter count: 70.6B, 46.7B, 8.03B, 1.03T."""
+    if not math.isfinite(value):
+        return "n/a"
+    return f"{value / 1e12:.3g}T" if value >= 999.5e9 else f"{value / 1e9:.3g}B"

@@ -16,6 +16,7 @@ from typing import Any
 from model.errors import InputError, ProfileError, short
 from model.limits import MAX_PROFILE_BYTES, is_file, parse_json
 from model.llm.arch import LLMArch
+from model.llm.hf_attention import attention_fields
 
 # model_type -> gated MLP (SwiGLU family) or plain two-matrix MLP
 GATED_MODEL_TYPES = {
@@ -36,15 +37,41 @@ GATED_MODEL_TYPES = {
     "olmo2",
     "granite",
     "internlm2",
+    "gpt_oss",
+    "llama4",
+    "llama4_text",
+    "qwen3_next",
+    "qwen3_5_moe_text",
+    "qwen3_5_text",
+    "deepseek_v32",
+    "glm_moe_dsa",
+    "glm4_moe",
+    "minimax_m3",
+    "minimax_m2",
+    "kimi_k2",
+    "gemma3_text",
+    "gemma4_text",
 }
-PLAIN_MLP_MODEL_TYPES = {"opt", "bloom", "falcon", "gpt2", "gpt_neox", "gptj", "gpt_bigcode", "phi"}
+# Nemotron-H's MLPs are up/down with a squared-ReLU (mlp_hidden_act "relu2"), not gated.
+PLAIN_MLP_MODEL_TYPES = {
+    "opt",
+    "bloom",
+    "falcon",
+    "gpt2",
+    "gpt_neox",
+    "gptj",
+    "gpt_bigcode",
+    "phi",
+    "nemotron_h",
+}
+# transformers' PretrainedConfig ties embeddings by default; these configuration classes default to
+# separate LM-head weights (Llama4TextConfig: tie_word_embeddings=False).
+UNTIED_BY_DEFAULT = {"llama4_text", "llama4"}
 # Models whose config omits the FFN size because it is always 4 x hidden (BLOOM, Falcon modelling code).
 FFN_IS_4H = {"bloom", "falcon", "gpt2", "gpt_neox"}
 
 _NOT_MODELLED = {
-    "sliding_window": "sliding-window attention is not modelled (attention cost uses the full context)",
     "quantization_config": "quantization_config is ignored; pass --dtype to set the weight format",
-    "num_nextn_predict_layers": "multi-token-prediction layers are not counted (DeepSeek-V3 MTP module)",
 }
 
 
@@ -91,7 +118,9 @@ def arch_from_hf_config(cfg: Mapping[str, Any], *, name: str = "", where: str = 
     if "hidden_size" not in cfg and "text_config" in cfg:
         if not isinstance(cfg["text_config"], Mapping):
             raise ProfileError(where, "text_config", "expected an object")
-        cfg = cfg["text_config"]
+        outer, cfg = cfg, cfg["text_config"]
+        if "tie_word_embeddings" not in cfg and "tie_word_embeddings" in outer:  # multimodal wrappers
+            cfg = {**cfg, "tie_word_embeddings": outer["tie_word_embeddings"]}
     for key in ("max_position_embeddings", "seq_length"):
         value = cfg.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
@@ -128,7 +157,8 @@ def arch_from_hf_config(cfg: Mapping[str, Any], *, name: str = "", where: str = 
             where,
             "num_key_value_heads",
         )
-    head_dim = cfg.get("head_dim") or hidden // max(heads, 1)
+    head_dim = cfg.get("head_dim") or cfg.get("attention_head_dim") or hidden // max(heads, 1)
+    attn_kwargs = attention_fields(cfg, layers, where, notes)
 
     if model_type in GATED_MODEL_TYPES:
         gated = True
@@ -142,6 +172,10 @@ def arch_from_hf_config(cfg: Mapping[str, Any], *, name: str = "", where: str = 
             f"MLP assumed {'gated' if gated else 'plain'} from activation {act or '(none)'!r}"
         )
 
+    is_moe = any(cfg.get(k) for k in ("num_local_experts", "n_routed_experts", "num_experts"))
+    dense_keys = ("dense_intermediate_size", "intermediate_size_mlp") if is_moe else ()
+    if is_moe and "intermediate_size" not in cfg and cfg.get("moe_intermediate_size"):
+        cfg = {**cfg, "intermediate_size": 0}  # MoE in every layer, no dense MLP (Qwen3.5-MoE)
     if model_type in FFN_IS_4H and not any(
         cfg.get(k) for k in ("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size")
     ):
@@ -150,7 +184,7 @@ def arch_from_hf_config(cfg: Mapping[str, Any], *, name: str = "", where: str = 
         intermediate = _int(
             _first(
                 cfg,
-                ("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size"),
+                (*dense_keys, "intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size"),
                 where,
                 "intermediate_size",
             ),
@@ -174,15 +208,17 @@ def arch_from_hf_config(cfg: Mapping[str, Any], *, name: str = "", where: str = 
             ),
             "num_shared_experts": _int(cfg.get("n_shared_experts") or 0, where, "n_shared_experts"),
             "moe_intermediate_size": _int(
-                cfg.get("moe_intermediate_size") or intermediate, where, "moe_intermediate_size"
+                cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or intermediate,
+                where,
+                "moe_intermediate_size",
             ),
-            "num_dense_layers": _int(cfg.get("first_k_dense_replace") or 0, where, "first_k_dense_replace"),
+            "num_dense_layers": _int(
+                attn_kwargs.pop("num_dense_layers", None) or cfg.get("first_k_dense_replace") or 0,
+                where,
+                "first_k_dense_replace",
+            ),
         }
-        if (cfg.get("moe_layer_freq") or 1) != 1:
-            notes.append("moe_layer_freq != 1 is not modelled (every layer after the dense ones is MoE)")
-        if cfg.get("shared_expert_intermediate_size"):
-            notes.append("shared_expert_intermediate_size is counted as one shared expert of moe size")
-            moe_kwargs["num_shared_experts"] = max(1, moe_kwargs["num_shared_experts"])
+        _moe_layout(cfg, layers, moe_kwargs, where, notes)
 
     mla_kwargs: dict[str, int] = {}
     if cfg.get("kv_lora_rank"):
@@ -208,7 +244,7 @@ def arch_from_hf_config(cfg: Mapping[str, Any], *, name: str = "", where: str = 
             head_dim=_int(head_dim, where, "head_dim"),
             intermediate_size=intermediate,
             vocab_size=_int(_first(cfg, ("vocab_size",), where, "vocab_size"), where, "vocab_size"),
-            tie_embeddings=bool(cfg.get("tie_word_embeddings", True)),  # transformers' default is True
+            tie_embeddings=bool(cfg.get("tie_word_embeddings", model_type not in UNTIED_BY_DEFAULT)),
             gated_mlp=gated,
             learned_position_embeddings=learned_pos,
             max_context_tokens=int(cfg.get("max_position_embeddings") or cfg.get("seq_length") or 0),
@@ -220,9 +256,44 @@ def arch_from_hf_config(cfg: Mapping[str, Any], *, name: str = "", where: str = 
             notes=tuple(notes),
             **moe_kwargs,
             **mla_kwargs,
+            **attn_kwargs,
         )
     except ValueError as err:
         raise ProfileError(where, "(model)", str(err)) from None
+
+
+def _moe_layout(
+    cfg: Mapping[str, Any], layers: int, moe: dict[str, int], where: str, notes: list[str]
+) -> None:
+    """Dense-layer count and shared-expert count of an MoE config, in place.
+
+    Llama 4: every ``interleave_moe_layer_step``-th layer is MoE (the others dense, of
+    ``intermediate_size_mlp``), each MoE layer with one shared expert (Llama4TextMoe). A list
+    ``moe_layer_freq`` (MiniMax-M3) must mark the first_k_dense_replace layers dense. Shared experts
+    of ``shared_expert_intermediate_size`` (Qwen-MoE) or ``moe_shared_expert_intermediate_size``
+    (Nemotron-H) count as that width / moe_intermediate_size experts.
+    """
+    step = cfg.get("interleave_moe_layer_step")
+    if step is not None:
+        step = _int(step, where, "interleave_moe_layer_step") or 1
+        moe["num_dense_layers"] = layers - layers // step
+        moe["num_shared_experts"] = max(1, moe["num_shared_experts"])
+    freq = cfg.get("moe_layer_freq")
+    if isinstance(freq, list):
+        if freq.count(0) != moe["num_dense_layers"] or freq[: moe["num_dense_layers"]].count(1):
+            notes.append(
+                "moe_layer_freq is not 'first_k_dense_replace dense, then MoE': counted as if it were"
+            )
+    elif (freq or 1) != 1:
+        notes.append("moe_layer_freq != 1 is not modelled (every layer after the dense ones is MoE)")
+    shared = cfg.get("shared_expert_intermediate_size") or cfg.get("moe_shared_expert_intermediate_size")
+    if shared:
+        width = _int(shared, where, "shared_expert_intermediate_size")
+        count, rest = divmod(width, moe["moe_intermediate_size"])
+        if rest or not count:
+            notes.append("the shared expert's width is not a multiple of moe size: counted as one expert")
+            count = 1
+        moe["num_shared_experts"] = max(count, moe["num_shared_experts"])
 
 
 def load_hf_config(path: str | Path, *, max_bytes: int = MAX_PROFILE_BYTES) -> LLMArch:

@@ -19,6 +19,7 @@ from model.hardware.gpus import GPU
 from model.hardware.parallelism import Parallelism
 from model.limits import MAX_BATCH, MAX_TOKENS
 from model.llm.arch import LLMArch
+from model.llm.attention import kv_bytes_per_request
 from model.llm.catalog import get_model
 from model.physics.deployment import Deployment
 from model.physics.generation import generation_time_s, mean_tpot_s
@@ -80,7 +81,7 @@ class Estimate:
             return {k: scalar(v) for k, v in c.__dict__.items()}
 
         head = {k: v for k, v in self.__dict__.items() if k not in ("prefill", "decode", "memory")}
-        mem = {k: scalar(v) for k, v in self.memory.__dict__.items()}
+        mem = {k: scalar(v) for k, v in self.memory.__dict__.items() if k != "kv_layout"}  # internal
         return {
             **head,
             "breakdown": {"prefill": step(self.prefill), "decode": step(self.decode), "memory": mem},
@@ -179,7 +180,7 @@ def estimate(model: str | LLMArch | EstimateRequest, gpu: str | GPU | None = Non
         output_tokens_per_s=batch * osl / gen,
         kv_bytes_per_token=dep.kv_bytes_per_token,
         kv_bytes_per_token_per_gpu=dep.kv_bytes_per_token_per_gpu,
-        kv_bytes_per_request=dep.kv_bytes_per_token * (isl + osl),
+        kv_bytes_per_request=float(kv_bytes_per_request(arch, isl + osl, dep.kv_dtype_resolved)),
         weight_bytes_per_gpu=dep.weight_bytes_per_gpu,
         kv_capacity_tokens=float(mem.kv_capacity_tokens),
         max_batch=max_batch,

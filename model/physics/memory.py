@@ -10,11 +10,12 @@ numbers, never an exception.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from model.errors import InputError
+from model.llm.attention import KVLayout, kv_layout
 from model.physics.deployment import LOGIT_BYTES, Deployment
 from model.scalars import plain, plain_fields
 from model.units import format_bytes
@@ -48,6 +49,15 @@ class MemoryFit:
     gpu_memory_bytes: float
     n_gpus: int
     reason: str
+    # Windowed / hybrid models: KV tokens a sequence holds at a context (internal: not in JSON).
+    kv_layout: KVLayout | None = field(default=None, metadata={"json": False})
+
+    def kv_tokens(self, context_tokens: float | np.ndarray) -> np.ndarray:
+        """KV-cache tokens (in units of ``kv_bytes_per_token_per_gpu``) one sequence of
+        ``context_tokens`` holds: the context itself for full attention; less with sliding-window,
+        chunked or linear-attention layers (:class:`model.llm.attention.KVLayout`)."""
+        ctx = np.asarray(context_tokens, dtype=float)
+        return ctx if self.kv_layout is None else self.kv_layout.tokens(ctx)
 
     def max_batch(self, context_tokens: float | np.ndarray) -> float | np.ndarray:
         """Concurrent sequences of ``context_tokens`` tokens whose KV fits: floor(blocks / blocks per
@@ -56,7 +66,7 @@ class MemoryFit:
         if not np.all(np.isfinite(ctx)) or np.any(ctx < 1):
             raise InputError("context_tokens", context_tokens, "numbers >= 1")
         blocks = np.floor(self.kv_capacity_tokens / KV_BLOCK_TOKENS)
-        per_seq = np.ceil(ctx / KV_BLOCK_TOKENS)
+        per_seq = np.ceil(self.kv_tokens(ctx) / KV_BLOCK_TOKENS)
         return plain(np.floor(blocks / per_seq))
 
 
@@ -83,6 +93,22 @@ def activation_workspace_bytes(dep: Deployment, max_batched_tokens: float | np.n
     return t * per_token + logits
 
 
+def _fit_layout(dep: Deployment, kv_tok: float) -> KVLayout:
+    """The target model's KV layout (model.llm.attention.kv_layout) in units of ``kv_tok``, the
+    per-token bytes of the target plus a speculative drafter's full-attention KV, if any."""
+    layout = kv_layout(dep.arch, dep.kv_dtype_resolved, int(dep.tp))
+    drafter = dep.drafter_kv_bytes_per_token_per_gpu
+    if not drafter or layout.is_plain:
+        return layout
+    f = dep.kv_bytes_per_token_per_gpu / kv_tok  # the target's share of each token's bytes
+    return KVLayout(
+        kv_tok,
+        (*(s * f for s in layout.shares), 1.0 - f),
+        (*layout.caps, float("inf")),
+        layout.state_tokens * f,
+    )
+
+
 def memory_fit(
     dep: Deployment,
     *,
@@ -94,7 +120,9 @@ def memory_fit(
 
     usable = utilisation x GPU memory; KV = usable - weights / (TP x PP) - workspace - reserve;
     KV capacity (tokens per instance) = KV per GPU / KV bytes per token per GPU, rounded down to
-    16-token blocks. ``reserve_bytes`` None -> RUNTIME_LIBRARY_BYTES + CUDA_GRAPH_POOL_BYTES.
+    16-token blocks; a sequence holds ``MemoryFit.kv_tokens(context)`` of them (fewer than its
+    context with windowed or linear-attention layers).
+    ``reserve_bytes`` None -> RUNTIME_LIBRARY_BYTES + CUDA_GRAPH_POOL_BYTES.
     """
     mbt = np.asarray(max_batched_tokens, dtype=float)
     if not np.all(np.isfinite(mbt)) or np.any(mbt < 1):
@@ -112,6 +140,7 @@ def memory_fit(
     workspace = activation_workspace_bytes(dep, mbt)
     left = usable - weights - workspace - reserve
     kv_tok = dep.kv_bytes_per_token_per_gpu + dep.drafter_kv_bytes_per_token_per_gpu
+    layout = _fit_layout(dep, kv_tok)
     capacity = np.floor(np.maximum(left, 0.0) / kv_tok / KV_BLOCK_TOKENS) * KV_BLOCK_TOKENS
     fits = capacity >= KV_BLOCK_TOKENS
 
@@ -153,5 +182,6 @@ def memory_fit(
         gpu_memory_bytes=mem,
         n_gpus=dep.n_gpus,
         reason=reason,
+        kv_layout=None if layout.is_plain else layout,
     )
     return plain_fields(result)  # plain floats / bool for scalar inputs, arrays for array inputs

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from model.llm.arch import LLMArch, attention_params_per_layer, expert_params, lm_head_params, mlp_params
+from model.llm.arch import LLMArch, expert_params, lm_head_params, mixer_params, mlp_params
 from model.llm.moe import expected_experts_touched
 
 
@@ -29,7 +29,7 @@ def _shared_mlp_params(arch: LLMArch) -> float:
     """Non-routed MLP weights of every layer: dense MLPs, plus per MoE layer the router (h x E) and
     the shared experts."""
     if not arch.is_moe:
-        return float(arch.num_layers * mlp_params(arch, arch.intermediate_size))
+        return float(arch.ffn_layers * mlp_params(arch, arch.intermediate_size))
     per_moe = arch.hidden_size * arch.num_experts + arch.num_shared_experts * expert_params(arch)
     return float(
         arch.num_dense_layers * mlp_params(arch, arch.intermediate_size) + arch.num_moe_layers * per_moe
@@ -43,7 +43,7 @@ def linear_flops_per_token(arch: LLMArch) -> dict[str, float]:
     caller. The three sum to 2 x (active_params - embedding_params)."""
     routed = arch.num_moe_layers * arch.experts_per_token * expert_params(arch) if arch.is_moe else 0
     return {
-        "attention": 2.0 * arch.num_layers * attention_params_per_layer(arch),
+        "attention": 2.0 * mixer_params(arch),
         "mlp": 2.0 * _shared_mlp_params(arch),
         "experts": 2.0 * routed,
     }
@@ -60,7 +60,7 @@ def weight_params_read(arch: LLMArch, tokens: np.ndarray) -> dict[str, np.ndarra
     table is gathered by row (counted with activations), not streamed.
     """
     shape = np.shape(tokens)
-    attention = np.full(shape, float(arch.num_layers * attention_params_per_layer(arch)))
+    attention = np.full(shape, float(mixer_params(arch)))
     mlp = np.full(shape, _shared_mlp_params(arch) + lm_head_params(arch))
     if arch.is_moe:
         touched = expected_experts_touched(arch.num_experts, arch.experts_per_token, tokens)
@@ -76,7 +76,9 @@ def activation_elements_per_token(arch: LLMArch, tp: int) -> float:
     Per layer: each linear layer reads its input and writes its output (QKV: h in, (n_h + 2 n_kv) d
     / TP out; O: n_h d / TP in, h out; gate/up: h in, 2 I / TP out; down: I / TP in, h out), and
     attention reads Q and writes its output (2 n_h d / TP). I is the MLP width a token uses
-    (MoE: (top-k + shared) x moe_intermediate). Norms and residual adds are fused into these.
+    (MoE: (top-k + shared) x moe_intermediate). Norms and residual adds are fused into these. Every
+    layer is charged an attention block's traffic (linear-attention and Mamba mixers have similar
+    projection widths); only layers with an MLP are charged one.
     """
     h = arch.hidden_size
     if arch.is_mla:
@@ -95,5 +97,5 @@ def activation_elements_per_token(arch: LLMArch, tp: int) -> float:
         moe_mlp = (h + up * width / tp) + (width / tp + h) + arch.num_experts  # + router logits
         mlp_total = arch.num_dense_layers * dense_mlp + arch.num_moe_layers * moe_mlp
     else:
-        mlp_total = arch.num_layers * dense_mlp
+        mlp_total = arch.ffn_layers * dense_mlp
     return arch.num_layers * attn + mlp_total

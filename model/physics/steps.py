@@ -37,6 +37,7 @@ from model.hardware.collectives import allreduce_time_s, transfer_time_s
 from model.hardware.parallelism import Parallelism
 from model.llm.arch import lm_head_params
 from model.physics import decode_tokens
+from model.physics.attention import AttentionWork, decode_work, prefill_work
 from model.physics.deployment import (
     ALLREDUCES_PER_LAYER,
     EAGER_KERNELS_PER_LAYER,
@@ -46,7 +47,6 @@ from model.physics.deployment import (
 )
 from model.physics.operators import (
     activation_elements_per_token,
-    attention_dims,
     linear_flops_per_token,
     weight_params_read,
 )
@@ -91,30 +91,21 @@ def _step(
     *,
     tokens: np.ndarray,
     logits_tokens: np.ndarray,
-    prefill_key_pairs: np.ndarray,
-    decode_key_pairs: np.ndarray,
-    kv_read_tokens: np.ndarray,
-    kv_write_tokens: np.ndarray,
+    prompt_tokens: np.ndarray,
+    attn: AttentionWork,
 ) -> StepCost:
     """Roofline of one step (one micro-batch through every stage), inputs already per micro-batch.
 
     tokens: tokens through the linear layers; logits_tokens: tokens that need the LM head;
-    prefill_key_pairs / decode_key_pairs: (query, key) pairs of causal-prefill and decode attention
-    per layer; kv_read_tokens / kv_write_tokens: KV-cache tokens read and written (whole model).
+    prompt_tokens: prompt tokens in the step (they make it launch kernels eagerly); attn: attention
+    FLOPs and KV/state bytes per layer kind (:mod:`model.physics.attention`, all layers, per TP rank
+    for the bytes: the critical path passes every PP stage).
     """
     arch, tp = dep.arch, int(dep.tp)
-    kv_tok_gpu = dep.kv_bytes_per_token_per_gpu * dep.pp  # all layers on the critical path
     act_b = dep.activation_bytes
 
     # FLOPs per GPU (linear layers per weight component; the LM head is in "mlp")
-    qk_p, v_p = attention_dims(arch, absorbed=False)
-    qk_d, v_d = attention_dims(arch, absorbed=True)
-    attn_flops = (
-        2.0
-        * arch.num_heads
-        * arch.num_layers
-        * ((qk_p + v_p) * prefill_key_pairs + (qk_d + v_d) * decode_key_pairs)
-    )
+    attn_flops = attn.flops
     per_token = linear_flops_per_token(arch)
     parts = dep.weight_components  # components the architecture has
     linear = {c: per_token[c] * tokens for c in parts}
@@ -124,8 +115,8 @@ def _step(
     # Bytes per GPU (weights per component in its format, block scales included)
     params = weight_params_read(arch, tokens)
     w_bytes = sum(params[c] * dep.weight_bytes_per_element(c) for c in parts) / tp
-    kv_read = kv_read_tokens * kv_tok_gpu
-    kv_write = kv_write_tokens * kv_tok_gpu
+    kv_read = attn.kv_read_bytes
+    kv_write = attn.kv_write_bytes
     act = (
         tokens * activation_elements_per_token(arch, tp) * act_b
         + tokens * arch.hidden_size * dep.weight_bytes_per_element("mlp")  # embedding rows gathered
@@ -159,7 +150,7 @@ def _step(
 
     # Per-step host overhead, plus eager kernel launches when the step carries prompt tokens.
     launches = EAGER_KERNELS_PER_LAYER * arch.num_layers * KERNEL_LAUNCH_S
-    overhead = dep.overhead_s + np.where(prefill_key_pairs > 0, launches, 0.0)
+    overhead = dep.overhead_s + np.where(prompt_tokens > 0, launches, 0.0)
     time_s = np.maximum(compute_s, memory_s) + comm + overhead
     bound = np.where(compute_s >= memory_s, "compute", "memory")
     return StepCost(
@@ -223,7 +214,8 @@ def prefill_cost(
 
     FLOPs: 2 N_active T (linear layers, T = batch x n) + 2 n_h L (d_qk + d_v) x batch x (n c +
     n (n + 1) / 2) (causal attention: new token i attends to c + i keys; FlashAttention skips the
-    masked half, Dao 2023) + 2 V h per prompt (only the last token needs logits).
+    masked half, Dao 2023; windowed, sparse and linear layers per :mod:`model.physics.attention`)
+    + 2 V h per prompt (only the last token needs logits).
     Bytes: weights once; cached prefix KV read once; new KV written once and read by attention.
     """
     n = check_numbers("prompt_tokens", prompt_tokens, 1)
@@ -235,10 +227,8 @@ def prefill_cost(
         dep,
         tokens=b_mb * n,
         logits_tokens=b_mb,
-        prefill_key_pairs=b_mb * (n * c + n * (n + 1) / 2),
-        decode_key_pairs=np.zeros_like(n),
-        kv_read_tokens=b_mb * (c + n),
-        kv_write_tokens=b_mb * n,
+        prompt_tokens=b_mb * n,
+        attn=prefill_work(dep.arch, dep.kv_dtype_resolved, int(dep.tp), n, c, b_mb),
     )
     return _with_bubble(cost, dep, m)
 
@@ -261,10 +251,8 @@ def decode_step_cost(dep: Deployment, batch: ArrayLike, context_tokens: ArrayLik
         dep,
         tokens=b_mb * w,
         logits_tokens=b_mb * w,
-        prefill_key_pairs=np.zeros_like(b),
-        decode_key_pairs=b_mb * w * ctx,
-        kv_read_tokens=b_mb * ctx,
-        kv_write_tokens=b_mb * w,
+        prompt_tokens=np.zeros_like(b),
+        attn=decode_work(dep.arch, dep.kv_dtype_resolved, int(dep.tp), b_mb, ctx, w),
     )
     return _with_draft(_with_bubble(cost, dep, m), dep, b, ctx)
 
@@ -285,14 +273,13 @@ def mixed_step_unchecked(
     decodes' speculative drafting is added (zero for a chunk-only step)."""
     has_chunk = (chunk > 0).astype(float)
     w = decode_tokens.tokens_per_decode_step(dep).verify_width
+    arch, kv, tp = dep.arch, dep.kv_dtype_resolved, int(dep.tp)
     cost = _step(
         dep,
         tokens=chunk + db * w,
         logits_tokens=db * w + has_chunk,
-        prefill_key_pairs=chunk * prefix + chunk * (chunk + 1) / 2,
-        decode_key_pairs=db * w * dctx,
-        kv_read_tokens=has_chunk * (prefix + chunk) + db * dctx,
-        kv_write_tokens=chunk + db * w,
+        prompt_tokens=chunk,
+        attn=prefill_work(arch, kv, tp, chunk, prefix, has_chunk) + decode_work(arch, kv, tp, db, dctx, w),
     )
     return _with_draft(cost, dep, db, np.maximum(dctx, 1.0))
 

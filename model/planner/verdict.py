@@ -305,7 +305,7 @@ def transfer_break_even(inp: PlanInputs, dis: BestConfig) -> FlipThreshold | Non
     slack = scn.slo.ttft_s - ev.queue_wait_s - prefill_s - ev.admission_wait_s - ev.link_wait_s
     if not slack > 0:
         return None
-    kv = float(prompts[i]) * scn.kv_bytes_per_token
+    kv = float(scn.kv_bytes_per_request(prompts[i]))
     lanes = cfg.transfer_lanes
     th = break_even_bandwidth(
         kv,

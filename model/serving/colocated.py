@@ -184,7 +184,7 @@ def evaluate_colocated(
         prefill_busy=np.minimum(busy, 1.0),
         decode_busy=decode_busy,
         link_utilisation=zeros,
-        kv_bytes_per_request=np.full(n, float(np.mean(scn.prompt_tokens)) * scn.kv_bytes_per_token),
+        kv_bytes_per_request=np.full(n, float(np.mean(scn.kv_bytes_per_request(scn.prompt_tokens)))),
         unstable_reason=reasons,
         max_itl_s=np.where(stable, max_itl, np.inf),
     )

@@ -50,7 +50,7 @@ def transfer_components(
 
     Infinite bandwidth (a same-GPU link) gives zero transfer time.
     """
-    kv_bytes = scn.prompt_tokens * scn.kv_bytes_per_token
+    kv_bytes = scn.kv_bytes_per_request(scn.prompt_tokens)
     layers = float(scn.arch.num_layers)
     bw = (np.asarray(lanes, dtype=float) * np.asarray(bandwidth_eff_bytes_per_s, dtype=float))[:, None]
     lat = np.asarray(latency_s, dtype=float)[:, None]

@@ -18,6 +18,7 @@ from model.hardware.gpus import GPU
 from model.hardware.parallelism import Parallelism
 from model.physics import decode_tokens
 from model.physics.affine import affine_max_sum, affine_terms
+from model.physics.attention import chunk_line_kink
 from model.physics.deployment import Deployment
 from model.physics.memory import MemoryFit, memory_fit
 from model.physics.steps import decode_step_cost, mixed_step_cost, prefill_cost
@@ -93,6 +94,8 @@ def chunked_prefill_sum_s(
     stay fixed; the sum of max(A_c + B_c i, A_m + B_m i) over i splits at the one index where the
     two lines cross, leaving arithmetic series (:func:`model.physics.affine.affine_max_sum`). Exact
     under that linearity (tests compare with the chunk-by-chunk sum); O(1) per prompt, not O(n / c).
+    Sliding-window and top-k layers stop growing once the prefix passes their window: the chunks from
+    there on get their own lines (:func:`model.physics.attention.chunk_line_kink`).
     """
     n, c, db, cached = np.broadcast_arrays(
         np.asarray(prompt_tokens, float),
@@ -110,7 +113,20 @@ def chunked_prefill_sum_s(
         )
 
     t = affine_terms(step(c, cached), step(c, cached + c), 0.0, 1.0)  # lines over chunk index i
-    total = affine_max_sum(t.c0, t.c1, t.m0, t.m1, np.zeros_like(full), full - 1.0) + full * t.fixed
+    kink, period = chunk_line_kink(dep.arch)
+    if not kink:
+        total = affine_max_sum(t.c0, t.c1, t.m0, t.m1, np.zeros_like(full), full - 1.0) + full * t.fixed
+    else:  # windowed layers: a second pair of lines from the first chunk whose prefix passes the window
+        i_k = np.clip(np.ceil((kink - cached) / c), 0.0, full)
+        # chunked-local layers: lines through mid-period points (the period's average), m chunks apart
+        m = np.maximum(np.round(period / c), 1.0) if period else np.ones_like(c)
+        xa = i_k + (m - 1.0) / 2.0 if period else i_k
+        hi = affine_terms(step(c, cached + xa * c), step(c, cached + (xa + m) * c), xa, xa + m)
+        total = (
+            affine_max_sum(t.c0, t.c1, t.m0, t.m1, np.zeros_like(full), i_k - 1.0)
+            + affine_max_sum(hi.c0, hi.c1, hi.m0, hi.m1, i_k, full - 1.0)
+            + full * t.fixed
+        )
     tail = np.where(rest > 0, step(np.maximum(rest, 1.0), cached + full * c).time_s, 0.0)
     return np.asarray(total + tail, dtype=float)
 

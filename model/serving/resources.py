@@ -61,7 +61,7 @@ def pool_memory(pool: str, t: InstanceTables, batch: float, context_tokens: floa
         t.dep.gpu.name,
         t.dep.gpu.memory_bytes,
         t.fit.weight_bytes_per_gpu,
-        min(batch * context_tokens * per_token, capacity),
+        min(batch * float(t.fit.kv_tokens(context_tokens)) * per_token, capacity),
         capacity,
         float(np.asarray(t.fit.workspace_bytes_per_gpu)),
         t.fit.reserve_bytes_per_gpu,

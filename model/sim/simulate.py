@@ -31,6 +31,7 @@ from model.hardware.gpus import GPU
 from model.hardware.parallelism import Parallelism
 from model.limits import MAX_ARRIVAL_S, MAX_INSTANCES, MAX_SIM_REQUESTS, check_int, checked
 from model.llm.arch import LLMArch
+from model.llm.attention import KVLayout, kv_layout
 from model.llm.catalog import get_model
 from model.physics.deployment import Deployment
 from model.physics.memory import memory_fit
@@ -332,7 +333,7 @@ def simulate(
         pspec, pdep = instance(pre, prefill_token_cap, max(prefill_token_cap, longest))
         dspec, _ = instance(dec, eng.decode_batched_tokens, eng.decode_batched_tokens)
         xfer = KVTransfer(
-            pdep.kv_bytes_per_token, layout.link, arch.num_layers, layout.layerwise, layout.transfer_lanes
+            _transfer_layout(pdep), layout.link, arch.num_layers, layout.layerwise, layout.transfer_lanes
         )
         return simulate_disaggregated(
             pspec,
@@ -469,3 +470,10 @@ def goodput(
             hi = mid
     s = trial(lo)
     return GoodputResult(lo, lo / config.n_gpus, hi, s.attainment, runs, "")
+
+
+def _transfer_layout(dep: Deployment) -> float | KVLayout:
+    """What KVTransfer prices a request's KV by: bytes per token for a full-attention model, else the
+    whole instance's KV layout (windows cap the KV, linear layers add a fixed state)."""
+    layout = kv_layout(dep.arch, dep.kv_dtype_resolved)
+    return dep.kv_bytes_per_token if layout.is_plain else layout

@@ -35,8 +35,10 @@ import numpy as np
 
 from model.hardware.collectives import transfer_time_s
 from model.hardware.links import Link
+from model.llm.attention import KVLayout
 from model.physics import decode_tokens
 from model.physics.affine import affine_terms
+from model.physics.attention import decode_kink_context
 from model.physics.deployment import Deployment
 from model.physics.steps import decode_step_cost, mixed_step_cost, prefill_cost
 
@@ -59,6 +61,10 @@ class RooflineSteps:
         self._m0: list[float] = [0.0]
         self._m1: list[float] = [0.0]
         self._fixed: list[float] = [0.0]
+        # Windowed/sparse layers bend the decode lines once, at the largest window: above it a
+        # second set of lines (model.physics.attention.decode_kink_context).
+        self._kink = decode_kink_context(dep.arch)[0]
+        self._high: list[tuple[float, float, float, float, float]] = [(0.0,) * 5]
         self._prefill1: list[float] = [0.0]  # index = prompt tokens
         self._prefill_k: dict[int, list[float]] = {}  # k prompts -> time by total tokens
         self._mixed: dict[tuple[int, int], tuple[float, float, float, float, float, float, float]] = {}
@@ -74,11 +80,19 @@ class RooflineSteps:
         self._m0.extend(t.m0.tolist())
         self._m1.extend(t.m1.tolist())
         self._fixed.extend(t.fixed.tolist())
+        if self._kink:
+            _, xa, xb = decode_kink_context(self.dep.arch)
+            t = affine_terms(decode_step_cost(self.dep, b, xa), decode_step_cost(self.dep, b, xb), xa, xb)
+            self._high.extend(zip(*(v.tolist() for v in t), strict=True))
 
     def decode_s(self, batch: int, context_tokens: int) -> float:
         if batch >= len(self._c0):
             self._grow_decode(batch)
         x = context_tokens / batch
+        if self._kink and x >= self._kink:
+            c0, c1, m0, m1, fixed = self._high[batch]
+            c, m = c0 + c1 * x, m0 + m1 * x
+            return (c if c > m else m) + fixed
         c = self._c0[batch] + self._c1[batch] * x
         m = self._m0[batch] + self._m1[batch] * x
         return (c if c > m else m) + self._fixed[batch]
@@ -152,11 +166,16 @@ class KVTransfer:
     """
 
     def __init__(
-        self, kv_bytes_per_token: float, link: Link, layers: int, layerwise: bool, lanes: int = 1
+        self, kv_bytes_per_token: float | KVLayout, link: Link, layers: int, layerwise: bool, lanes: int = 1
     ) -> None:
         self.link = link
         self.layers = int(layers)
         self.layerwise = bool(layerwise)
+        # A KVLayout (windowed / hybrid model): a request's KV is not proportional to its prompt;
+        # the affine coefficients below are then per equivalent token (KVLayout.tokens).
+        self._layout = kv_bytes_per_token if isinstance(kv_bytes_per_token, KVLayout) else None
+        if self._layout is not None:
+            kv_bytes_per_token = self._layout.per_token_bytes
         per_token = float(kv_bytes_per_token) / int(lanes)
         messages = self.layers if self.layerwise else 1
         t = transfer_time_s(np.array([0.0, per_token]), link, messages=messages)
@@ -168,4 +187,5 @@ class KVTransfer:
             self._l0 = self._l1 = 0.0
 
     def __call__(self, prompt_tokens: int) -> tuple[float, float]:
-        return self._t0 + self._t1 * prompt_tokens, self._l0 + self._l1 * prompt_tokens
+        n = prompt_tokens if self._layout is None else float(self._layout.tokens(prompt_tokens))
+        return self._t0 + self._t1 * n, self._l0 + self._l1 * n

@@ -19,6 +19,7 @@ from model.hardware.catalog import get_engine
 from model.hardware.engines import Engine
 from model.hardware.formats import Precision
 from model.llm.arch import LLMArch, kv_bytes_per_token
+from model.llm.attention import kv_bytes_per_request
 from model.llm.catalog import get_model
 from model.physics.speculation import Speculation
 from model.workload.presets import Workload, get_workload
@@ -144,6 +145,11 @@ class Scenario:
     def kv_bytes_per_token(self) -> float:
         """KV-cache bytes one token adds, at the resolved KV dtype (model.llm.arch.kv_bytes_per_token)."""
         return kv_bytes_per_token(self.arch, self.kv_dtype_resolved)
+
+    def kv_bytes_per_request(self, context_tokens: float | np.ndarray) -> np.ndarray:
+        """KV + recurrent-state bytes of a request at ``context_tokens`` tokens, at the resolved KV
+        dtype (model.llm.attention.kv_bytes_per_request: windows cap, linear layers add a state)."""
+        return kv_bytes_per_request(self.arch, context_tokens, self.kv_dtype_resolved)
 
     @property
     def mean_output_tokens(self) -> float:
