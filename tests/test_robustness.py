@@ -42,12 +42,14 @@ def test_error_file_is_fresh():
 
 
 def test_latin_hypercube_one_draw_per_stratum():
-    # Log ratios {0, 1}: the quantile function is u itself, so log factor = u and every one of the
-    # D strata [k/D, (k+1)/D) holds exactly one draw in each column.
+    # Log ratios {0, 1}: the quantile function at u is 0.1 + 0.8 u (the central 80%, TAIL_QUANTILES),
+    # so u = (log factor - 0.1) / 0.8, and every one of the D strata [k/D, (k+1)/D) holds exactly
+    # one draw in each column (the link column is log-uniform: u = log f / (2 x 0.5) + 0.5).
     err = ErrorModel((0.0, 1.0), (0.0, 1.0), 0.5, "test")
     d = 50
     f = world_factors(err, d, seed=3)
-    for col in (np.log(f[:, 0]), np.log(f[:, 1]), np.log(f[:, 2]) / (2 * 0.5) + 0.5):
+    u_p, u_d = ((np.log(f[:, i]) - 0.1) / 0.8 for i in (0, 1))
+    for col in (u_p, u_d, np.log(f[:, 2]) / (2 * 0.5) + 0.5):
         assert sorted(np.floor(col * d).astype(int)) == list(range(d))
     assert np.array_equal(f, world_factors(err, d, seed=3))  # deterministic for a seed
     assert not np.array_equal(f, world_factors(err, d, seed=4))

@@ -248,7 +248,7 @@ def test_cli_plan_searches_k():
         ),
         (
             "--spec eagle",
-            "--spec-acceptance: got None; allowed: an acceptance rate (or --spec-accepted-length) with --spec",
+            "--spec-acceptance: got None; allowed: an acceptance rate (or --spec-accepted-length)",
         ),
         ("--spec draft --spec-acceptance 0.5", "draft_model: got None"),
         ("--spec-acceptance 0.5", "--spec-acceptance: got '0.5'; allowed: only with --spec METHOD"),
