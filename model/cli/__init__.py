@@ -26,6 +26,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "show": ("list_show", "every field of one profile or model, with its source"),
     "estimate": ("estimate", "roofline estimate of prefill, decode, TPOT and memory fit"),
     "plan": ("plan", "recommend colocated, colocated-chunked or disaggregated serving, and why"),
+    "frontier": (
+        "frontier",
+        "output tokens/s per GPU against tokens/s per user, per style (Pareto frontier)",
+    ),
     "simulate": ("simulate", "discrete-event replay of a workload or trace through one configuration"),
     "calibrate": (
         "calibrate",
