@@ -12,7 +12,7 @@ import time
 
 import streamlit as st
 
-from app_support import charts, compute, guard, inputs, panels
+from app_support import alternatives, charts, compute, frontier, guard, inputs, panels
 from model.errors import PdplanError
 from model.units import format_count
 
@@ -27,6 +27,8 @@ TABS = (
     "Show the math",
     "Verify by simulation",
     "Download",
+    "Alternatives",
+    "Frontier",
 )
 
 
@@ -121,6 +123,12 @@ def main() -> None:
     with tabs[7]:
         if is_open["Download"]:
             panels.downloads(plan, evals, spec)
+    with tabs[8]:
+        if is_open["Alternatives"]:
+            alternatives.show(plan)
+    with tabs[9]:
+        if is_open["Frontier"] and plan.best:
+            frontier.show(spec, plan)
     runs = st.session_state["_runs"] = st.session_state.get("_runs", 0) + 1
     st.caption(f"Computed in {time.perf_counter() - t0:.2f} s (cached results are reused; page run {runs}).")
 
