@@ -10,6 +10,8 @@ import streamlit as st
 import model
 from model.units import format_money, format_rate
 
+from .panels import md
+
 RANKED_BY = {
     "goodput": "highest goodput (ties: fewer GPUs, then lower cost)",
     "gpus": "fewest GPUs meeting the SLOs at the target rate (ties: higher goodput)",
@@ -47,8 +49,16 @@ def show(plan: model.Plan) -> None:
         "the planner's own objective, so each style's first row is its best in the verdict card. "
         "Binding: what fails first just above each configuration's goodput."
     )
-    st.markdown("**Overall**")
-    st.dataframe(rows(alts.overall), hide_index=True, key="alt_overall")
+    st.markdown("**Overall**\n\n" + markdown_table(rows(alts.overall)))
     for style, lst in alts.by_style.items():
-        st.markdown(f"**{style}**")
-        st.dataframe(rows(lst), hide_index=True, key=f"alt_{style}")
+        st.markdown(f"**{md(style)}**\n\n" + markdown_table(rows(lst)))
+
+
+def markdown_table(table: list[dict[str, Any]]) -> str:
+    """Rows as a markdown table (the app's tables are markdown: they render with the page)."""
+    if not table:
+        return ""
+    head = list(table[0])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(md(str(r[k])) for k in head) + " |" for r in table]
+    return "\n".join(lines)

@@ -14,6 +14,7 @@ import model
 from model.units import format_count, format_time
 
 from . import compute
+from .alternatives import markdown_table
 from .charts import _LAYOUT, STYLE_COLOURS
 from .inputs import Spec
 
@@ -126,4 +127,4 @@ def show(spec: Spec, plan: model.Plan) -> None:
         f"user >= {f.min_tokens_per_s_per_user:.3g}."
     )
     with st.expander("Frontier points"):
-        st.dataframe(rows(f), hide_index=True, key="frontier_table")
+        st.markdown(markdown_table(rows(f)))

@@ -8,12 +8,19 @@ from tests.test_app import assert_clean, run_app
 def test_alternatives_tab_lists_the_plans_top_n() -> None:
     at = run_app("Alternatives")
     assert_clean(at)
-    frames = at.dataframe
-    # Overall plus one table per style that meets the SLOs.
-    assert len(frames) >= 2
-    overall = frames[0].value
-    assert list(overall["#"]) == list(range(1, len(overall) + 1))
-    assert {"configuration", "goodput", "cost per M output tokens", "binding"} <= set(overall.columns)
+    tables = [m.value for m in at.markdown if m.value.startswith("**Overall**")]
+    assert len(tables) == 1
+    lines = tables[0].splitlines()[2:]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert header[:3] == ["#", "style", "configuration"]
+    assert {"goodput", "cost per M output tokens", "binding"} <= set(header)
+    ranks = [int(line.strip("|").split("|")[0]) for line in lines[2:]]
+    assert ranks == list(range(1, 6))  # the default top 5
+    # One table per style meeting the SLOs.
+    assert (
+        sum(m.value.startswith("**colocated") or m.value.startswith("**disaggregated") for m in at.markdown)
+        >= 2
+    )
 
 
 def test_frontier_tab_draws_the_chart_with_the_slo_region() -> None:
