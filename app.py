@@ -12,7 +12,7 @@ import time
 
 import streamlit as st
 
-from app_support import charts, compute, guard, inputs, panels, recipes
+from app_support import alternatives, charts, compute, frontier, guard, inputs, panels, recipes
 from app_support.compare import compare_panel
 from model.errors import PdplanError
 from model.units import format_count
@@ -28,6 +28,8 @@ TABS = (
     "Show the math",
     "Verify by simulation",
     "Download",
+    "Alternatives",
+    "Frontier",
 )
 
 
@@ -124,6 +126,12 @@ def main() -> None:
         if is_open["Download"]:
             panels.downloads(plan, evals, spec)
             recipes.download(plan)
+    with tabs[8]:
+        if is_open["Alternatives"]:
+            alternatives.show(plan)
+    with tabs[9]:
+        if is_open["Frontier"] and plan.best:
+            frontier.show(spec, plan)
     runs = st.session_state["_runs"] = st.session_state.get("_runs", 0) + 1
     st.caption(f"Computed in {time.perf_counter() - t0:.2f} s (cached results are reused; page run {runs}).")
 

@@ -110,6 +110,24 @@ def _calls() -> dict[str, tuple[Any, dict[str, Any]]]:
         ),
         "evaluate": (model.evaluate, {"config": o["config"], "scenario": o["scn"], "rate_rps": 1.0}),
         "pool_map": (model.pool_map, {"inp": o["inp"], "prefill": 1, "decode": 1, "gpus": 2}),
+        "style_frontier": (
+            model.style_frontier,
+            {"scenario": o["scn"], "configs": [o["config"]], "rates_rps": [1.0, 2.0]},
+        ),
+        "frontier": (
+            model.frontier,
+            {
+                "model": o["arch"],
+                "gpu": o["gpu"],
+                "rates_rps": [1.0],
+                "workload": "short",
+                "slo": o["slo"],
+                "gpus": 2,
+                "tp_options": (1,),
+                "chunk_options": (512,),
+                "samples": 64,
+            },
+        ),
         "simulate": (
             simulate,
             {"config": o["config"], "model": o["arch"], "requests": o["requests"], "slo": o["slo"]},

@@ -27,10 +27,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "estimate": ("estimate", "roofline estimate of prefill, decode, TPOT and memory fit"),
     "plan": ("plan", "recommend colocated, colocated-chunked or disaggregated serving, and why"),
     "compare": ("compare", "two scenarios side by side: GPUs, goodput, cost, energy and verdict"),
-
     "deploy": (
         "deploy",
         "plan, then write launch recipes (vLLM, SGLang, TensorRT-LLM, Dynamo, llm-d) with node placement",
+    ),
+    "frontier": (
+        "frontier",
+        "output tokens/s per GPU against tokens/s per user, per style (Pareto frontier)",
     ),
     "simulate": ("simulate", "discrete-event replay of a workload or trace through one configuration"),
     "calibrate": (

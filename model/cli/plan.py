@@ -10,13 +10,20 @@ from typing import Any
 import numpy as np
 
 from model.cli import COMMANDS
-from model.cli.common import add_profile_dir, add_workload_source, lengths_workload, print_json
+from model.cli.common import (
+    add_profile_dir,
+    add_workload_source,
+    lengths_workload,
+    print_json,
+    print_table,
+)
 from model.cli.speculation import add_speculation_args, spec_tokens, speculation_for
 from model.errors import InputError
 from model.limits import MAX_OPTIONS
 from model.planner.plan import plan, plan_request
 from model.planner.report import plan_dict
-from model.units import Kind, parse_quantity
+from model.planner.types import Alternatives
+from model.units import Kind, format_money, format_rate, parse_quantity
 from model.workload.presets import Workload
 from model.workload.traces import load_trace
 
@@ -150,6 +157,9 @@ def add_plan_args(p: argparse.ArgumentParser) -> None:
         "--whole-request-transfer", action="store_true", help="send KV after prefill, not layer-wise"
     )
     p.add_argument("--no-thresholds", action="store_true", help="skip the flip-threshold searches (faster)")
+    p.add_argument(
+        "--top", default="5", help="alternatives listed overall and per style (1 to 50, default 5)"
+    )
 
 
 def _search_rows(searched: Any) -> list[dict[str, Any]]:
@@ -192,6 +202,7 @@ def plan_fields(args: argparse.Namespace) -> dict[str, Any]:
         margin=_float(args.margin, "margin", "a fraction in [0, 1)"),
         max_gpus=_whole(args.max_gpus, "max_gpus"),
         layerwise=not args.whole_request_transfer,
+        top=_whole(args.top, "top"),
         **scenario_kwargs(args),
     )
 
@@ -251,4 +262,31 @@ def run(args: argparse.Namespace) -> int:
         print("\nwhat would work:" if result.verdict == "none" else "\nflip thresholds:")
         for f in result.flip_thresholds:
             print(f"- {f.text}")
+    if result.alternatives is not None:
+        print_alternatives(result.alternatives)
     return 0
+
+
+def print_alternatives(alts: Alternatives) -> None:
+    """The top-N tables: overall, then per style (ranked by the plan's objective)."""
+    header = ("#", "style", "configuration", "GPUs", "goodput", "per GPU", "cost", "per M out tok", "binding")
+    groups = [("overall", alts.overall)] + [(s, a) for s, a in alts.by_style.items()]
+    for title, rows in groups:
+        print(f"\ntop {len(rows)} {title} (ranked by {alts.ranked_by}):")
+        print_table(
+            [
+                (
+                    k + 1,
+                    a.style,
+                    a.label,
+                    a.n_gpus,
+                    format_rate(a.goodput_rps),
+                    format_rate(a.goodput_rps_per_gpu),
+                    format_money(a.cost_usd_per_hour, "h"),
+                    format_money(a.cost_usd_per_million_output_tokens),
+                    a.binding,
+                )
+                for k, a in enumerate(rows)
+            ],
+            header,
+        )

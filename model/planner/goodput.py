@@ -10,6 +10,7 @@ candidates at once, between 0 and each candidate's stability limit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ from model.serving.style import CandidateSet
 from model.workload.scenario import Scenario
 from model.workload.slo import SLO
 
-__all__ = ["config_goodput", "goodput_rps", "slo_ok"]
+__all__ = ["config_goodput", "goodput_rps", "highest_rate_rps", "slo_ok", "stability_limit_rps"]
 
 # The "vanishing load" every search starts from: a rate per GPU so low that no queue forms; a
 # candidate that misses the SLOs here misses them at every rate (goodput 0).
@@ -41,6 +42,23 @@ def goodput_rps(cands: CandidateSet, slo: SLO, *, start_rps: float = 0.25) -> np
     Attainment falls as the rate rises (queues and batches grow), so the good set is an interval
     from 0.
     """
+    return highest_rate_rps(cands, lambda res: slo_ok(res, slo), start_rps=start_rps)
+
+
+def stability_limit_rps(cands: CandidateSet, *, start_rps: float = 0.25) -> np.ndarray:
+    """Highest rate per candidate at which its queues stay stable (0 when none is): the same
+    doubling and bisection as :func:`goodput_rps`, on ``stable`` instead of the SLO test."""
+    return highest_rate_rps(cands, lambda res: np.asarray(res.stable, dtype=bool), start_rps=start_rps)
+
+
+def highest_rate_rps(
+    cands: CandidateSet, good: Callable[[Any], np.ndarray], *, start_rps: float = 0.25
+) -> np.ndarray:
+    """Highest rate per candidate at which ``good(cands.evaluate(rates))`` holds, for a test that
+    holds on an interval of rates from 0 (0 when even a tiny rate fails it).
+
+    Bracket by doubling from ``start_rps`` per GPU, then bisect (vectorised over candidates).
+    """
     gpus = np.asarray(cands.n_gpus, dtype=float)
     n = len(gpus)
     if n == 0:
@@ -48,12 +66,12 @@ def goodput_rps(cands: CandidateSet, slo: SLO, *, start_rps: float = 0.25) -> np
     lo = np.zeros(n)
     hi = np.full(n, start_rps) * gpus
     probe_min = PROBE_RPS_PER_GPU * gpus
-    ok_min = slo_ok(cands.evaluate(probe_min), slo)
+    ok_min = good(cands.evaluate(probe_min))
     searching = ok_min.copy()
     for _ in range(_DOUBLINGS):
         if not searching.any():
             break
-        ok = slo_ok(cands.evaluate(hi), slo)
+        ok = good(cands.evaluate(hi))
         grow = searching & ok
         lo = np.where(grow, hi, lo)
         hi = np.where(grow, hi * 2.0, hi)
@@ -64,7 +82,7 @@ def goodput_rps(cands: CandidateSet, slo: SLO, *, start_rps: float = 0.25) -> np
         if not np.any(active & (hi - lo > GOODPUT_RTOL * hi)):
             break
         mid = 0.5 * (lo + hi)
-        ok = slo_ok(cands.evaluate(mid), slo)
+        ok = good(cands.evaluate(mid))
         lo = np.where(active & ok, mid, lo)
         hi = np.where(active & ~ok, mid, hi)
     return np.where(ok_min, lo, 0.0)

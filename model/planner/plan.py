@@ -30,6 +30,16 @@ from model.limits import MAX_OPTIONS, MAX_PLAN_GPUS, check_int
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.physics.speculation import Speculation
+from model.planner.alternatives import (
+    DEFAULT_TOP,
+    Segment,
+    binding_constraints,
+    build_alternatives,
+    cheapest_ok,
+    check_top,
+    picks,
+    rank_order,
+)
 from model.planner.goodput import goodput_rps
 from model.planner.infeasible import Search as InfeasibleSearch
 from model.planner.infeasible import explain as infeasible_explain
@@ -37,12 +47,10 @@ from model.planner.infeasible import flips as infeasible_flips
 from model.planner.infeasible import none_reasons
 from model.planner.types import BestConfig, Config, FailureImpact, Plan, PlanInputs
 from model.serving.candidates import DisaggregatedSet, only
-from model.serving.common import check_slo
 from model.serving.enumeration import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS, disaggregated_grid
 from model.serving.evaluation import summarise
 from model.serving.registry import build_set, style_of, styles
 from model.serving.style import CandidateSet
-from model.units import format_time
 from model.workload.presets import Workload, get_workload
 from model.workload.scenario import DEFAULT_SAMPLES, Scenario
 from model.workload.slo import SLO
@@ -263,24 +271,12 @@ def _split_feasible(cands: CandidateSet, infeasible: Counter) -> CandidateSet:
 
 def _rank(goodput: np.ndarray, gpus: np.ndarray, cost: np.ndarray) -> int:
     """Index of the highest goodput; ties go to fewer GPUs, then lower cost."""
-    return int(np.lexsort((cost, gpus, -np.round(goodput, 9)))[0])
+    return int(rank_order(goodput, gpus, cost, None)[0])
 
 
 def _binding_constraint(cands: CandidateSet, i: int, rate: float, slo: SLO) -> str:
     """What stops the rate rising: the first SLO part that fails just above the goodput."""
-    sub = only(cands, i)
-    res = sub.evaluate(np.array([rate * 1.02 + 1e-9]))
-    if not res.stable[0]:
-        return f"stability: {res.unstable_reason[0]}"
-    check = check_slo(res.latency, res.stable, slo)
-    ttft_ok, tpot_ok = bool(check.ttft_ok[0]), bool(check.tpot_ok[0])
-    if not ttft_ok and not tpot_ok:
-        return "TTFT and TPOT targets"
-    if not ttft_ok:
-        return f"TTFT target (p{slo.percentile:g} <= {format_time(slo.ttft_s)})"
-    if not tpot_ok:
-        return f"TPOT target (p{slo.percentile:g} <= {format_time(slo.tpot_s)})"
-    return f"SLO attainment target ({slo.attainment:.0%} of requests meeting both)"
+    return binding_constraints(only(cands, i), np.array([rate]), slo)[0][1]
 
 
 def lost_instance_goodputs(scn: Scenario, configs: Sequence[Config]) -> list[dict[str, float]]:
@@ -356,27 +352,15 @@ def _sweep_budget(inp: PlanInputs, gpus: int, infeasible: Counter) -> tuple[dict
     return best, n, goodputs
 
 
-def _objective(cands: CandidateSet, objective: str) -> np.ndarray:
-    return np.asarray(cands.n_gpus if objective == "gpus" else cands.price_usd_per_hour, dtype=float)
-
-
-def _cheapest_ok(cands: CandidateSet, ok: np.ndarray, inp: PlanInputs) -> BestConfig | None:
-    """Among candidates meeting the SLOs at the target rate, the one with the lowest objective."""
-    if not ok.any():
-        return None
-    obj = np.where(ok, _objective(cands, inp.objective), np.inf)
-    i = int(np.argmin(obj))
-    one = only(cands, i)
-    g = goodput_rps(one, inp.scenario.slo)
-    return best_of(one, g, inp.scenario)
-
-
-def _sweep_target(inp: PlanInputs, infeasible: Counter) -> tuple[dict[str, BestConfig], int]:
-    """Each style's cheapest configuration meeting the SLOs at the target rate: the cheapest ``ok``
-    candidate of each of its groups, then the cheapest group (ties: the higher goodput)."""
+def _sweep_target(
+    inp: PlanInputs, infeasible: Counter, top: int
+) -> tuple[dict[str, BestConfig], int, dict[str, list[Segment]]]:
+    """Each style's cheapest configuration meeting the SLOs at the target rate: over the cheapest
+    ``ok`` candidates of all its groups, the lowest objective, then the higher goodput
+    (model.planner.alternatives.rank_order); also those candidates (for the top-N list)."""
     best: dict[str, BestConfig] = {}
+    segments: dict[str, list[Segment]] = {}
     n = 0
-    key = (lambda x: x.n_gpus) if inp.objective == "gpus" else (lambda x: x.cost_usd_per_hour)
     for style in styles():
         found = []
         for group in style.target_groups(inp):
@@ -384,12 +368,16 @@ def _sweep_target(inp: PlanInputs, infeasible: Counter) -> tuple[dict[str, BestC
             fits = group.cands.fits()
             for i in np.nonzero(~fits)[0]:
                 infeasible[group.cands.infeasible_reason(int(i))] += 1
-            b = _cheapest_ok(group.cands, np.asarray(group.ok, dtype=bool) & fits, inp)
-            if b:
-                found.append(b)
-        if found:
-            best[style.name] = min(found, key=lambda x: (key(x), -x.goodput_rps))
-    return best, n
+            ok = np.asarray(group.ok, dtype=bool) & fits
+            seg = cheapest_ok(group.cands, ok, inp.objective, inp.scenario.slo, top)
+            if seg is not None:
+                found.append(seg)
+        first = picks(found, inp.objective, 1)
+        if first:
+            seg, i = first[0]
+            best[style.name] = best_of(only(seg.cands, i), seg.goodput_rps[i : i + 1], inp.scenario)
+            segments[style.name] = found
+    return best, n, segments
 
 
 def plan(
@@ -397,6 +385,7 @@ def plan(
     gpu: str | GPU | None = None,
     *,
     thresholds: bool = True,
+    top: int = DEFAULT_TOP,
     **kwargs: Any,
 ) -> Plan:
     """Plan serving for ``model`` on ``gpu``: the verdict, its reasons and the best of each style.
@@ -404,16 +393,19 @@ def plan(
     ``model`` is a :class:`PlanRequest`, or a model with ``gpu`` and the other fields of
     PlanRequest as keywords (workload, SLOs, link, decode_gpu, node, gpus or target_rate_rps, dtype,
     TP and chunk options, objective, margin, profile_dirs, engine, ...). ``thresholds`` False skips
-    the flip-threshold searches (faster).
+    the flip-threshold searches (faster). ``top``: how many alternatives ``Plan.alternatives`` lists
+    per style and overall (model.planner.alternatives; 1 to 50).
     """
     from model.planner.verdict import decide, flip_thresholds, tie_band
 
+    top = check_top(top)
     inp = resolve_inputs(plan_request(model, gpu, **kwargs))
     infeasible: Counter = Counter()
     if inp.gpus is not None:
         best, n, goodputs = _sweep_budget(inp, inp.gpus, infeasible)
+        segments = {style: [Segment(c, g)] for style, (c, g) in goodputs.items()}
     else:
-        best, n = _sweep_target(inp, infeasible)
+        best, n, segments = _sweep_target(inp, infeasible, top)
         goodputs = {}
     best = with_failures(inp.scenario, best)
     verdict, reasons = decide(inp, best, infeasible, goodputs, n)
@@ -424,12 +416,16 @@ def plan(
         why = infeasible_explain(inp, _SEARCH, {s: c for s, (c, _) in goodputs.items()})
         reasons = none_reasons(why, reasons[0], infeasible)
         flips = infeasible_flips(inp, why)
-    return Plan(verdict, tuple(reasons), best, tuple(flips), dict(infeasible), n, inp, tie, gain, why)
+    objective = None if inp.gpus is not None else inp.objective
+    alternatives = build_alternatives(segments, inp.scenario, objective, top)
+    return Plan(
+        verdict, tuple(reasons), best, tuple(flips), dict(infeasible), n, inp, tie, gain, why, alternatives
+    )
 
 
 _SEARCH = InfeasibleSearch(
     sets_for=budget_sets,
-    meets_target=lambda inp: bool(_sweep_target(inp, Counter())[0]),
+    meets_target=lambda inp: bool(_sweep_target(inp, Counter(), 1)[0]),
 )
 
 

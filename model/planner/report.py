@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from model.physics.steps import decode_step_cost, prefill_cost
-from model.planner.types import BestConfig, Plan
+from model.planner.types import Alternative, Alternatives, BestConfig, Plan
 from model.serving.common import StyleResult
 from model.serving.phase_tables import deployment
 from model.serving.registry import build_set, style_of
@@ -72,6 +72,35 @@ def best_dict(b: BestConfig) -> dict[str, Any]:
     return _plain(out)
 
 
+def alternative_dict(a: Alternative) -> dict[str, Any]:
+    """One ranked alternative: its configuration, goodput, GPUs, cost and binding constraint."""
+    return _plain(
+        {
+            **config_dict(a.config),
+            "style": a.style,
+            "label": a.label,
+            "goodput_rps": a.goodput_rps,
+            "goodput_rps_per_gpu": a.goodput_rps_per_gpu,
+            "cost_usd_per_hour": a.cost_usd_per_hour,
+            "cost_usd_per_million_output_tokens": a.cost_usd_per_million_output_tokens,
+            "binding": a.binding,
+            "binding_constraint": a.binding_constraint,
+        }
+    )
+
+
+def alternatives_dict(alts: Alternatives | None) -> dict[str, Any] | None:
+    """The plan's top-N lists (the JSON ``alternatives`` entry of `pdplan plan`)."""
+    if alts is None:
+        return None
+    return {
+        "top": alts.top,
+        "ranked_by": alts.ranked_by,
+        "overall": [alternative_dict(a) for a in alts.overall],
+        "by_style": {s: [alternative_dict(a) for a in lst] for s, lst in alts.by_style.items()},
+    }
+
+
 def plan_dict(plan: Plan) -> dict[str, Any]:
     """The whole plan as JSON-ready data (the `pdplan plan --json` schema); the key "infeasibility"
     (model.planner.infeasible) is present only when the verdict is "none"."""
@@ -85,6 +114,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
             "disaggregated_gain": plan.gain,
             "reasons": list(plan.reasons),
             "best": {style: best_dict(b) for style, b in plan.best.items()},
+            "alternatives": alternatives_dict(plan.alternatives),
             "flip_thresholds": [dataclasses.asdict(f) for f in plan.flip_thresholds],
             "infeasible": plan.infeasible,
             "candidates_evaluated": plan.candidates_evaluated,

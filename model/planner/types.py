@@ -49,6 +49,35 @@ class BestConfig:
 
 
 @dataclass(frozen=True)
+class Alternative:
+    """One ranked configuration of a plan's top-N list (model.planner.alternatives): its goodput,
+    GPUs, cost and what stops its rate rising (``binding``: "TTFT", "TPOT", "TTFT+TPOT",
+    "attainment", "memory" or "load"; ``binding_constraint``: the full text)."""
+
+    style: str
+    label: str
+    config: Config
+    n_gpus: int
+    goodput_rps: float
+    goodput_rps_per_gpu: float
+    cost_usd_per_hour: float
+    cost_usd_per_million_output_tokens: float
+    binding: str
+    binding_constraint: str
+
+
+@dataclass(frozen=True)
+class Alternatives:
+    """The N best configurations overall and per style, best first, ranked by the plan's own
+    objective (``ranked_by``: "goodput" on a budget, "gpus" or "cost" for a target rate)."""
+
+    top: int
+    ranked_by: str
+    overall: tuple[Alternative, ...]
+    by_style: dict[str, tuple[Alternative, ...]]
+
+
+@dataclass(frozen=True)
 class FlipThreshold:
     """A value of one input at which the verdict would change."""
 
@@ -133,6 +162,8 @@ class Plan:
     gain: float | None = None
     # Why the verdict is "none" and what would work (model.planner.infeasible); None otherwise.
     infeasibility: Infeasibility | None = None
+    # The N best configurations overall and per style (model.planner.alternatives).
+    alternatives: Alternatives | None = None
 
     @property
     def mode(self) -> str:

@@ -25,7 +25,16 @@ from model.workload.scenario import Scenario
 # DisaggregatedConfig).
 Config = Any
 
-__all__ = ["Evaluation", "Percentiles", "PoolMemory", "PoolPower", "PromptClass", "evaluate", "summarise"]
+__all__ = [
+    "Evaluation",
+    "Percentiles",
+    "PoolMemory",
+    "PoolPower",
+    "PromptClass",
+    "cost_usd_per_million_output_tokens",
+    "evaluate",
+    "summarise",
+]
 
 
 @dataclass(frozen=True)
@@ -117,6 +126,15 @@ def evaluate(config: Config, scenario: Scenario, rate_rps: float) -> Evaluation:
     return summarise(cands, res, 0, scenario, float(rate_rps))
 
 
+def cost_usd_per_million_output_tokens(price_usd_per_hour: Any, output_tokens_per_s: Any) -> np.ndarray:
+    """Cost per million output tokens = price per hour / 3600 / output tokens per second x 1e6
+    (inf where nothing is produced); arrays or floats."""
+    price = np.asarray(price_usd_per_hour, dtype=float)
+    tps = np.asarray(output_tokens_per_s, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(tps > 0, price / 3600.0 / np.where(tps > 0, tps, 1.0) * 1e6, np.inf)
+
+
 def _pct(values: np.ndarray, i: int) -> float:
     return float(values[i])
 
@@ -173,7 +191,7 @@ def summarise(cands, res: StyleResult, i: int, scenario: Scenario, rate_rps: flo
     total_power = sum(p.power_w for p in power)
     price = float(np.asarray(cands.price_usd_per_hour)[i])
     energy = total_power / out_tps if out_tps > 0 else float("inf")
-    cost = price / 3600.0 / out_tps * 1e6 if out_tps > 0 else float("inf")
+    cost = float(cost_usd_per_million_output_tokens(price, out_tps))
     mb = float(res.max_batch[i])
     return Evaluation(
         architecture=config.style,
