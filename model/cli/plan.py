@@ -202,14 +202,18 @@ def plan_fields(args: argparse.Namespace) -> dict[str, Any]:
         margin=_float(args.margin, "margin", "a fraction in [0, 1)"),
         max_gpus=_whole(args.max_gpus, "max_gpus"),
         layerwise=not args.whole_request_transfer,
-        top=_whole(args.top, "top"),
         **scenario_kwargs(args),
     )
 
 
 def plan_from_args(args: argparse.Namespace, **overrides: Any) -> Any:
     """The plan of the parsed ``plan`` options (``overrides`` replace scenario fields)."""
-    return plan(args.model, args.gpu, thresholds=not args.no_thresholds, **(plan_fields(args) | overrides))
+    fields = plan_fields(args) | overrides
+    return plan(args.model, args.gpu, thresholds=not args.no_thresholds, top=_top(args), **fields)
+
+
+def _top(args: argparse.Namespace) -> int:
+    return _whole(getattr(args, "top", "5"), "top")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -223,11 +227,19 @@ def run(args: argparse.Namespace) -> int:
             plan_request(args.model, args.gpu, **fields),
             [speculation_for(args, k) for k in ks],
             thresholds=not args.no_thresholds,
+            top=_top(args),
         )
         result = searched.plan
     else:
         spec = speculation_for(args, ks[0])
-        result = plan(args.model, args.gpu, thresholds=not args.no_thresholds, speculation=spec, **fields)
+        result = plan(
+            args.model,
+            args.gpu,
+            thresholds=not args.no_thresholds,
+            top=_top(args),
+            speculation=spec,
+            **fields,
+        )
     sure = None
     if args.robustness is not None:
         from model.limits import check_int

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from model.errors import InputError
 from model.limits import MAX_OPTIONS
 from model.physics.speculation import Speculation
+from model.planner.alternatives import DEFAULT_TOP
 from model.planner.plan import PlanRequest, plan
 from model.planner.types import Plan
 
@@ -43,7 +44,11 @@ def _score(p: Plan) -> tuple[float, float]:
 
 
 def search_speculation(
-    request: PlanRequest, options: Sequence[Speculation | None], *, thresholds: bool = True
+    request: PlanRequest,
+    options: Sequence[Speculation | None],
+    *,
+    thresholds: bool = True,
+    top: int = DEFAULT_TOP,
 ) -> SpeculationSearch:
     """Plan ``request`` once per speculation option (None: off) and pick the best, e.g. k in 1..4 of
     one drafter: ``search_speculation(req, [Speculation("eagle", k, (0.7,)) for k in (1, 2, 3, 4)])``."""
@@ -52,7 +57,7 @@ def search_speculation(
     opts = tuple(options)
     if not opts or len(opts) > MAX_OPTIONS:
         raise InputError("speculation options", len(opts), f"1 to {MAX_OPTIONS} options")
-    plans = tuple(plan(replace(request, speculation=o), thresholds=thresholds) for o in opts)
+    plans = tuple(plan(replace(request, speculation=o), thresholds=thresholds, top=top) for o in opts)
     scores = [_score(p) for p in plans]
     best = max(range(len(opts)), key=lambda i: (scores[i], -i))
     return SpeculationSearch(opts, plans, best)
