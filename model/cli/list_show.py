@@ -59,6 +59,7 @@ def _node_row(n: Any) -> dict[str, Any]:
         "intra_node_link": n.intra_node_link,
         "nic_link": n.nic_link,
         "nics_per_node": n.nics_per_node,
+        "storage_bandwidth_bytes_per_s": n.weight_load_bytes_per_s,
     }
 
 

@@ -7,7 +7,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from model.errors import InputError
-from model.hardware.schema import INT, TEXT, Schema, Sources, read_toml, source_of, validate, wrap
+from model.hardware.schema import (
+    INT,
+    QUANTITY,
+    TEXT,
+    Schema,
+    Sources,
+    positive,
+    read_toml,
+    source_of,
+    validate,
+    wrap,
+)
+from model.units import Kind
+
+DEFAULT_STORAGE_BANDWIDTH_BYTES_PER_S = 7.0e9
+"""Weight-loading bandwidth of a node whose profile gives none (or with no node profile): one PCIe
+Gen4 x4 NVMe SSD reading sequentially, 7,000 MB/s (Samsung PM1733 U.2 datasheet, sequential read);
+the DGX-class profiles state their own (several drives in RAID 0)."""
 
 
 @dataclass(frozen=True)
@@ -21,6 +38,9 @@ class Node:
     intra_node_link: str
     nic_link: str
     nics_per_node: int
+    # Sequential read bandwidth of the node's local storage (bytes/s): how fast an instance starting
+    # on it loads its weights (model.fleet.schedule). None: DEFAULT_STORAGE_BANDWIDTH_BYTES_PER_S.
+    storage_bandwidth_bytes_per_s: float | None = None
     sources: Sources = field(default=(), compare=False, repr=False)
     path: str = field(default="", compare=False, repr=False)
 
@@ -30,6 +50,15 @@ class Node:
             value = getattr(self, name)
             if not (isinstance(value, int) and 1 <= value <= 1024):
                 raise InputError(f"{owner}.{name}", value, "a whole number in [1, 1024]")
+        if self.storage_bandwidth_bytes_per_s is not None:
+            positive("storage_bandwidth", self.storage_bandwidth_bytes_per_s, owner)
+
+    @property
+    def weight_load_bytes_per_s(self) -> float:
+        """The storage bandwidth an instance loads its weights at (the profile's, else the default)."""
+        if self.storage_bandwidth_bytes_per_s is None:
+            return DEFAULT_STORAGE_BANDWIDTH_BYTES_PER_S
+        return self.storage_bandwidth_bytes_per_s
 
     def source(self, field_name: str) -> str:
         """The citation recorded for ``field_name`` (e.g. ``"bandwidth"``)."""
@@ -46,6 +75,7 @@ _NODE_SCHEMA: Schema = {
     ("", "intra_node_link"): (TEXT, None, True),
     ("", "nic_link"): (TEXT, None, True),
     ("", "nics_per_node"): (INT, None, True),
+    ("", "storage_bandwidth"): (QUANTITY, Kind.BANDWIDTH, False),
 }
 
 
@@ -62,6 +92,7 @@ def node_from_toml(path: Path, text: str | None = None) -> Node:
             v["intra_node_link"],
             v["nic_link"],
             v["nics_per_node"],
+            v.get("storage_bandwidth"),
             sources,
             str(path),
         ),
