@@ -26,6 +26,7 @@ LAYERS = [
     ("planner",),
     ("sim",),
     ("calibrate",),
+    ("fleet",),
     ("cli", "__main__"),
 ]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
