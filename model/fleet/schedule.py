@@ -9,8 +9,11 @@ is looked up (vectorised over bins). Provisioning then follows two rules:
   reaction time = weight bytes of one instance / the node's storage bandwidth + engine start-up;
 - scale down late: an instance is kept until the need for it has stayed away for the hold time.
 
-Both rules together: provisioned(bin i) = max of need over the bins overlapping
-[start_i - hold_s, end_i + reaction_s], per pool (:func:`provision`). GPU-hours and cost are the
+Both rules together: bin i is provisioned with the smallest size carrying the highest rate of the
+bins overlapping [start_i - hold_s, end_i + reaction_s] (:func:`provision`). Sizing for the window's
+highest rate, rather than taking each pool's highest count, keeps the schedule monotone: a curve
+that is higher anywhere never gets fewer GPU-hours (a disaggregated size with more prefill and fewer
+decode instances may follow one with the opposite split; the switch is taken as instantaneous). GPU-hours and cost are the
 sum over bins of provisioned GPUs (price) x bin width; static provisioning holds the peak's size
 for the whole curve.
 """
@@ -140,14 +143,14 @@ def provision(
     hold_s: float,
 ) -> StyleSchedule:
     """The schedule of one style over bins [start_s, end_s) at ``rate_rps`` (see the module doc)."""
-    pick = capacity.smallest(rate_rps)
-    uncovered = pick < 0
     largest = int(capacity.frontier()[-1])
-    pick = np.where(uncovered, largest, pick)
-    need = capacity.counts[pick]
+    need_pick = capacity.smallest(rate_rps)
+    uncovered = need_pick < 0
     lo = np.searchsorted(end_s, start_s - hold_s, side="right")
     hi = np.searchsorted(start_s, end_s + reaction_s, side="left")
-    prov = window_max(need, lo, hi)
+    pick = capacity.smallest(window_max(rate_rps, lo, hi))
+    need = capacity.counts[np.where(uncovered, largest, need_pick)]
+    prov = capacity.counts[np.where(pick < 0, largest, pick)]
     gpus = prov @ np.asarray(capacity.gpus_per_instance, dtype=float)
     price = prov @ np.asarray(capacity.price_usd_per_instance_hour, dtype=float)
     hours = (end_s - start_s) / 3600.0
