@@ -7,6 +7,7 @@ size, and the property tests check that more traffic never needs fewer GPU-hours
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import model
 from model.errors import InputError
 from model.fleet.capacity import Capacity, capacity_of
 from model.fleet.curve import DiurnalShape, curve_from_trace, diurnal_curve, load_curve_csv, rate_curve
-from model.fleet.schedule import ENGINE_START_S, ScheduleOptions, provision, schedule, window_max
+from model.fleet.schedule import ENGINE_START_S, Schedule, ScheduleOptions, provision, schedule, window_max
 from model.limits import MAX_CURVE_ROWS
 from model.llm.arch import total_params
 from model.workload.traces import load_trace
@@ -179,7 +180,7 @@ _REQ = {"workload": "chat", "ttft_slo_s": 0.5, "tpot_slo_s": 0.05, "tp_options":
 
 
 @cache
-def _step_schedule() -> model.Plan:
+def _step_schedule() -> Schedule:
     curve = rate_curve([0.0, 3600.0], [2.0, 12.0], 7200.0)
     return schedule(
         curve, "llama-3.1-8b", "a100-80gb-sxm", options=ScheduleOptions(resolution_s=600.0), **_REQ
@@ -196,8 +197,6 @@ def test_step_schedule_matches_each_sizes_goodput() -> None:
         best = result.plan.best[name].config
         for rate in (2.0, 12.0):
             r = int(s.need[result.rate_rps == rate][0, 0])
-            from dataclasses import replace
-
             assert model.config_goodput(scn, replace(best, replicas=r)) >= rate * (1 - 1e-4)
             if r > 1:
                 assert model.config_goodput(scn, replace(best, replicas=r - 1)) < rate

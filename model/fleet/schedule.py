@@ -13,9 +13,9 @@ Both rules together: bin i is provisioned with the smallest size carrying the hi
 bins overlapping [start_i - hold_s, end_i + reaction_s] (:func:`provision`). Sizing for the window's
 highest rate, rather than taking each pool's highest count, keeps the schedule monotone: a curve
 that is higher anywhere never gets fewer GPU-hours (a disaggregated size with more prefill and fewer
-decode instances may follow one with the opposite split; the switch is taken as instantaneous). GPU-hours and cost are the
-sum over bins of provisioned GPUs (price) x bin width; static provisioning holds the peak's size
-for the whole curve.
+decode instances may follow one with the opposite split; the switch is taken as instantaneous).
+GPU-hours and cost are the sum over bins of provisioned GPUs (price) x bin width; static
+provisioning holds the peak's size for the whole curve.
 """
 
 from __future__ import annotations
