@@ -23,7 +23,13 @@ from jupyter_client.manager import KernelManager  # noqa: E402
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
-EXPECTED = {"01_home_lab.ipynb", "02_data_center.ipynb", "03_sensitivity.ipynb", "04_reproductions.ipynb"}
+EXPECTED = {
+    "01_home_lab.ipynb",
+    "02_data_center.ipynb",
+    "03_sensitivity.ipynb",
+    "04_reproductions.ipynb",
+    "06_day_of_traffic.ipynb",
+}
 TIME_LIMIT_S = 60.0
 KERNEL = "python3"
 VENV_KERNELS = Path(sys.prefix) / "share" / "jupyter" / "kernels"
