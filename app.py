@@ -12,7 +12,7 @@ import time
 
 import streamlit as st
 
-from app_support import charts, compute, guard, inputs, panels
+from app_support import charts, compute, guard, inputs, panels, schedule
 from model.errors import PdplanError
 from model.units import format_count
 
@@ -121,6 +121,7 @@ def main() -> None:
     with tabs[7]:
         if is_open["Download"]:
             panels.downloads(plan, evals, spec)
+    schedule.section(spec, plan)
     runs = st.session_state["_runs"] = st.session_state.get("_runs", 0) + 1
     st.caption(f"Computed in {time.perf_counter() - t0:.2f} s (cached results are reused; page run {runs}).")
 
