@@ -17,7 +17,14 @@ from pathlib import Path
 import numpy as np
 
 from model.errors import InputError, short
-from model.limits import MAX_ARRIVAL_S, MAX_CSV_FIELD_CHARS, MAX_CURVE_ROWS, check_file_size, check_real
+from model.limits import (
+    MAX_ARRIVAL_S,
+    MAX_CSV_FIELD_CHARS,
+    MAX_CURVE_ROWS,
+    check_file_size,
+    check_real,
+    is_file,
+)
 from model.workload.traces import Trace
 
 __all__ = ["DiurnalShape", "RateCurve", "curve_from_trace", "diurnal_curve", "load_curve_csv", "rate_curve"]
@@ -79,7 +86,7 @@ def rate_curve(start_s: object, rate_rps: object, end_s: float | None = None, so
     try:
         t = np.asarray(start_s, dtype=float).reshape(-1)
         r = np.asarray(rate_rps, dtype=float).reshape(-1)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InputError(
             "curve", short(start_s), "sequences of numbers: start times (s) and rates (req/s)"
         ) from None
@@ -139,6 +146,8 @@ def load_curve_csv(path: str | Path, text: str | None = None) -> RateCurve:
     p = Path(path)
     name = p.name
     if text is None:
+        if not is_file(p):
+            raise InputError(name, short(str(path)), "an existing CSV file of time_s,rate_rps")
         check_file_size(p, name)
         try:
             text = p.read_text(encoding="utf-8")

@@ -41,6 +41,7 @@ from model.limits import (
     MAX_SWEEP_SCENARIOS,
     check_depth,
     check_file_size,
+    is_file,
 )
 from model.llm.catalog import get_model
 from model.units import Kind, parse_quantity
@@ -209,6 +210,8 @@ def parse_grid(text: str, source: str = "grid") -> Grid:
 def load_grid(path: str | Path) -> Grid:
     """Read and check a grid file."""
     p = Path(path)
+    if not is_file(p):
+        raise InputError("grid", short(str(path)), "an existing grid file (TOML)")
     check_file_size(p, p.name, MAX_PROFILE_BYTES)
     try:
         text = p.read_text(encoding="utf-8")

@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 from model.errors import InputError, PdplanError, short
 from model.fleet.grid import Grid, GridScenario
-from model.limits import check_int
+from model.limits import check_file_size, check_int, is_file
 from model.planner.plan import plan
 
 __all__ = ["COLUMNS", "SweepResult", "evaluate_scenario", "read_done", "run_sweep"]
@@ -136,6 +136,9 @@ def read_done(path: Path) -> set[str]:
     """Scenario keys already in an output file (none if it does not exist)."""
     if not path.exists():
         return set()
+    if not is_file(path):
+        raise InputError("output", short(str(path)), "a regular file path (.csv or .parquet)")
+    check_file_size(path, "output")
     if path.suffix.lower() == ".parquet":
         return set(_parquet().read_table(path, columns=["scenario"]).column("scenario").to_pylist())
     with path.open(newline="", encoding="utf-8") as f:
