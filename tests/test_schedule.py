@@ -257,3 +257,9 @@ def test_a_higher_curve_never_needs_fewer_gpu_hours(rates, extra, reaction, hold
     assert b.gpu_hours >= a.gpu_hours - 1e-9
     assert b.cost_usd >= a.cost_usd - 1e-9
     assert np.all(b.n_gpus >= a.n_gpus)
+
+
+def test_too_many_bins_is_refused_before_any_work() -> None:
+    c = rate_curve([0.0, 86400.0], [1.0, 2.0])  # two days
+    with pytest.raises(InputError, match="MAX_SCHEDULE_BINS"):
+        c.bins(0.1)  # 1.7M bins

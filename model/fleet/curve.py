@@ -21,6 +21,7 @@ from model.limits import (
     MAX_ARRIVAL_S,
     MAX_CSV_FIELD_CHARS,
     MAX_CURVE_ROWS,
+    MAX_SCHEDULE_BINS,
     check_file_size,
     check_real,
     is_file,
@@ -64,9 +65,18 @@ class RateCurve:
     def bins(self, resolution_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(start_s, end_s, rate_rps) of the rows, each split into equal bins of at most ``resolution_s``
         (the rate is exact in every bin: bins never straddle a row boundary)."""
+        resolution_s = check_real("resolution_s", resolution_s, 1e-3, MAX_ARRIVAL_S)
         ends = np.append(self.start_s[1:], self.end_s)
         widths = ends - self.start_s
-        pieces = np.maximum(1, np.ceil(widths / resolution_s - 1e-9)).astype(np.int64)
+        pieces_f = np.maximum(1.0, np.ceil(widths / resolution_s - 1e-9))
+        if pieces_f.sum() > MAX_SCHEDULE_BINS:
+            raise InputError(
+                "resolution_s",
+                resolution_s,
+                f"a resolution giving at most {MAX_SCHEDULE_BINS:,} bins over {self.duration_s:g} s "
+                "(model.limits.MAX_SCHEDULE_BINS)",
+            )
+        pieces = pieces_f.astype(np.int64)
         row = np.repeat(np.arange(len(widths)), pieces)
         k = np.arange(row.size) - np.repeat(np.cumsum(pieces) - pieces, pieces)
         step = widths[row] / pieces[row]

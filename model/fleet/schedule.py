@@ -30,7 +30,7 @@ from model.errors import InputError
 from model.fleet.capacity import Capacity, capacity_of
 from model.fleet.curve import RateCurve
 from model.hardware.nodes import DEFAULT_STORAGE_BANDWIDTH_BYTES_PER_S
-from model.limits import MAX_SCHEDULE_BINS, check_real
+from model.limits import check_real
 from model.llm.arch import LLMArch
 from model.planner.plan import PlanRequest, plan, plan_request
 from model.planner.types import Plan
@@ -217,18 +217,8 @@ def schedule(
             (request.gpus, request.target_rate_rps),
             "neither: the schedule plans for the curve's peak rate",
         )
-    n_bins = float(
-        np.sum(np.maximum(1, np.ceil(np.diff(np.append(curve.start_s, curve.end_s)) / opts.resolution_s)))
-    )
-    if n_bins > MAX_SCHEDULE_BINS:
-        raise InputError(
-            "resolution_s",
-            opts.resolution_s,
-            f"a resolution giving at most {MAX_SCHEDULE_BINS:,} bins over {curve.duration_s:g} s "
-            "(model.limits.MAX_SCHEDULE_BINS)",
-        )
+    start, end, rates = curve.bins(opts.resolution_s)  # before planning: refuses too many bins
     peak_plan = plan(replace(request, target_rate_rps=curve.peak_rps), thresholds=False)
-    start, end, rates = curve.bins(opts.resolution_s)
     node = peak_plan.inputs.node
     storage = node.weight_load_bytes_per_s if node is not None else DEFAULT_STORAGE_BANDWIDTH_BYTES_PER_S
     styles: dict[str, StyleSchedule] = {}
