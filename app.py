@@ -12,7 +12,7 @@ import time
 
 import streamlit as st
 
-from app_support import alternatives, charts, compute, frontier, guard, inputs, panels, recipes
+from app_support import alternatives, charts, compute, frontier, guard, inputs, panels, recipes, schedule
 from app_support.compare import compare_panel
 from model.errors import PdplanError
 from model.units import format_count
@@ -132,6 +132,7 @@ def main() -> None:
     with tabs[9]:
         if is_open["Frontier"] and plan.best:
             frontier.show(spec, plan)
+    schedule.section(spec, plan)
     runs = st.session_state["_runs"] = st.session_state.get("_runs", 0) + 1
     st.caption(f"Computed in {time.perf_counter() - t0:.2f} s (cached results are reused; page run {runs}).")
 

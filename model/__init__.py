@@ -9,7 +9,8 @@ Start-up stays fast: the names below are loaded on first use (PEP 562 module ``_
 ``import model`` costs milliseconds and ``model.plan`` pulls in numpy/scipy only when called.
 The layers live in subpackages (``model.hardware``, ``model.llm``, ``model.physics``,
 ``model.workload``, ``model.queueing``, ``model.serving``, ``model.symbolic``, ``model.planner``,
-``model.recipes``, ``model.sim``, ``model.calibrate``, ``model.cli``); see docs/architecture.md.
+``model.recipes``, ``model.sim``, ``model.calibrate``, ``model.fleet``, ``model.cli``); see
+docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -91,6 +92,21 @@ _EXPORTS: dict[str, str] = {
     "roofline_points": "model.planner.report",
     "DeploymentRecipes": "model.recipes.deploy",
     "deploy": "model.recipes.deploy",
+    "DiurnalShape": "model.fleet.curve",
+    "RateCurve": "model.fleet.curve",
+    "curve_from_trace": "model.fleet.curve",
+    "diurnal_curve": "model.fleet.curve",
+    "load_curve_csv": "model.fleet.curve",
+    "rate_curve": "model.fleet.curve",
+    "Schedule": "model.fleet.schedule",
+    "ScheduleOptions": "model.fleet.schedule",
+    "StyleSchedule": "model.fleet.schedule",
+    "schedule": "model.fleet.schedule",
+    "Grid": "model.fleet.grid",
+    "load_grid": "model.fleet.grid",
+    "parse_grid": "model.fleet.grid",
+    "SweepResult": "model.fleet.sweep",
+    "run_sweep": "model.fleet.sweep",
     "ColocatedConfig": "model.serving.configs",
     "DisaggregatedConfig": "model.serving.configs",
     "Evaluation": "model.serving.evaluation",

@@ -70,6 +70,19 @@ MAX_OPTIONS = 64
 """Most values in a list option (``--tp``, ``--chunks``): the planner evaluates every
 combination, so 20,000 chunk sizes would multiply the search by 4,000 for no new information."""
 
+MAX_CURVE_ROWS = 100_000
+"""Most rows in a rate curve (``pdplan schedule --curve``): a week at one-minute steps is ~10k;
+each row is one interval the schedule sizes (a few numpy passes over the rows)."""
+
+MAX_SCHEDULE_BINS = 1_000_000
+"""Most time bins a schedule evaluates (the curve's intervals split to the resolution): a year at
+one-minute resolution is ~526k; each bin costs a few numbers in a handful of arrays."""
+
+MAX_SWEEP_SCENARIOS = 100_000
+"""Most scenarios one ``pdplan sweep`` grid may expand to: the local pool runs a few scenarios per
+second per core (docs/sweeps.md), so 100k is about a day on one 8-core machine; split larger grids
+or run them on a Ray cluster in parts."""
+
 MAX_PARALLEL = 1024
 """Largest TP / PP / EP degree: past any NVLink domain (GB200 NVL72) and any pipeline depth."""
 

@@ -47,6 +47,12 @@ def _objects() -> dict[str, Any]:
     }
 
 
+_GRID = (
+    'models = ["llama-3.1-8b"]\ngpus = ["h100-sxm"]\nworkloads = ["chat"]\nbudgets = [2]\n'
+    '[[slo]]\nname = "a"\nttft = "1s"\ntpot = "50ms"\n'
+)
+
+
 def _calls() -> dict[str, tuple[Any, dict[str, Any]]]:
     """name -> (function, valid keyword arguments); cheap calls only."""
     o = _objects()
@@ -135,6 +141,10 @@ def _calls() -> dict[str, tuple[Any, dict[str, Any]]]:
         "poisson_requests": (poisson_requests, {"workload": "short", "rate_rps": 2.0, "n": 5, "seed": 0}),
         "load_trace": (load_trace, {"path": "/nonexistent", "format": "auto"}),
         "calibrate": (calibrate, {"measurements": [], "loo": False}),
+        "rate_curve": (model.rate_curve, {"start_s": [0.0, 60.0], "rate_rps": [1.0, 2.0], "end_s": 120.0}),
+        "diurnal_curve": (model.diurnal_curve, {"peak_rps": 5.0, "shape": None}),
+        "load_curve_csv": (model.load_curve_csv, {"path": "day.csv", "text": "time_s,rate_rps\n0,1\n60,2\n"}),
+        "parse_grid": (model.parse_grid, {"text": _GRID, "source": "grid.toml"}),
     }
 
 

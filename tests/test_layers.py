@@ -27,6 +27,7 @@ LAYERS = [
     ("recipes",),
     ("sim",),
     ("calibrate",),
+    ("fleet",),
     ("cli", "__main__"),
 ]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}

@@ -23,7 +23,13 @@ from jupyter_client.manager import KernelManager  # noqa: E402
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
-EXPECTED = {"01_home_lab.ipynb", "02_data_center.ipynb", "03_sensitivity.ipynb", "04_reproductions.ipynb"}
+EXPECTED = {
+    "01_home_lab.ipynb",
+    "02_data_center.ipynb",
+    "03_sensitivity.ipynb",
+    "04_reproductions.ipynb",
+    "06_day_of_traffic.ipynb",
+}
 # Hang detection, not a speed figure: a notebook runs in ~20-40 s on an idle 2-core machine and up to
 # ~150 s when the machine is shared (seen at load average 10); its figures are in the README.
 TIME_LIMIT_S = 300.0

@@ -36,6 +36,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "output tokens/s per GPU against tokens/s per user, per style (Pareto frontier)",
     ),
     "simulate": ("simulate", "discrete-event replay of a workload or trace through one configuration"),
+    "schedule": (
+        "schedule",
+        "pool sizes over a day of traffic (rate curve) and GPU-hours autoscaled vs static for the peak",
+    ),
+    "sweep": ("sweep", "evaluate a grid of scenarios (models x GPUs x workloads x SLOs x budgets) to CSV"),
     "calibrate": (
         "calibrate",
         "fit prefill MFU, decode MBU and step overhead to measurements; write a calibrated GPU profile",

@@ -60,6 +60,7 @@ def _node_row(n: Any) -> dict[str, Any]:
         "nic_link": n.nic_link,
         "nics_per_node": n.nics_per_node,
         "nvlink_domain_gpus": n.domain_gpus,
+        "storage_bandwidth_bytes_per_s": n.weight_load_bytes_per_s,
     }
 
 

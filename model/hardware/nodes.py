@@ -7,7 +7,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from model.errors import InputError
-from model.hardware.schema import INT, TEXT, Schema, Sources, read_toml, source_of, validate, wrap
+from model.hardware.schema import (
+    INT,
+    QUANTITY,
+    TEXT,
+    Schema,
+    Sources,
+    positive,
+    read_toml,
+    source_of,
+    validate,
+    wrap,
+)
+from model.units import Kind
+
+DEFAULT_STORAGE_BANDWIDTH_BYTES_PER_S = 7.0e9
+"""Weight-loading bandwidth of a node whose profile gives none (or with no node profile): one PCIe
+Gen4 x4 NVMe SSD reading sequentially, 7,000 MB/s (Samsung PM1733 U.2 datasheet, sequential read);
+the DGX-class profiles state their own (several drives in RAID 0)."""
 
 
 @dataclass(frozen=True)
@@ -24,6 +41,9 @@ class Node:
     # GPUs sharing one NVLink (scale-up) domain: gpus_per_node for an HGX/DGX server (None = that),
     # 72 for a GB200/GB300 NVL72 rack whose 18 trays of 4 GPUs meet on NVLink Switch trays.
     nvlink_domain_gpus: int | None = None
+    # Sequential read bandwidth of the node's local storage (bytes/s): how fast an instance starting
+    # on it loads its weights (model.fleet.schedule). None: DEFAULT_STORAGE_BANDWIDTH_BYTES_PER_S.
+    storage_bandwidth_bytes_per_s: float | None = None
     sources: Sources = field(default=(), compare=False, repr=False)
     path: str = field(default="", compare=False, repr=False)
 
@@ -45,11 +65,20 @@ class Node:
                 domain,
                 f"a whole multiple of gpus_per_node ({self.gpus_per_node}) up to 1024",
             )
+        if self.storage_bandwidth_bytes_per_s is not None:
+            positive("storage_bandwidth", self.storage_bandwidth_bytes_per_s, owner)
 
     @property
     def domain_gpus(self) -> int:
         """GPUs on one NVLink domain: ``nvlink_domain_gpus``, else the node's own GPUs."""
         return self.gpus_per_node if self.nvlink_domain_gpus is None else self.nvlink_domain_gpus
+
+    @property
+    def weight_load_bytes_per_s(self) -> float:
+        """The storage bandwidth an instance loads its weights at (the profile's, else the default)."""
+        if self.storage_bandwidth_bytes_per_s is None:
+            return DEFAULT_STORAGE_BANDWIDTH_BYTES_PER_S
+        return self.storage_bandwidth_bytes_per_s
 
     def source(self, field_name: str) -> str:
         """The citation recorded for ``field_name`` (e.g. ``"bandwidth"``)."""
@@ -67,6 +96,7 @@ _NODE_SCHEMA: Schema = {
     ("", "nic_link"): (TEXT, None, True),
     ("", "nics_per_node"): (INT, None, True),
     ("", "nvlink_domain_gpus"): (INT, None, False),
+    ("", "storage_bandwidth"): (QUANTITY, Kind.BANDWIDTH, False),
 }
 
 
@@ -84,6 +114,7 @@ def node_from_toml(path: Path, text: str | None = None) -> Node:
             v["nic_link"],
             v["nics_per_node"],
             nvlink_domain_gpus=v.get("nvlink_domain_gpus"),
+            storage_bandwidth_bytes_per_s=v.get("storage_bandwidth"),
             sources=sources,
             path=str(path),
         ),

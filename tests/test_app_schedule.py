@@ -1,0 +1,43 @@
+"""The app's "Load over a day" section (app_support/schedule.py) with AppTest: off by default (no
+work on every page run); on, it draws the curve and pool sizes and tabulates model.schedule's
+GPU-hours for the page's default inputs; a bad curve is one error line, not a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest
+
+import model
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+# The page's defaults (tests/test_app.py: DEFAULT and planner_verdict's model, GPU).
+DEFAULT = {"workload": "chat", "ttft_slo_s": 0.5, "tpot_slo_s": 0.05, "percentile": 90, "attainment": 0.9}
+
+
+def test_schedule_section_is_off_by_default_then_matches_model_schedule() -> None:
+    at = AppTest.from_file(APP, default_timeout=180).run()
+    assert not at.exception
+    assert len(at.get("plotly_chart")) == 1  # the pool-size map only: the schedule is not computed
+    at.number_input(key="sched_peak").set_value(3.0)
+    at.toggle(key="sched_on").set_value(True).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    assert len(at.get("plotly_chart")) == 2
+    table = at.dataframe[0].value
+    shown = dict(zip(table["style"], table["GPU-hours"], strict=True))
+    expected = model.schedule(model.diurnal_curve(3.0), "llama-3.1-70b", "h100-sxm", **DEFAULT)
+    assert set(shown) == set(expected.styles)
+    for name, s in expected.styles.items():
+        assert shown[name] == pytest.approx(round(s.gpu_hours, 1))
+
+
+def test_schedule_section_bad_peak_is_an_error_line() -> None:
+    at = AppTest.from_file(APP, default_timeout=180).run()
+    at.number_input(key="sched_peak").set_value(1e5)  # far beyond any configuration within max_gpus
+    at.toggle(key="sched_on").set_value(True).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.error or at.warning
