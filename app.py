@@ -12,9 +12,8 @@ import time
 
 import streamlit as st
 
-from app_support import charts, compute, guard, inputs, panels
+from app_support import charts, compute, guard, inputs, panels, poolmap
 from model.errors import PdplanError
-from model.units import format_count
 
 st.set_page_config(page_title="pdplan: colocated or disaggregated?", page_icon="⚖️", layout="wide")
 
@@ -34,29 +33,6 @@ def _stop_with(errors: list[str]) -> None:
     for e in errors:
         st.error(e)
     st.stop()
-
-
-def pool_map_tab(spec: inputs.Spec, plan) -> None:
-    tp_p, tp_d, budget = compute.map_setup(plan)
-    tps = sorted(set(plan.inputs.tp_options) | {tp_p, tp_d})
-    c1, c2 = st.columns(2)
-    tp_p = c1.selectbox("Prefill TP", tps, index=tps.index(tp_p), key=f"map_tp_p_{tp_p}")
-    tp_d = c2.selectbox("Decode TP", tps, index=tps.index(tp_d), key=f"map_tp_d_{tp_d}")
-    mapped = compute.map_budget(tp_p, tp_d, budget)
-    with st.spinner("Evaluating every pool split..."):
-        m = compute.get_pool_map(spec, plan, tp_p, tp_d, mapped)
-    dis = compute.best_of_family(plan, "disaggregated")
-    best = None
-    if dis is not None and (dis.config.prefill_tp, dis.config.decode_tp) == (tp_p, tp_d):
-        best = (dis.config.n_prefill, dis.config.n_decode)
-    st.plotly_chart(charts.pool_map(m, tp_p, tp_d, best), key="chart_pool_map")
-    note = f"Every split with n_p x TP{tp_p} + n_d x TP{tp_d} <= {format_count(mapped, 'GPU')}"
-    if mapped < budget:
-        note += f" (the budget of {budget} is cut to {mapped} to keep the map interactive)"
-    st.caption(
-        note + "; colour: goodput per GPU (DistServe's definition). Grey squares do not fit in memory; "
-        "red crosses fit but miss the SLOs at every rate; the star is the planner's choice."
-    )
 
 
 def main() -> None:
@@ -86,7 +62,7 @@ def main() -> None:
     slo = plan.inputs.scenario.slo
     with tabs[0]:
         if is_open["Pool-size map"]:
-            pool_map_tab(spec, plan)
+            poolmap.tab(spec, plan)
     with tabs[1]:
         if is_open["TTFT breakdown"] and evals:
             st.plotly_chart(charts.ttft_breakdown(evals, slo.ttft_s, slo.percentile), key="chart_ttft")

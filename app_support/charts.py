@@ -38,11 +38,19 @@ def _finite(x: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(x), x, np.nan)
 
 
-def pool_map(m: dict[str, np.ndarray], tp_p: int, tp_d: int, best: tuple[int, int] | None) -> go.Figure:
+def pool_map(
+    m: dict[str, np.ndarray],
+    tp_p: int,
+    tp_d: int,
+    best: tuple[int, int] | None,
+    target_rps: float | None = None,
+) -> go.Figure:
     """Heatmap of goodput per GPU over (decode instances, prefill instances).
 
     Cells that do not fit in memory get a grey square, cells that fit but meet the SLOs at no rate
-    a red cross; the best disaggregated configuration a star.
+    a red cross; the best disaggregated configuration a star; with ``target_rps``, the cells whose
+    goodput reaches it a circle. The colour scale starts at 0 and is hidden when no cell has a
+    goodput (a one-value scale would be meaningless).
     """
     n_p, n_d = m["n_prefill"], m["n_decode"]
     fig = go.Figure()
@@ -64,6 +72,7 @@ def pool_map(m: dict[str, np.ndarray], tp_p: int, tp_d: int, best: tuple[int, in
             f"{format_count(int(m['n_gpus'][i]), 'GPU')}<br>goodput {format_rate(m['goodput_rps'][i])} "
             f"({format_rate(m['goodput_rps_per_gpu'][i])} per GPU): {status}"
         )
+    valid = np.isfinite(z)
     fig.add_trace(
         go.Heatmap(
             x=xs,
@@ -72,10 +81,26 @@ def pool_map(m: dict[str, np.ndarray], tp_p: int, tp_d: int, best: tuple[int, in
             text=text,
             hoverinfo="text",
             colorscale="Viridis",
+            zmin=0.0,
+            zmax=float(np.nanmax(z)) if valid.any() else 1.0,
+            showscale=bool(valid.any()),
             colorbar={"title": "req/s per GPU"},
             hoverongaps=False,
         )
     )
+    if target_rps is not None:
+        reach = m["fits"].astype(bool) & (m["goodput_rps"] >= target_rps)
+        if reach.any():
+            fig.add_trace(
+                go.Scatter(
+                    x=n_d[reach],
+                    y=n_p[reach],
+                    mode="markers",
+                    name=f"reaches {format_rate(target_rps)}",
+                    hoverinfo="skip",
+                    marker={"symbol": "circle-open", "size": 16, "color": "white", "line": {"width": 2}},
+                )
+            )
     nofit = ~m["fits"].astype(bool)
     fail = m["fits"].astype(bool) & ~(m["goodput_rps"] > 0)
     for mask, name, symbol, colour in (
@@ -99,7 +124,7 @@ def pool_map(m: dict[str, np.ndarray], tp_p: int, tp_d: int, best: tuple[int, in
                 x=[best[1]],
                 y=[best[0]],
                 mode="markers",
-                name="best disaggregated",
+                name="best disaggregated (planner's choice)",
                 hoverinfo="skip",
                 marker={
                     "symbol": "star",

@@ -1,0 +1,147 @@
+"""AppTest tests of the views issue 19 asked for: the pool-size map within the budget, target-rate
+latencies at the target, the verdict summary line, out-of-range inputs, the simulation verdict
+line, the scenario restore without Streamlit's duplicate-value warning, and the Apply form.
+
+Expected values come from ``model`` on the same inputs (never hard-coded), as in tests/test_app.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import types
+
+import numpy as np
+import pytest
+
+pytest.importorskip("streamlit")
+
+import model
+from app_support import inputs
+from tests.test_app import DEFAULT, apply, assert_clean, errors_of, run_app, verdict_of
+
+
+def test_restoring_a_scenario_file_logs_no_duplicate_value_warning(monkeypatch, caplog):
+    """Streamlit warns (with a stack trace) when a widget gets a default and a session-state value;
+    AppTest has no runtime, so the check is switched on by giving its module one that exists."""
+    from streamlit.elements.lib import policies
+
+    monkeypatch.setattr(policies, "runtime", types.SimpleNamespace(exists=lambda: True))
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)
+    state = {**inputs.DEFAULTS, "gpus": 64, "link": "eth-1g", "tpot": "40 ms", "percentile": 95}
+    text = inputs.scenario_json(inputs.Spec({"config_text": None, "trace_name": None}), state=state)
+    at = run_app()
+    with caplog.at_level(logging.WARNING):
+        at.file_uploader(key="scenario_upload").set_value(("s.json", text.encode(), "application/json"))
+        at.run()
+    assert_clean(at)
+    assert not [r for r in caplog.records if "default value" in r.getMessage()]
+    assert at.number_input(key="gpus").value == 64
+    assert at.text_input(key="tpot").value == "40 ms"
+    assert at.slider(key="percentile").value == 95
+
+
+@pytest.mark.parametrize("gpus", [0, 1000])
+def test_out_of_range_budget_shows_the_error_not_the_old_verdict(gpus):
+    at = run_app()
+    assert verdict_of(at) is not None
+    at.number_input(key="gpus").set_value(gpus)
+    apply(at)
+    assert_clean(at)
+    assert verdict_of(at) is None, "the old verdict must not stay on the page"
+    errs = errors_of(at)
+    assert any("GPU budget" in e and str(inputs.RANGES["gpus"][1]) in e for e in errs), errs
+
+
+def test_out_of_range_target_rate_shows_the_error():
+    at = run_app(query={"mode": inputs.TARGET})
+    at.number_input(key="target_rate").set_value(0.0)
+    apply(at)
+    assert_clean(at)
+    assert verdict_of(at) is None
+    assert any("target rate" in e for e in errors_of(at))
+
+
+def test_edits_in_the_form_cost_one_plan_on_apply(monkeypatch):
+    """TTFT, then TPOT, then a slider, then Apply: one plan (the URL changing on Apply only is
+    checked in a real browser, tests/test_app_browser.py)."""
+    at = run_app()
+    calls = []
+    real = model.plan
+    monkeypatch.setattr(model, "plan", lambda *a, **k: calls.append(1) or real(*a, **k))
+    at.text_input(key="ttft").set_value("400 ms").run()  # a rerun without Apply (AppTest then
+    assert calls == [], "an edit before Apply must not plan"  # drops the unsent value)
+    at.text_input(key="ttft").set_value("400 ms")
+    at.text_input(key="tpot").set_value("40 ms")
+    at.slider(key="percentile").set_value(95)
+    apply(at)
+    assert_clean(at)
+    assert len(calls) == 1
+    expected = model.plan(
+        "llama-3.1-70b",
+        "h100-sxm",
+        gpus=16,
+        **{**DEFAULT, "ttft_slo_s": 0.4, "tpot_slo_s": 0.04, "percentile": 95},
+    )
+    assert verdict_of(at) == expected.verdict
+
+
+# ---------------------------------------------------------------------------------------------
+# item 1 and 8: the pool-size map
+
+
+def _decoded(obj):
+    """Plotly's binary arrays ({"dtype", "bdata", "shape"}) as nested lists, recursively."""
+    if isinstance(obj, dict) and "bdata" in obj and "dtype" in obj:
+        arr = np.frombuffer(base64.b64decode(obj["bdata"]), dtype=obj["dtype"])
+        if "shape" in obj:
+            arr = arr.reshape([int(n) for n in str(obj["shape"]).split(",")])
+        return arr.tolist()
+    if isinstance(obj, dict):
+        return {k: _decoded(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_decoded(v) for v in obj]
+    return obj
+
+
+def _figure(at: AppTest, index: int = 0) -> dict:
+    """The index-th Plotly chart as a plain dict (arrays decoded from Plotly's binary form)."""
+    return _decoded(json.loads(at.get("plotly_chart")[index].proto.spec))
+
+
+def _home(workload: str, gpus: int) -> AppTest:
+    return run_app(query={"model": "llama-3.1-8b", "gpu": "rtx-4090", "workload": workload, "gpus": str(gpus)})
+
+
+@pytest.mark.parametrize("workload", ["code", "chat"])
+def test_pool_map_draws_only_splits_within_the_budget(workload):
+    at = _home(workload, 2)
+    assert_clean(at)
+    assert at.selectbox(key="map_tp_p_1_2").value == 1  # the 1 x TP1 + 1 x TP1 split the reasons name
+    fig = _figure(at)
+    heat = next(t for t in fig["data"] if t["type"] == "heatmap")
+    assert max(heat["x"]) == 1 and max(heat["y"]) == 1, "only 1 x TP1 + 1 x TP1 fits 2 GPUs"
+    cells = [v for row in heat["z"] for v in row if v == v]  # NaN: no goodput
+    assert heat["showscale"] == bool(cells), "no colour bar without a cell that has a goodput"
+    assert heat["zmin"] == 0
+    assert any("<= 2 GPUs" in c.value for c in at.caption)
+    assert not any("16 GPUs" in c.value for c in at.caption)
+
+
+def test_pool_map_says_when_no_split_fits():
+    at = _home("chat", 1)
+    assert_clean(at)
+    assert not at.get("plotly_chart")
+    assert any("No disaggregated split fits 1 GPU:" in i.value for i in at.info)
+
+
+def test_pool_map_caption_explains_star_and_colour_and_marks_the_target():
+    at = run_app(query={"mode": inputs.TARGET, "target_rate": "12"})
+    assert_clean(at)
+    text = " ".join(c.value for c in at.caption)
+    assert "goodput per GPU" in text and "star" in text and "reach the target rate of 12 req/s" in text
+    fig = _figure(at)
+    expected = model.plan("llama-3.1-70b", "h100-sxm", target_rate_rps=12.0, **DEFAULT)
+    if "disaggregated" in expected.best:
+        assert any((t.get("name") or "").startswith("reaches 12 req/s") for t in fig["data"])
