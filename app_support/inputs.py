@@ -243,7 +243,11 @@ def _fields(c: dict[str, list[Any]], raw_uploads: dict[str, Any], upload_errors:
             "Azure LLM trace or BurstGPT CSV, or Mooncake JSON lines.",
             upload_errors,
         )
-    _number("Request rate to inspect (req/s; 0 = each style at its goodput)", "rate", step=0.5)
+    _number(
+        "Request rate to inspect (req/s; 0 = each style at its goodput; for a target rate: the target)",
+        "rate",
+        step=0.5,
+    )
 
     st.subheader("SLOs")
     _text("TTFT target", "ttft", help="e.g. '500 ms' or '0.5 s' (bare numbers: ms)")
@@ -443,6 +447,8 @@ def parse(raw: Raw) -> tuple[Spec | None, list[str]]:
     else:
         out.update(workload=v["workload"], trace_name=None, trace_digest=None)
     out["rate_rps"] = attempt(_in_range, "rate", v["rate"])
+    if out["target_rate_rps"] is not None:  # planning for a rate: every view is at that rate
+        out["rate_rps"] = out["target_rate_rps"]
     out["ttft_slo_s"] = attempt(TEXT_READERS["ttft"], v["ttft"])
     out["tpot_slo_s"] = attempt(TEXT_READERS["tpot"], v["tpot"])
     out["percentile"] = float(v["percentile"])

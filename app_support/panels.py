@@ -13,6 +13,8 @@ from typing import Any
 import streamlit as st
 
 import model
+from model.planner.redundancy import redundancy_warnings
+from model.planner.summary import verdict_summary
 from model.serving.registry import get_style, styles
 from model.units import format_bytes, format_count, format_money, format_rate, format_si, format_time
 
@@ -65,6 +67,12 @@ def verdict_card(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spe
             + f", {_safe(inp.link.name)}, {where}, workload {_safe(inp.scenario.workload.name)}",
             unsafe_allow_html=True,
         )
+        st.markdown(f"**{md(verdict_summary(plan))}**")
+        risks = [
+            w for s in STYLES if s in plan.best for w in redundancy_warnings(plan.best[s], carried_rate(spec))
+        ]
+        if risks:
+            st.warning("Redundancy:\n" + "\n".join(f"- {md(w)}" for w in risks))
         left, right = st.columns([3, 2])
         with left:
             st.markdown("**Why**\n\n" + "\n".join(f"- {md(r)}" for r in plan.reasons))
@@ -80,6 +88,20 @@ def verdict_card(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spe
                 n = sum(plan.infeasible.values())
                 st.caption(f"{n} of {plan.candidates_evaluated} candidates cannot run (see the reasons).")
         side_by_side(plan, evals, spec)
+
+
+def carried_rate(spec: Spec) -> float | None:
+    """The rate the deployment must carry: the target rate, else the inspected rate (None at 0)."""
+    if spec["target_rate_rps"] is not None:
+        return spec["target_rate_rps"]
+    return spec["rate_rps"] if spec["rate_rps"] > 0 else None
+
+
+def _after_loss(b: model.BestConfig, rate: float | None) -> str:
+    return ", ".join(
+        f"{k} {format_rate(v)}" + (" ⚠ below the rate to carry" if rate is not None and v < rate else "")
+        for k, v in b.failure.goodput_after_loss_rps.items()
+    )
 
 
 def _row(label: str, fn, styles: list[str]) -> str:
@@ -112,7 +134,9 @@ def side_by_side(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spe
         return
     b, ev = plan.best, evals
     rate = spec["rate_rps"]
-    at = f"at {rate:g} req/s" if rate > 0 else "at its goodput"
+    at = f"at {format_rate(rate)}" if rate > 0 else "at its goodput"
+    if spec["target_rate_rps"] is not None:
+        at = f"at the target {format_rate(rate)}"
     head = [("★ " if s == plan.verdict else "") + s for s in styles]
     lines = [
         "| | " + " | ".join(head) + " |",
@@ -178,9 +202,7 @@ def side_by_side(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spe
         ),
         _row(
             "goodput after losing one instance",
-            lambda s: ", ".join(
-                f"{k} {format_rate(v)}" for k, v in b[s].failure.goodput_after_loss_rps.items()
-            ),
+            lambda s: _after_loss(b[s], carried_rate(spec)),
             styles,
         ),
     ]

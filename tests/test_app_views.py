@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import model
 from app_support import inputs
@@ -111,7 +112,9 @@ def _figure(at: AppTest, index: int = 0) -> dict:
 
 
 def _home(workload: str, gpus: int) -> AppTest:
-    return run_app(query={"model": "llama-3.1-8b", "gpu": "rtx-4090", "workload": workload, "gpus": str(gpus)})
+    return run_app(
+        query={"model": "llama-3.1-8b", "gpu": "rtx-4090", "workload": workload, "gpus": str(gpus)}
+    )
 
 
 @pytest.mark.parametrize("workload", ["code", "chat"])
@@ -145,3 +148,50 @@ def test_pool_map_caption_explains_star_and_colour_and_marks_the_target():
     expected = model.plan("llama-3.1-70b", "h100-sxm", target_rate_rps=12.0, **DEFAULT)
     if "disaggregated" in expected.best:
         assert any((t.get("name") or "").startswith("reaches 12 req/s") for t in fig["data"])
+
+
+# ---------------------------------------------------------------------------------------------
+# item 4: target-rate mode at the target rate; item 5: verdict summary and redundancy
+
+
+def _table(at: AppTest) -> str:
+    return next(m.value for m in at.markdown if m.value.startswith("| |")).replace("\\", "")
+
+
+def test_target_rate_mode_shows_latencies_at_the_target_and_flags_failures():
+    at = run_app(query={"mode": inputs.TARGET, "target_rate": "40", "rate": "20"})
+    assert_clean(at)
+    expected = model.plan("llama-3.1-70b", "h100-sxm", target_rate_rps=40.0, **DEFAULT)
+    table = _table(at)
+    assert "at the target 40 req/s" in table and "20 req/s" not in table
+    for b in expected.best.values():
+        ev = model.evaluate(b.config, expected.inputs.scenario, 40.0)
+        assert model.units.format_time(ev.ttft_s.p90) in table
+    below = [
+        (s, pool)
+        for s, b in expected.best.items()
+        for pool, after in b.failure.goodput_after_loss_rps.items()
+        if 0 < after < 40.0
+    ]
+    assert below, "the scenario is chosen so that some pool loses the target after a failure"
+    warning = " ".join(w.value for w in at.warning).replace("\\", "")
+    for s, pool in below:
+        assert f"{s}: after losing one {pool} instance" in warning and "below the 40 req/s" in warning
+    assert "below the rate to carry" in table
+
+
+def test_verdict_summary_states_the_rule_and_calls_a_small_gain_a_tie():
+    at = run_app()
+    assert_clean(at)
+    expected = model.plan("llama-3.1-70b", "h100-sxm", gpus=16, **DEFAULT)
+    line = model.planner.summary.verdict_summary(expected)
+    page = " ".join(m.value for m in at.markdown).replace("\\", "")
+    assert line in page
+    assert "ahead by at least 10%" in line and "is a tie" in line
+    if expected.tie and expected.gain is not None and expected.gain > 0:
+        assert "loses at all" not in page, "a positive gain within the margin is a tie, not a loss"
+        assert line.startswith("Tie")
+    single = [s for s, b in expected.best.items() if model.planner.redundancy.single_instance_pools(b)]
+    warning = " ".join(w.value for w in at.warning).replace("\\", "")
+    for s in single:
+        assert f"{s}: the" in warning and "single instance" in warning
