@@ -368,6 +368,23 @@ def _fmt(fmt: str, x: float) -> str:
     return fmt.format(0.0 if abs(x) < 1e-9 else x)
 
 
+def simulation_verdict(plan: model.Plan, evals: dict[str, model.Evaluation], results: dict[str, Any]) -> None:
+    """The line "the simulation confirms / contradicts the analytical verdict" (model.sim.check) for
+    the recommended style, and the p99 TTFT flags of every simulated style."""
+    from model.sim.check import check_verdict
+
+    slo = plan.inputs.scenario.slo
+    for style, (summary, gp) in results.items():
+        ratio = gp.rate_rps / plan.best[style].goodput_rps if gp is not None else None
+        check = check_verdict(
+            style, summary, slo.attainment, evals[style].ttft_s.p99, plan.inputs.margin, ratio
+        )
+        if style == plan.verdict:
+            (st.success if check.confirms else st.error)(md(check.text))
+        for flag in check.flags:
+            st.warning(md(f"{style}: {flag}."))
+
+
 def simulation_panel(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spec) -> None:
     if not compute.simulator_available():
         st.info("The simulator (model.sim) is not available in this installation.")
@@ -385,11 +402,11 @@ def simulation_panel(plan: model.Plan, evals: dict[str, model.Evaluation], spec:
             else "Arrivals: Poisson at the rate, lengths from the workload."
         )
     )
-    c1, c2, c3 = st.columns(3)
+    c1, c2 = st.columns(2)
     n = c1.select_slider("Requests per run", [250, 500, 1000, 2000, 4000], value=1000, key="sim_n")
     seed = int(c2.number_input("Seed", min_value=0, max_value=10_000, value=0, step=1, key="sim_seed"))
-    with_goodput = c3.checkbox(
-        "Also search the simulated goodput (about 8 runs per style)", key="sim_goodput"
+    with_goodput = st.checkbox(
+        "Also search the simulated goodput", key="sim_goodput", help="About 8 simulator runs per style."
     )
     request = (spec.key, spec["rate_rps"], n, seed, with_goodput)
     if st.button("Run simulation", type="primary", key="sim_run"):
@@ -421,6 +438,7 @@ def simulation_panel(plan: model.Plan, evals: dict[str, model.Evaluation], spec:
         results[style] = (summary, gp)
         bar.progress(done / steps, text=f"Simulated {style}")
     bar.progress(1.0, text="Simulation done")
+    simulation_verdict(plan, evals, results)
     cols = st.columns(len(results) or 1)
     for col, (style, (summary, gp)) in zip(cols, results.items(), strict=False):
         a = evals[style]

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("streamlit")
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from streamlit.testing.v1 import AppTest
 
 import model
 from app_support import inputs
@@ -195,3 +195,22 @@ def test_verdict_summary_states_the_rule_and_calls_a_small_gain_a_tie():
     warning = " ".join(w.value for w in at.warning).replace("\\", "")
     for s in single:
         assert f"{s}: the" in warning and "single instance" in warning
+
+
+# ---------------------------------------------------------------------------------------------
+# item 9: the simulation verdict line
+
+
+def test_simulation_says_whether_it_confirms_the_verdict():
+    at = run_app("Verify by simulation")
+    at.select_slider(key="sim_n").set_value(250)
+    at.button(key="sim_run").click().run()
+    assert_clean(at)
+    expected = model.plan("llama-3.1-70b", "h100-sxm", gpus=16, **DEFAULT)
+    lines = [e.value for e in [*at.success, *at.error] if "analytical verdict" in e.value]
+    assert len(lines) == 1, lines
+    text = lines[0].replace("\\", "")
+    head = f"the analytical verdict ({expected.verdict}): simulated attainment "
+    assert ("The simulation confirms " + head) in text or ("The simulation contradicts " + head) in text
+    assert "against the 90% target (sampling error ±" in text
+    assert at.checkbox(key="sim_goodput").label == "Also search the simulated goodput"
