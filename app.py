@@ -14,6 +14,7 @@ import streamlit as st
 
 from app_support import charts, compute, guard, inputs, panels, poolmap
 from model.errors import PdplanError
+from model.units import format_count, format_rate, format_time
 
 st.set_page_config(page_title="pdplan: colocated or disaggregated?", page_icon="⚖️", layout="wide")
 
@@ -51,8 +52,9 @@ def main() -> None:
     trace = compute.trace_of(spec)
     if trace is not None:
         st.caption(
-            f"Trace {panels.md(spec['trace_name'])}: {len(trace):,} requests over {trace.duration_s:,.0f} s "
-            f"(mean {trace.mean_rate_rps:.3g} req/s); the planner resamples its (prompt, output) pairs, "
+            f"Trace {panels.md(spec['trace_name'])}: {format_count(len(trace), 'request')} over "
+            f"{format_time(trace.duration_s)} (mean {format_rate(trace.mean_rate_rps)}); the planner "
+            "resamples its (prompt, output) pairs, "
             "the simulator replays its arrivals time-scaled to the rate."
         )
     panels.verdict_card(plan, evals, spec)

@@ -308,6 +308,9 @@ def downloads(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spec) 
 # show the math
 
 
+MATH_CSS = ".katex-display { overflow-x: auto; overflow-y: hidden; padding: 2px 0 6px; }"
+
+
 def math_panel(plan: model.Plan, spec: Spec) -> None:
     if not compute.symbolic_available():
         st.info("model.symbolic is not available in this installation, so the formulas cannot be shown.")
@@ -321,11 +324,13 @@ def math_panel(plan: model.Plan, spec: Spec) -> None:
     rate = spec["rate_rps"]
     st.caption(
         f"{plan.best[style].label}, "
-        + (f"at {rate:g} req/s" if rate > 0 else "at its goodput")
+        + (f"at {format_rate(rate)}" if rate > 0 else "at its goodput")
         + ". Numbers are SI (s, B, FLOP/s); formulas and sources from model/symbolic/."
     )
     with st.spinner("Rendering the formulas..."):
         sections = compute.get_math(spec, plan, style)
+    # a long substituted formula scrolls inside its own box instead of overflowing the page
+    st.html(f"<style>{MATH_CSS}</style>")
     for title, block in sections:
         st.markdown(f"#### {title}")
         st.markdown(block)
@@ -335,37 +340,46 @@ def math_panel(plan: model.Plan, spec: Spec) -> None:
 # verify by simulation
 
 
+def _share(x: float) -> str:
+    return f"{x:.1%}" if math.isfinite(x) else format_si(x, "")
+
+
+def _tokens(x: float) -> str:
+    return format_rate(x, "tok/s")
+
+
+# (label, analytical value, simulated value, formatter from model.units): times in seconds.
 SIM_ROWS = (
-    ("rate (req/s)", lambda a: a.rate_rps, lambda s: s.offered_rate_rps, "{:.3g}"),
-    ("TTFT p50 (ms)", lambda a: a.ttft_s.p50 * 1e3, lambda s: s.ttft_s[0] * 1e3, "{:.4g}"),
-    ("TTFT p90 (ms)", lambda a: a.ttft_s.p90 * 1e3, lambda s: s.ttft_s[1] * 1e3, "{:.4g}"),
-    ("TTFT p99 (ms)", lambda a: a.ttft_s.p99 * 1e3, lambda s: s.ttft_s[2] * 1e3, "{:.4g}"),
-    ("TPOT p50 (ms)", lambda a: a.tpot_s.p50 * 1e3, lambda s: s.tpot_s[0] * 1e3, "{:.4g}"),
-    ("TPOT p90 (ms)", lambda a: a.tpot_s.p90 * 1e3, lambda s: s.tpot_s[1] * 1e3, "{:.4g}"),
-    ("TPOT p99 (ms)", lambda a: a.tpot_s.p99 * 1e3, lambda s: s.tpot_s[2] * 1e3, "{:.4g}"),
-    ("mean queue wait (ms)", lambda a: a.queue_wait_s * 1e3, lambda s: s.mean_queue_wait_s * 1e3, "{:.4g}"),
-    ("mean prefill (ms)", lambda a: a.prefill_s * 1e3, lambda s: s.mean_prefill_s * 1e3, "{:.4g}"),
+    ("rate", lambda a: a.rate_rps, lambda s: s.offered_rate_rps, format_rate),
+    ("TTFT p50", lambda a: a.ttft_s.p50, lambda s: s.ttft_s[0], format_time),
+    ("TTFT p90", lambda a: a.ttft_s.p90, lambda s: s.ttft_s[1], format_time),
+    ("TTFT p99", lambda a: a.ttft_s.p99, lambda s: s.ttft_s[2], format_time),
+    ("TPOT p50", lambda a: a.tpot_s.p50, lambda s: s.tpot_s[0], format_time),
+    ("TPOT p90", lambda a: a.tpot_s.p90, lambda s: s.tpot_s[1], format_time),
+    ("TPOT p99", lambda a: a.tpot_s.p99, lambda s: s.tpot_s[2], format_time),
+    ("mean queue wait", lambda a: a.queue_wait_s, lambda s: s.mean_queue_wait_s, format_time),
+    ("mean prefill", lambda a: a.prefill_s, lambda s: s.mean_prefill_s, format_time),
     (
-        "mean exposed transfer (ms)",
-        lambda a: (a.transfer_s + a.link_wait_s) * 1e3,
-        lambda s: s.mean_transfer_exposed_s * 1e3,
-        "{:.4g}",
+        "mean exposed transfer",
+        lambda a: a.transfer_s + a.link_wait_s,
+        lambda s: s.mean_transfer_exposed_s,
+        format_time,
     ),
     (
-        "mean decode admission wait (ms)",
-        lambda a: a.admission_wait_s * 1e3,
-        lambda s: s.mean_decode_admission_wait_s * 1e3,
-        "{:.4g}",
+        "mean decode admission wait",
+        lambda a: a.admission_wait_s,
+        lambda s: s.mean_decode_admission_wait_s,
+        format_time,
     ),
-    ("SLO attainment", lambda a: a.slo_attainment, lambda s: s.attainment, "{:.1%}"),
-    ("output tokens/s", lambda a: a.output_tokens_per_s, lambda s: s.output_tokens_per_s, "{:,.0f}"),
+    ("SLO attainment", lambda a: a.slo_attainment, lambda s: s.attainment, _share),
+    ("output tokens", lambda a: a.output_tokens_per_s, lambda s: s.output_tokens_per_s, _tokens),
 )
 
 
-def _fmt(fmt: str, x: float) -> str:
-    if not (isinstance(x, int | float) and math.isfinite(x)):
+def _fmt(fmt: Any, x: float) -> str:
+    if not isinstance(x, int | float):
         return "–"
-    return fmt.format(0.0 if abs(x) < 1e-9 else x)
+    return fmt(0.0 if abs(x) < 1e-12 else float(x))
 
 
 def simulation_verdict(plan: model.Plan, evals: dict[str, model.Evaluation], results: dict[str, Any]) -> None:
@@ -447,7 +461,9 @@ def simulation_panel(plan: model.Plan, evals: dict[str, model.Evaluation], spec:
             f"| {label} | {_fmt(fmt, fa(a))} | {_fmt(fmt, fs(summary))} |" for label, fa, fs, fmt in SIM_ROWS
         ]
         if gp is not None:
-            lines.append(f"| goodput (req/s) | {plan.best[style].goodput_rps:.3g} | {gp.rate_rps:.3g} |")
+            lines.append(
+                f"| goodput | {format_rate(plan.best[style].goodput_rps)} | {format_rate(gp.rate_rps)} |"
+            )
         col.markdown("\n".join(lines))
         col.caption(
             f"{summary.measured} requests measured of {summary.requests}; "

@@ -214,3 +214,37 @@ def test_simulation_says_whether_it_confirms_the_verdict():
     assert ("The simulation confirms " + head) in text or ("The simulation contradicts " + head) in text
     assert "against the 90% target (sampling error ±" in text
     assert at.checkbox(key="sim_goodput").label == "Also search the simulated goodput"
+
+
+# ---------------------------------------------------------------------------------------------
+# item 7: units on hover, one number format, log-axis ticks, formulas that scroll
+
+
+def test_charts_use_the_units_formatters():
+    from app_support import charts, compute, panels
+
+    plan = model.plan("llama-3.1-70b", "h100-sxm", gpus=16, **DEFAULT)
+    evals = {s: b.at_goodput for s, b in plan.best.items()}
+    weights = charts.weight_duplication(evals).data[0]
+    assert all(t.endswith("GB") and "e+" not in t for t in weights.customdata)  # "564 GB", not 5.64e+02
+    assert "copies" in weights.text[0]
+    rates = compute.sweep_rates(plan, 0.0)
+    sweeps = {s: model.rate_sweep(b.config, plan.inputs.scenario, rates) for s, b in plan.best.items()}
+    fig = charts.latency_vs_rate(sweeps, plan.inputs.scenario.slo, {}, 0.0)
+    hover = [t for tr in fig.data for t in (tr.text or ())]
+    assert any(" ms at " in t and t.endswith("req/s") for t in hover), hover[:3]
+    assert all("e+" not in t for t in hover)
+    roof = charts.roofline(compute.get_rooflines(plan))
+    assert roof.layout.xaxis.dtick == 1 and roof.layout.yaxis.dtick == 1
+    assert "FLOP/s" in roof.data[-1].hovertemplate and "e+" not in roof.data[-1].hovertemplate
+    assert "overflow-x: auto" in panels.MATH_CSS
+
+
+def test_simulation_table_numbers_through_the_units_formatters():
+    from app_support import panels
+
+    assert [fmt(x) for (_, _, _, fmt), x in zip(panels.SIM_ROWS[:2], (27.4, 1.13), strict=True)] == [
+        "27.4 req/s",
+        "1.13 s",
+    ]
+    assert panels._fmt(panels.SIM_ROWS[1][3], float("inf")) == "unbounded"
