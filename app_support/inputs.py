@@ -1,8 +1,9 @@
 """The sidebar: every input widget, its default, its URL binding, and parsing into plain values.
 
 Widgets keep their value in ``st.session_state`` under the keys of :data:`DEFAULTS` (also their
-defaults) and are bound to the URL query string (``bind="query-params"``: a value other than the
-default appears as ``?key=value``), so a link reproduces the view. A scenario file
+defaults) and sit in one form applied by its *Apply* button. A session's first run reads the URL
+query string (:func:`check_url`); each applied value other than the default is written back as
+``?key=value`` (:func:`sync_url`), so a link reproduces the view. A scenario file
 (:func:`scenario_json`, :func:`apply_scenario`) holds the same keys plus any uploaded config.json
 or trace, so it restores every input. :func:`parse` turns the widget values into a :class:`Spec`
 of plain SI values (times in seconds, bandwidth in bytes/s) read through the strict grammar of
@@ -27,7 +28,7 @@ from model.errors import PdplanError
 from . import uploads
 from .values import (  # noqa: F401  (re-exported: app.py and the tests read them from here)
     AUTO,
-    BIND,
+    BIND,  # the view tabs' binding (app.py); the inputs are written to the URL by sync_url
     BUDGET,
     CATALOG,
     CONFIG_UPLOAD,
@@ -43,6 +44,7 @@ from .values import (  # noqa: F401  (re-exported: app.py and the tests read the
     check_value,
     choices,
     echo,
+    from_url,
     problem_text,
     url_problems,
 )
@@ -52,6 +54,8 @@ from .values import (  # noqa: F401  (re-exported: app.py and the tests read the
 
 # Session key of the inputs a scenario file set in this run (their widgets are drawn without a default).
 RESTORED_KEYS = "_restored_keys"
+# Session key set once the URL query string has been read (on the session's first run).
+URL_READ = "_url_read"
 
 
 def apply_scenario(obj: dict[str, Any], state: Any = None) -> list[str]:
@@ -167,33 +171,31 @@ def _initial(key: str, name: str = "value", value: Any = None) -> dict[str, Any]
 
 def _select(label: str, key: str, options: list[Any], **kw: Any) -> Any:
     index = options.index(DEFAULTS[key]) if DEFAULTS[key] in options else 0
-    return st.selectbox(label, options, **_initial(key, "index", index), key=key, bind=BIND, **kw)
+    return st.selectbox(label, options, **_initial(key, "index", index), key=key, **kw)
 
 
 def _radio(label: str, key: str, options: list[Any], **kw: Any) -> Any:
     index = options.index(DEFAULTS[key])
-    return st.radio(
-        label, options, **_initial(key, "index", index), key=key, horizontal=True, bind=BIND, **kw
-    )
+    return st.radio(label, options, **_initial(key, "index", index), key=key, horizontal=True, **kw)
 
 
 def _text(label: str, key: str, **kw: Any) -> str:
-    return st.text_input(label, **_initial(key), key=key, bind=BIND, **kw)
+    return st.text_input(label, **_initial(key), key=key, **kw)
 
 
 def _slider(label: str, key: str, **kw: Any) -> Any:
     lo, hi = RANGES[key]
-    return st.slider(label, lo, hi, **_initial(key), key=key, bind=BIND, **kw)
+    return st.slider(label, lo, hi, **_initial(key), key=key, **kw)
 
 
 def _number(label: str, key: str, **kw: Any) -> Any:
     """A number field without bounds in the browser (a value out of RANGES reaches :func:`parse`,
     which shows the error instead of the results; a bounded field would keep the old value)."""
-    return st.number_input(label, **_initial(key), key=key, bind=BIND, **kw)
+    return st.number_input(label, **_initial(key), key=key, **kw)
 
 
 def _multiselect(label: str, key: str, options: list[Any]) -> Any:
-    return st.multiselect(label, options, **_initial(key, "default"), key=key, bind=BIND)
+    return st.multiselect(label, options, **_initial(key, "default"), key=key)
 
 
 def _fields(c: dict[str, list[Any]], raw_uploads: dict[str, Any], upload_errors: list[str]) -> None:
@@ -264,9 +266,7 @@ def _fields(c: dict[str, list[Any]], raw_uploads: dict[str, Any], upload_errors:
         _text("GPU power at full load, e.g. '700 W' (blank = profile TDP)", "tdp")
         _multiselect("Chunk sizes (tokens per iteration)", "chunks", c["chunks"])
         _multiselect("Tensor-parallel degrees", "tps", c["tps"])
-        st.checkbox(
-            "Layer-wise KV transfer (overlaps prefill)", **_initial("layerwise"), key="layerwise", bind=BIND
-        )
+        st.checkbox("Layer-wise KV transfer (overlaps prefill)", **_initial("layerwise"), key="layerwise")
         _slider("Margin disaggregation must win by", "margin", step=0.01)
 
 
@@ -292,6 +292,7 @@ def sidebar() -> Raw:
             st.form_submit_button("Apply", key="apply_bottom", width="stretch")
     st.session_state.pop(RESTORED_KEYS, None)
     values = {k: copy.deepcopy(st.session_state.get(k, v)) for k, v in DEFAULTS.items()}
+    sync_url(values)
     return Raw(values, raw_uploads["config"], raw_uploads["trace"], upload_errors)
 
 
@@ -351,32 +352,44 @@ class Spec:
 # URL parameters
 
 
-def _drop_url_params(keys: list[str]) -> None:
-    """Remove ``keys`` from the URL before the widgets read it, so they start from their defaults.
-
-    Streamlit seeds a bound widget from the query string it received at the start of the run and
-    offers no public call to drop a parameter before the widget exists, so this uses its session's
-    query-parameter object (covered by tests/test_app_hardening.py, which fail if it stops working).
-    """
-    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
-
-    ctx = get_script_run_ctx()
-    if ctx is None:
-        return
-    with ctx.session_state.query_params() as qp:
-        for key in keys:
-            qp.remove_param(key)
-            getattr(qp, "_initial_query_params", {}).pop(key, None)
-
-
 def check_url() -> None:
-    """Warn about (and drop) every URL parameter that cannot be used, naming it and the default used."""
+    """On a session's first run, set the inputs from the URL query string: every usable parameter
+    becomes its widget's value; every unusable one is named in a warning (its default is used).
+
+    The widgets are not bound to the URL (Streamlit's ``bind`` would rewrite it as soon as a field
+    in the form is edited); :func:`sync_url` writes the applied values instead."""
+    if st.session_state.get(URL_READ):
+        return
+    st.session_state[URL_READ] = True
     params = {k: st.query_params.get_all(k) for k in st.query_params}
-    problems = url_problems(params)
-    if problems:
-        _drop_url_params([k for k, _ in problems])
-        for _, text in problems:
-            st.warning(text)
+    problems = dict(url_problems(params))
+    for key, values in params.items():
+        if key in DEFAULTS and key not in problems:
+            st.session_state[key] = check_value(key, from_url(key, list(values)))
+            st.session_state.setdefault(RESTORED_KEYS, set()).add(key)
+    for text in problems.values():
+        st.warning(text)
+
+
+def url_text(value: Any) -> str | list[str]:
+    """A widget value as URL parameter text (read back by ``values.from_url``)."""
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def sync_url(values: dict[str, Any]) -> None:
+    """Put every applied value that differs from its default in the URL (and drop the others), so
+    a link reproduces the view; runs after each Apply, never on a mere edit in the form."""
+    for key, default in DEFAULTS.items():
+        if values.get(key, default) != default:
+            text = url_text(values[key])
+            if st.query_params.get_all(key) != (text if isinstance(text, list) else [text]):
+                st.query_params[key] = text
+        elif key in st.query_params:
+            del st.query_params[key]
 
 
 FIELD_NAMES = {"gpus": "GPU budget", "target_rate": "target rate (req/s)", "rate": "request rate to inspect"}
