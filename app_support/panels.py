@@ -82,7 +82,8 @@ def verdict_card(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spe
                 st.markdown("\n".join(f"- {md(f.text)}" for f in plan.flip_thresholds))
             else:
                 st.caption(
-                    "No flip threshold in the searched range (link bandwidth x1e-4..1e4, prompts x1/8..8)."
+                    "No flip threshold in the searched range (link bandwidth 1/10,000 to 10,000 times, "
+                    "prompts 1/8 to 8 times)."
                 )
             if plan.infeasible:
                 n = sum(plan.infeasible.values())
