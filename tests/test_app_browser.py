@@ -263,6 +263,12 @@ SLIDER_JS = """(() => {
   thumb.focus();
   return document.activeElement === thumb ? "focused" : "not focused";
 })()"""
+SLIDER_VALUE_JS = """(() => {
+  const s = [...document.querySelectorAll('[data-testid="stSlider"]')]
+    .find(e => (e.querySelector("label") || {innerText: ""}).innerText.includes(%s));
+  const thumb = s && s.querySelector('[role="slider"]');
+  return thumb ? String(thumb.getAttribute("aria-valuenow")) : "missing";
+})()"""
 APPLY_JS = """(() => {
   const b = [...document.querySelectorAll('[data-testid="stBaseButton-primaryFormSubmit"], button')]
     .find(e => e.innerText.trim() === "Apply");
@@ -307,6 +313,18 @@ async def _open(devtools_http: str, url: str) -> tuple[DevTools, float]:
     return dt, time.perf_counter() - t0
 
 
+async def _settled(dt: DevTools, timeout_s: float = PAGE_WAIT_S) -> None:
+    """Wait until the page has its footer, no running script and no spinner."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = json.loads(await dt.text(FOOTER_JS))
+        if state["footer"] and not state["running"] and not state["spinners"]:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError("the page did not settle")
+        await asyncio.sleep(0.1)
+
+
 async def apply_change(dt: DevTools, slider_label: str, press: str) -> dict:
     """Move a sidebar slider one step (in the form: nothing is sent), then click Apply; time from
     the click until the page has a new footer, no running script and no spinner. Returns the
@@ -316,8 +334,11 @@ async def apply_change(dt: DevTools, slider_label: str, press: str) -> dict:
     focused = await dt.text(SLIDER_JS % (json.dumps(slider_label), json.dumps(slider_label)))
     if focused != "focused":
         raise RuntimeError(f"slider {slider_label!r}: {focused}")
+    value = await dt.text(SLIDER_VALUE_JS % json.dumps(slider_label))
     await _press(dt, *keys[press])
     await asyncio.sleep(0.5)
+    if await dt.text(SLIDER_VALUE_JS % json.dumps(slider_label)) == value:
+        raise RuntimeError(f"slider {slider_label!r} did not move from {value}")
     edited = json.loads(await dt.text(FOOTER_JS))
     t0 = time.perf_counter()
     if await dt.text(APPLY_JS) != "clicked":
@@ -351,6 +372,7 @@ async def _measure(
     dt, first = await _open(devtools_http, url)
     out: list[tuple[str, dict]] = [("first load (cold server)", {"seconds": first})]
     try:
+        await _settled(dt)
         await asyncio.sleep(2.0)
         for press in presses:
             out.append((press, await apply_change(dt, slider_label, press)))
