@@ -265,9 +265,10 @@ SLIDER_JS = """(() => {
 })()"""
 SLIDER_VALUE_JS = """(() => {
   const s = [...document.querySelectorAll('[data-testid="stSlider"]')]
-    .find(e => (e.querySelector("label") || {innerText: ""}).innerText.includes(%s));
-  const thumb = s && s.querySelector('[role="slider"]');
-  return thumb ? String(thumb.getAttribute("aria-valuenow")) : "missing";
+    .find(e => e.innerText.trim().startsWith(%s) ||
+               (e.querySelector("label") || {innerText: ""}).innerText.includes(%s));
+  const thumb = s && s.querySelector('input[type="range"], [role="slider"]');
+  return thumb ? String(thumb.getAttribute("aria-valuenow") || thumb.value) : "missing";
 })()"""
 APPLY_JS = """(() => {
   const b = [...document.querySelectorAll('[data-testid="stBaseButton-primaryFormSubmit"], button')]
@@ -334,10 +335,11 @@ async def apply_change(dt: DevTools, slider_label: str, press: str) -> dict:
     focused = await dt.text(SLIDER_JS % (json.dumps(slider_label), json.dumps(slider_label)))
     if focused != "focused":
         raise RuntimeError(f"slider {slider_label!r}: {focused}")
-    value = await dt.text(SLIDER_VALUE_JS % json.dumps(slider_label))
+    label = json.dumps(slider_label)
+    value = await dt.text(SLIDER_VALUE_JS % (label, label))
     await _press(dt, *keys[press])
     await asyncio.sleep(0.5)
-    if await dt.text(SLIDER_VALUE_JS % json.dumps(slider_label)) == value:
+    if value == "missing" or await dt.text(SLIDER_VALUE_JS % (label, label)) == value:
         raise RuntimeError(f"slider {slider_label!r} did not move from {value}")
     edited = json.loads(await dt.text(FOOTER_JS))
     t0 = time.perf_counter()
