@@ -12,10 +12,21 @@ import time
 
 import streamlit as st
 
-from app_support import alternatives, charts, compute, frontier, guard, inputs, panels, recipes, schedule
+from app_support import (
+    alternatives,
+    charts,
+    compute,
+    frontier,
+    guard,
+    inputs,
+    panels,
+    poolmap,
+    recipes,
+    schedule,
+)
 from app_support.compare import compare_panel
 from model.errors import PdplanError
-from model.units import format_count
+from model.units import format_count, format_rate, format_time
 
 st.set_page_config(page_title="pdplan: colocated or disaggregated?", page_icon="⚖️", layout="wide")
 
@@ -39,29 +50,6 @@ def _stop_with(errors: list[str]) -> None:
     st.stop()
 
 
-def pool_map_tab(spec: inputs.Spec, plan) -> None:
-    tp_p, tp_d, budget = compute.map_setup(plan)
-    tps = sorted(set(plan.inputs.tp_options) | {tp_p, tp_d})
-    c1, c2 = st.columns(2)
-    tp_p = c1.selectbox("Prefill TP", tps, index=tps.index(tp_p), key=f"map_tp_p_{tp_p}")
-    tp_d = c2.selectbox("Decode TP", tps, index=tps.index(tp_d), key=f"map_tp_d_{tp_d}")
-    mapped = compute.map_budget(tp_p, tp_d, budget)
-    with st.spinner("Evaluating every pool split..."):
-        m = compute.get_pool_map(spec, plan, tp_p, tp_d, mapped)
-    dis = compute.best_of_family(plan, "disaggregated")
-    best = None
-    if dis is not None and (dis.config.prefill_tp, dis.config.decode_tp) == (tp_p, tp_d):
-        best = (dis.config.n_prefill, dis.config.n_decode)
-    st.plotly_chart(charts.pool_map(m, tp_p, tp_d, best), key="chart_pool_map")
-    note = f"Every split with n_p x TP{tp_p} + n_d x TP{tp_d} <= {format_count(mapped, 'GPU')}"
-    if mapped < budget:
-        note += f" (the budget of {budget} is cut to {mapped} to keep the map interactive)"
-    st.caption(
-        note + "; colour: goodput per GPU (DistServe's definition). Grey squares do not fit in memory; "
-        "red crosses fit but miss the SLOs at every rate; the star is the planner's choice."
-    )
-
-
 def main() -> None:
     t0 = time.perf_counter()
     raw = inputs.sidebar()
@@ -78,8 +66,9 @@ def main() -> None:
     trace = compute.trace_of(spec)
     if trace is not None:
         st.caption(
-            f"Trace {panels.md(spec['trace_name'])}: {len(trace):,} requests over {trace.duration_s:,.0f} s "
-            f"(mean {trace.mean_rate_rps:.3g} req/s); the planner resamples its (prompt, output) pairs, "
+            f"Trace {panels.md(spec['trace_name'])}: {format_count(len(trace), 'request')} over "
+            f"{format_time(trace.duration_s)} (mean {format_rate(trace.mean_rate_rps)}); the planner "
+            "resamples its (prompt, output) pairs, "
             "the simulator replays its arrivals time-scaled to the rate."
         )
     panels.verdict_card(plan, evals, spec)
@@ -90,7 +79,7 @@ def main() -> None:
     slo = plan.inputs.scenario.slo
     with tabs[0]:
         if is_open["Pool-size map"]:
-            pool_map_tab(spec, plan)
+            poolmap.tab(spec, plan)
     with tabs[1]:
         if is_open["TTFT breakdown"] and evals:
             st.plotly_chart(charts.ttft_breakdown(evals, slo.ttft_s, slo.percentile), key="chart_ttft")

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from model.serving.registry import styles
-from model.units import format_count, format_rate
+from model.units import format_bytes, format_count, format_rate, format_si, format_time
 
 # One colour per registered style, in registration order (model.serving.registry); a style
 # registered later takes the next colour of the palette.
@@ -33,16 +33,30 @@ MEMORY_PARTS = (
 _LAYOUT = {"margin": {"l": 60, "r": 20, "t": 50, "b": 50}, "legend": {"orientation": "h", "y": -0.18}}
 
 
+def _hover(style: str, metric: str, rates: np.ndarray, values: np.ndarray, fmt: Any) -> dict[str, Any]:
+    """Hover text of one line of a rate chart: "colocated TTFT p90: 312 ms at 12.5 req/s"."""
+    text = [f"{style} {metric}: {fmt(v)} at {format_rate(r)}" for r, v in zip(rates, values, strict=True)]
+    return {"text": text, "hovertemplate": "%{text}<extra></extra>"}
+
+
 def _finite(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=float)
     return np.where(np.isfinite(x), x, np.nan)
 
 
-def pool_map(m: dict[str, np.ndarray], tp_p: int, tp_d: int, best: tuple[int, int] | None) -> go.Figure:
+def pool_map(
+    m: dict[str, np.ndarray],
+    tp_p: int,
+    tp_d: int,
+    best: tuple[int, int] | None,
+    target_rps: float | None = None,
+) -> go.Figure:
     """Heatmap of goodput per GPU over (decode instances, prefill instances).
 
     Cells that do not fit in memory get a grey square, cells that fit but meet the SLOs at no rate
-    a red cross; the best disaggregated configuration a star.
+    a red cross; the best disaggregated configuration a star; with ``target_rps``, the cells whose
+    goodput reaches it a circle. The colour scale starts at 0 and is hidden when no cell has a
+    goodput (a one-value scale would be meaningless).
     """
     n_p, n_d = m["n_prefill"], m["n_decode"]
     fig = go.Figure()
@@ -64,6 +78,7 @@ def pool_map(m: dict[str, np.ndarray], tp_p: int, tp_d: int, best: tuple[int, in
             f"{format_count(int(m['n_gpus'][i]), 'GPU')}<br>goodput {format_rate(m['goodput_rps'][i])} "
             f"({format_rate(m['goodput_rps_per_gpu'][i])} per GPU): {status}"
         )
+    valid = np.isfinite(z)
     fig.add_trace(
         go.Heatmap(
             x=xs,
@@ -72,10 +87,26 @@ def pool_map(m: dict[str, np.ndarray], tp_p: int, tp_d: int, best: tuple[int, in
             text=text,
             hoverinfo="text",
             colorscale="Viridis",
+            zmin=0.0,
+            zmax=float(np.nanmax(z)) if valid.any() else 1.0,
+            showscale=bool(valid.any()),
             colorbar={"title": "req/s per GPU"},
             hoverongaps=False,
         )
     )
+    if target_rps is not None:
+        reach = m["fits"].astype(bool) & (m["goodput_rps"] >= target_rps)
+        if reach.any():
+            fig.add_trace(
+                go.Scatter(
+                    x=n_d[reach],
+                    y=n_p[reach],
+                    mode="markers",
+                    name=f"reaches {format_rate(target_rps)}",
+                    hoverinfo="skip",
+                    marker={"symbol": "circle-open", "size": 16, "color": "white", "line": {"width": 2}},
+                )
+            )
     nofit = ~m["fits"].astype(bool)
     fail = m["fits"].astype(bool) & ~(m["goodput_rps"] > 0)
     for mask, name, symbol, colour in (
@@ -99,7 +130,7 @@ def pool_map(m: dict[str, np.ndarray], tp_p: int, tp_d: int, best: tuple[int, in
                 x=[best[1]],
                 y=[best[0]],
                 mode="markers",
-                name="best disaggregated",
+                name="best disaggregated (planner's choice)",
                 hoverinfo="skip",
                 marker={
                     "symbol": "star",
@@ -133,7 +164,8 @@ def ttft_breakdown(evals: dict[str, Any], ttft_slo_s: float, percentile: float) 
                 name=label,
                 orientation="h",
                 marker_color=colour,
-                hovertemplate="%{y}: " + label + " %{x:.3g} ms<extra></extra>",
+                customdata=[format_time(v / 1e3) for v in vals],
+                hovertemplate="%{y}: " + label + " %{customdata}<extra></extra>",
             )
         )
     p90 = [evals[s].ttft_s.p90 * 1e3 for s in styles]
@@ -144,7 +176,8 @@ def ttft_breakdown(evals: dict[str, Any], ttft_slo_s: float, percentile: float) 
             mode="markers",
             name="p90 TTFT",
             marker={"symbol": "diamond", "size": 12, "color": "black"},
-            hovertemplate="%{y}: p90 TTFT %{x:.3g} ms<extra></extra>",
+            customdata=[format_time(v / 1e3) for v in p90],
+            hovertemplate="%{y}: p90 TTFT %{customdata}<extra></extra>",
         )
     )
     fig.add_vline(
@@ -187,6 +220,7 @@ def latency_vs_rate(
                     legendgroup=style,
                     showlegend=row == 1,
                     line={"color": colour},
+                    **_hover(style, f"{metric.upper()} p{q}", sw.rate_rps, main / 1e3, format_time),
                 ),
                 row=row,
                 col=1,
@@ -199,6 +233,7 @@ def latency_vs_rate(
                     legendgroup=style,
                     showlegend=False,
                     line={"color": colour, "dash": "dot"},
+                    **_hover(style, f"{metric.upper()} p99", sw.rate_rps, tail / 1e3, format_time),
                 ),
                 row=row,
                 col=1,
@@ -206,7 +241,13 @@ def latency_vs_rate(
         att = np.where(sw.stable, _finite(sw.attainment), 0.0)
         fig.add_trace(
             go.Scatter(
-                x=sw.rate_rps, y=att, name=style, legendgroup=style, showlegend=False, line={"color": colour}
+                x=sw.rate_rps,
+                y=att,
+                name=style,
+                legendgroup=style,
+                showlegend=False,
+                line={"color": colour},
+                **_hover(style, "SLO attainment", sw.rate_rps, att, lambda a: f"{a:.1%}"),
             ),
             row=3,
             col=1,
@@ -275,15 +316,21 @@ def roofline(points: dict[str, list[Any]]) -> go.Figure:
                         "line": {"color": "black", "width": 1},
                     },
                     hovertemplate=(
-                        f"{style} {p.phase} on {p.gpu}<br>%{{x:.3g}} FLOP/byte, %{{y:.3g}} TFLOP/s "
-                        f"({p.bound}-bound)<extra></extra>"
+                        f"{style} {p.phase} on {p.gpu}<br>%{{x:.3g}} FLOP/byte, "
+                        f"{format_si(p.achieved_flops_per_s, 'FLOP/s')} ({p.bound}-bound)<extra></extra>"
                     ),
                 )
             )
     fig.update_layout(
         title="Roofline: prefill (circles) and decode (squares) operating points, per GPU",
-        xaxis={"type": "log", "title": "arithmetic intensity (FLOP / byte)"},
-        yaxis={"type": "log", "title": "achieved TFLOP/s per GPU"},
+        # one labelled tick per decade: the default 2 and 5 minor labels read like data points
+        xaxis={
+            "type": "log",
+            "title": "arithmetic intensity (FLOP / byte)",
+            "dtick": 1,
+            "minor": {"showgrid": True},
+        },
+        yaxis={"type": "log", "title": "achieved TFLOP/s per GPU", "dtick": 1, "minor": {"showgrid": True}},
         **_LAYOUT,
     )
     return fig
@@ -310,7 +357,8 @@ def memory(evals: dict[str, Any]) -> go.Figure:
                 y=np.array(parts[name]) / 1e9,
                 name=name,
                 marker_color=colour,
-                hovertemplate="%{x}: " + name + " %{y:.3g} GB<extra></extra>",
+                customdata=[format_bytes(b) for b in parts[name]],
+                hovertemplate="%{x}: " + name + " %{customdata}<extra></extra>",
             )
         )
     fig.update_layout(barmode="stack", title="Memory per GPU in each pool", yaxis_title="GB", **_LAYOUT)
@@ -324,10 +372,11 @@ def weight_duplication(evals: dict[str, Any]) -> go.Figure:
         go.Bar(
             x=styles,
             y=[evals[s].weight_bytes_total / 1e9 for s in styles],
-            text=[f"{evals[s].weight_copies} copies" for s in styles],
+            text=[format_count(evals[s].weight_copies, "copy", "copies") for s in styles],
+            customdata=[format_bytes(evals[s].weight_bytes_total) for s in styles],
             textposition="auto",
             marker_color=[STYLE_COLOURS.get(s, "black") for s in styles],
-            hovertemplate="%{x}: %{y:.4g} GB of weights (%{text})<extra></extra>",
+            hovertemplate="%{x}: %{customdata} of weights (%{text})<extra></extra>",
         )
     )
     fig.update_layout(title="Weight duplication: weights held across all GPUs", yaxis_title="GB", **_LAYOUT)

@@ -126,17 +126,19 @@ def best_of_family(plan: model.Plan, family: str) -> model.BestConfig | None:
 
 
 def map_setup(plan: model.Plan) -> tuple[int, int, int]:
-    """Default (prefill TP, decode TP, GPU budget) of the pool-size map: the TPs of the best
-    disaggregated configuration (else of the best colocated one) and the plan's budget (target-rate
-    mode: twice the GPUs the best disaggregated configuration needs)."""
+    """Default (prefill TP, decode TP, GPU budget) of the pool-size map.
+
+    The TPs of the best disaggregated configuration; without one, the smallest TP degree searched
+    for both pools (so the smallest splits, such as the 1 x TP1 + 1 x TP1 the reasons name, are on
+    the map). The budget is the plan's (target-rate mode: twice the GPUs the best disaggregated
+    configuration needs, or twice the smallest split)."""
     dis = best_of_family(plan, "disaggregated")
-    chosen = dis if dis is not None else next(iter(plan.best.values()), None)
-    if chosen is not None:
-        deps = style_of(chosen.config).phase_deployments(chosen.config)
+    if dis is not None:
+        deps = style_of(dis.config).phase_deployments(dis.config)
         # the map is drawn over TP degrees: the TP of each phase's layout (Parallelism or a whole number)
         tp_p, tp_d = (as_parallelism("tp", deps[phase][1]).tp for phase in ("prefill", "decode"))
     else:
-        tp_p = tp_d = max(plan.inputs.tp_options)
+        tp_p = tp_d = min(plan.inputs.tp_options)
     if plan.inputs.gpus is not None:
         budget = plan.inputs.gpus
     else:
@@ -145,9 +147,10 @@ def map_setup(plan: model.Plan) -> tuple[int, int, int]:
 
 
 def map_budget(tp_p: int, tp_d: int, budget: int) -> int:
-    """The budget actually mapped: capped so the map has at most about MAX_MAP_CELLS cells."""
+    """The budget actually mapped: never above ``budget``, and capped so the map has at most about
+    MAX_MAP_CELLS cells. Below ``tp_p + tp_d`` no split fits (the page says so instead of a map)."""
     cap = int(math.sqrt(2 * MAX_MAP_CELLS * tp_p * tp_d))
-    return max(min(budget, cap), tp_p + tp_d)
+    return min(budget, max(cap, tp_p + tp_d))
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)

@@ -1,8 +1,9 @@
 """The sidebar: every input widget, its default, its URL binding, and parsing into plain values.
 
 Widgets keep their value in ``st.session_state`` under the keys of :data:`DEFAULTS` (also their
-defaults) and are bound to the URL query string (``bind="query-params"``: a value other than the
-default appears as ``?key=value``), so a link reproduces the view. A scenario file
+defaults) and sit in one form applied by its *Apply* button. A session's first run reads the URL
+query string (:func:`check_url`); each applied value other than the default is written back as
+``?key=value`` (:func:`sync_url`), so a link reproduces the view. A scenario file
 (:func:`scenario_json`, :func:`apply_scenario`) holds the same keys plus any uploaded config.json
 or trace, so it restores every input. :func:`parse` turns the widget values into a :class:`Spec`
 of plain SI values (times in seconds, bandwidth in bytes/s) read through the strict grammar of
@@ -27,7 +28,7 @@ from model.errors import PdplanError
 from . import uploads
 from .values import (  # noqa: F401  (re-exported: app.py and the tests read them from here)
     AUTO,
-    BIND,
+    BIND,  # the view tabs' binding (app.py); the inputs are written to the URL by sync_url
     BUDGET,
     CATALOG,
     CONFIG_UPLOAD,
@@ -43,12 +44,18 @@ from .values import (  # noqa: F401  (re-exported: app.py and the tests read the
     check_value,
     choices,
     echo,
+    from_url,
     problem_text,
     url_problems,
 )
 
 # ---------------------------------------------------------------------------------------------
 # scenario files
+
+# Session key of the inputs a scenario file set in this run (their widgets are drawn without a default).
+RESTORED_KEYS = "_restored_keys"
+# Session key set once the URL query string has been read (on the session's first run).
+URL_READ = "_url_read"
 
 
 def apply_scenario(obj: dict[str, Any], state: Any = None) -> list[str]:
@@ -67,6 +74,7 @@ def apply_scenario(obj: dict[str, Any], state: Any = None) -> list[str]:
             continue
         try:
             state[key] = check_value(key, value)
+            state.setdefault(RESTORED_KEYS, set()).add(key)
         except ValueError as err:
             current = state.get(key, DEFAULTS[key])
             problems.append(problem_text("Scenario file:", key, value, str(err), current))
@@ -153,33 +161,121 @@ def _upload(
     return st.session_state.get(f"restored_{key.removesuffix('_upload')}")
 
 
+def _initial(key: str, name: str = "value", value: Any = None) -> dict[str, Any]:
+    """The widget's default as a keyword argument, left out when a scenario file has just set the
+    key's value (Streamlit warns when a widget gets both a default and a session-state value)."""
+    if key in st.session_state.get(RESTORED_KEYS, ()):
+        return {}
+    return {name: DEFAULTS[key] if value is None else value}
+
+
 def _select(label: str, key: str, options: list[Any], **kw: Any) -> Any:
     index = options.index(DEFAULTS[key]) if DEFAULTS[key] in options else 0
-    return st.selectbox(label, options, index=index, key=key, bind=BIND, **kw)
+    return st.selectbox(label, options, **_initial(key, "index", index), key=key, **kw)
 
 
 def _radio(label: str, key: str, options: list[Any], **kw: Any) -> Any:
-    return st.radio(
-        label, options, index=options.index(DEFAULTS[key]), key=key, horizontal=True, bind=BIND, **kw
-    )
+    index = options.index(DEFAULTS[key])
+    return st.radio(label, options, **_initial(key, "index", index), key=key, horizontal=True, **kw)
 
 
 def _text(label: str, key: str, **kw: Any) -> str:
-    return st.text_input(label, value=DEFAULTS[key], key=key, bind=BIND, **kw)
+    return st.text_input(label, **_initial(key), key=key, **kw)
 
 
 def _slider(label: str, key: str, **kw: Any) -> Any:
     lo, hi = RANGES[key]
-    return st.slider(label, lo, hi, value=DEFAULTS[key], key=key, bind=BIND, **kw)
+    return st.slider(label, lo, hi, **_initial(key), key=key, **kw)
 
 
 def _number(label: str, key: str, **kw: Any) -> Any:
-    lo, hi = RANGES.get(key, (None, None))
-    return st.number_input(label, value=DEFAULTS[key], key=key, bind=BIND, min_value=lo, max_value=hi, **kw)
+    """A number field without bounds in the browser (a value out of RANGES reaches :func:`parse`,
+    which shows the error instead of the results; a bounded field would keep the old value)."""
+    return st.number_input(label, **_initial(key), key=key, **kw)
+
+
+def _multiselect(label: str, key: str, options: list[Any]) -> Any:
+    return st.multiselect(label, options, **_initial(key, "default"), key=key)
+
+
+def _fields(c: dict[str, list[Any]], raw_uploads: dict[str, Any], upload_errors: list[str]) -> None:
+    """The form's fields; the uploads in effect go into ``raw_uploads``."""
+    st.subheader("Model")
+    _radio("Model from", "model_source", c["model_source"])
+    _select("Model (catalog)", "model", c["model"])
+    with st.expander("Hugging Face config.json (used when *Model from* is the upload)"):
+        raw_uploads["config"] = _upload(
+            "Hugging Face config.json",
+            "config_upload",
+            ["json"],
+            uploads.MAX_CONFIG_BYTES,
+            "The model's config.json (read as JSON, never executed).",
+            upload_errors,
+        )
+
+    st.subheader("Hardware")
+    _select("GPU (prefill pool, and colocated replicas)", "gpu", c["gpu"])
+    _select("GPU (decode pool)", "decode_gpu", c["decode_gpu"])
+    _select("KV link between the pools", "link", c["link"])
+    with st.expander("Custom link (used when the link is 'custom')"):
+        _text(
+            "Link bandwidth (per direction)",
+            "link_bw",
+            help="Any unit pint reads: '25 Gbit/s', '3.2 GB/s', '400 Gb/s'.",
+        )
+        _text("Link latency", "link_latency", help="e.g. '10 us', '0.05 ms' (bare numbers: us)")
+        _slider("Link efficiency (achieved / line rate)", "link_eff", step=0.01)
+
+    st.subheader("Size")
+    _radio("Plan for", "mode", c["mode"])
+    lo, hi = RANGES["gpus"]
+    _number(f"GPU budget ({lo}-{hi}; used when planning for a budget)", "gpus", step=1)
+    _number("Target rate (req/s; used when planning for a rate)", "target_rate")
+    _radio("Minimise (for a target rate)", "objective", c["objective"])
+
+    st.subheader("Workload")
+    _radio("Workload from", "workload_source", c["workload_source"])
+    _select("Workload preset", "workload", c["workload"])
+    with st.expander("Request trace (used when *Workload from* is the upload)"):
+        raw_uploads["trace"] = _upload(
+            "Request trace",
+            "trace_upload",
+            ["csv", "jsonl", "json", "txt"],
+            uploads.MAX_TRACE_BYTES,
+            "Azure LLM trace or BurstGPT CSV, or Mooncake JSON lines.",
+            upload_errors,
+        )
+    _number(
+        "Request rate to inspect (req/s; 0 = each style at its goodput; for a target rate: the target)",
+        "rate",
+        step=0.5,
+    )
+
+    st.subheader("SLOs")
+    _text("TTFT target", "ttft", help="e.g. '500 ms' or '0.5 s' (bare numbers: ms)")
+    _text("TPOT target", "tpot", help="e.g. '50 ms' (bare numbers: ms)")
+    _slider("Percentile", "percentile")
+    _slider("Attainment target (fraction of requests meeting both)", "attainment", step=0.01)
+
+    with st.expander("Advanced"):
+        _select("Weight dtype", "dtype", c["dtype"])
+        _select("KV-cache dtype", "kv_dtype", c["kv_dtype"])
+        _text("Prefill MFU override (blank = GPU profile)", "prefill_mfu")
+        _text("Decode MBU override (blank = GPU profile)", "decode_mbu")
+        _text("Price per GPU-hour, USD (blank = profile)", "price")
+        _text("GPU power at full load, e.g. '700 W' (blank = profile TDP)", "tdp")
+        _multiselect("Chunk sizes (tokens per iteration)", "chunks", c["chunks"])
+        _multiselect("Tensor-parallel degrees", "tps", c["tps"])
+        st.checkbox("Layer-wise KV transfer (overlaps prefill)", **_initial("layerwise"), key="layerwise")
+        _slider("Margin disaggregation must win by", "margin", step=0.01)
 
 
 def sidebar() -> Raw:
-    """Draw every input in the sidebar (defaults from DEFAULTS, bound to the URL); return their values."""
+    """Draw every input in the sidebar, in one form applied by its *Apply* button (defaults from
+    DEFAULTS, bound to the URL, which changes on Apply only); return the applied values.
+
+    Every field is always drawn (a choice such as *Model from* decides which of its fields is
+    used), so no field appears only after an Apply."""
     c = choices()
     raw_uploads: dict[str, tuple[str, bytes] | None] = {"config": None, "trace": None}
     upload_errors: list[str] = []
@@ -188,86 +284,15 @@ def sidebar() -> Raw:
         st.header("Inputs")
         with st.expander("Scenario file"):
             _restore_widget()
-
-        st.subheader("Model")
-        if _radio("Model from", "model_source", c["model_source"]) == CATALOG:
-            _select("Model", "model", c["model"])
-        else:
-            raw_uploads["config"] = _upload(
-                "Hugging Face config.json",
-                "config_upload",
-                ["json"],
-                uploads.MAX_CONFIG_BYTES,
-                "The model's config.json (read as JSON, never executed).",
-                upload_errors,
+        with st.form("inputs", border=False, enter_to_submit=True):
+            st.form_submit_button(
+                "Apply", type="primary", key="apply", width="stretch", help="Plan with the inputs below."
             )
-
-        st.subheader("Hardware")
-        _select("GPU (prefill pool, and colocated replicas)", "gpu", c["gpu"])
-        _select("GPU (decode pool)", "decode_gpu", c["decode_gpu"])
-        if _select("KV link between the pools", "link", c["link"]) == CUSTOM_LINK:
-            _text(
-                "Link bandwidth (per direction)",
-                "link_bw",
-                help="Any unit pint reads: '25 Gbit/s', '3.2 GB/s', '400 Gb/s'.",
-            )
-            _text("Link latency", "link_latency", help="e.g. '10 us', '0.05 ms' (bare numbers: us)")
-            _slider("Link efficiency (achieved / line rate)", "link_eff", step=0.01)
-
-        st.subheader("Size")
-        if _radio("Plan for", "mode", c["mode"]) == BUDGET:
-            _number("GPU budget", "gpus", step=1)
-        else:
-            _number("Target rate (req/s)", "target_rate")
-            _radio("Minimise", "objective", c["objective"])
-
-        st.subheader("Workload")
-        if _radio("Workload from", "workload_source", c["workload_source"]) == PRESET:
-            _select("Workload preset", "workload", c["workload"])
-        else:
-            raw_uploads["trace"] = _upload(
-                "Request trace",
-                "trace_upload",
-                ["csv", "jsonl", "json", "txt"],
-                uploads.MAX_TRACE_BYTES,
-                "Azure LLM trace or BurstGPT CSV, or Mooncake JSON lines.",
-                upload_errors,
-            )
-        _number(
-            "Request rate to inspect (req/s; 0 = each style at its goodput)",
-            "rate",
-            step=0.5,
-        )
-
-        st.subheader("SLOs")
-        _text("TTFT target", "ttft", help="e.g. '500 ms' or '0.5 s' (bare numbers: ms)")
-        _text("TPOT target", "tpot", help="e.g. '50 ms' (bare numbers: ms)")
-        _slider("Percentile", "percentile")
-        _slider("Attainment target (fraction of requests meeting both)", "attainment", step=0.01)
-
-        with st.expander("Advanced"):
-            _select("Weight dtype", "dtype", c["dtype"])
-            _select("KV-cache dtype", "kv_dtype", c["kv_dtype"])
-            _text("Prefill MFU override (blank = GPU profile)", "prefill_mfu")
-            _text("Decode MBU override (blank = GPU profile)", "decode_mbu")
-            _text("Price per GPU-hour, USD (blank = profile)", "price")
-            _text("GPU power at full load, e.g. '700 W' (blank = profile TDP)", "tdp")
-            st.multiselect(
-                "Chunk sizes (tokens per iteration)",
-                c["chunks"],
-                default=DEFAULTS["chunks"],
-                key="chunks",
-                bind=BIND,
-            )
-            st.multiselect("Tensor-parallel degrees", c["tps"], default=DEFAULTS["tps"], key="tps", bind=BIND)
-            st.checkbox(
-                "Layer-wise KV transfer (overlaps prefill)",
-                value=DEFAULTS["layerwise"],
-                key="layerwise",
-                bind=BIND,
-            )
-            _slider("Margin disaggregation must win by", "margin", step=0.01)
+            _fields(c, raw_uploads, upload_errors)
+            st.form_submit_button("Apply", key="apply_bottom", width="stretch")
+    st.session_state.pop(RESTORED_KEYS, None)
     values = {k: copy.deepcopy(st.session_state.get(k, v)) for k, v in DEFAULTS.items()}
+    sync_url(values)
     return Raw(values, raw_uploads["config"], raw_uploads["trace"], upload_errors)
 
 
@@ -327,32 +352,55 @@ class Spec:
 # URL parameters
 
 
-def _drop_url_params(keys: list[str]) -> None:
-    """Remove ``keys`` from the URL before the widgets read it, so they start from their defaults.
-
-    Streamlit seeds a bound widget from the query string it received at the start of the run and
-    offers no public call to drop a parameter before the widget exists, so this uses its session's
-    query-parameter object (covered by tests/test_app_hardening.py, which fail if it stops working).
-    """
-    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
-
-    ctx = get_script_run_ctx()
-    if ctx is None:
-        return
-    with ctx.session_state.query_params() as qp:
-        for key in keys:
-            qp.remove_param(key)
-            getattr(qp, "_initial_query_params", {}).pop(key, None)
-
-
 def check_url() -> None:
-    """Warn about (and drop) every URL parameter that cannot be used, naming it and the default used."""
+    """On a session's first run, set the inputs from the URL query string: every usable parameter
+    becomes its widget's value; every unusable one is named in a warning (its default is used).
+
+    The widgets are not bound to the URL (Streamlit's ``bind`` would rewrite it as soon as a field
+    in the form is edited); :func:`sync_url` writes the applied values instead."""
+    if st.session_state.get(URL_READ):
+        return
+    st.session_state[URL_READ] = True
     params = {k: st.query_params.get_all(k) for k in st.query_params}
-    problems = url_problems(params)
-    if problems:
-        _drop_url_params([k for k, _ in problems])
-        for _, text in problems:
-            st.warning(text)
+    problems = dict(url_problems(params))
+    for key, values in params.items():
+        if key in DEFAULTS and key not in problems:
+            st.session_state[key] = check_value(key, from_url(key, list(values)))
+            st.session_state.setdefault(RESTORED_KEYS, set()).add(key)
+    for text in problems.values():
+        st.warning(text)
+
+
+def url_text(value: Any) -> str | list[str]:
+    """A widget value as URL parameter text (read back by ``values.from_url``)."""
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def sync_url(values: dict[str, Any]) -> None:
+    """Put every applied value that differs from its default in the URL (and drop the others), so
+    a link reproduces the view; runs after each Apply, never on a mere edit in the form."""
+    for key, default in DEFAULTS.items():
+        if values.get(key, default) != default:
+            text = url_text(values[key])
+            if st.query_params.get_all(key) != (text if isinstance(text, list) else [text]):
+                st.query_params[key] = text
+        elif key in st.query_params:
+            del st.query_params[key]
+
+
+FIELD_NAMES = {"gpus": "GPU budget", "target_rate": "target rate (req/s)", "rate": "request rate to inspect"}
+
+
+def _in_range(key: str, value: Any) -> Any:
+    """A number field's value checked against RANGES (the browser fields have no bounds)."""
+    try:
+        return check_value(key, value)
+    except ValueError as err:
+        raise model.InputError(FIELD_NAMES[key], value, str(err)) from None
 
 
 def parse(raw: Raw) -> tuple[Spec | None, list[str]]:
@@ -392,10 +440,11 @@ def parse(raw: Raw) -> tuple[Spec | None, list[str]]:
     else:
         out["link"] = v["link"]
     if v["mode"] == BUDGET:
-        out.update(gpus=int(v["gpus"]), target_rate_rps=None, objective="gpus")
+        out.update(gpus=attempt(_in_range, "gpus", v["gpus"]), target_rate_rps=None, objective="gpus")
     else:
         objective = {"GPUs": "gpus", "cost": "cost"}[v["objective"]]
-        out.update(gpus=None, target_rate_rps=float(v["target_rate"]), objective=objective)
+        rate = attempt(_in_range, "target_rate", v["target_rate"])
+        out.update(gpus=None, target_rate_rps=rate, objective=objective)
     trace_bytes = None
     if v["workload_source"] == TRACE_UPLOAD:
         if raw.trace is None:
@@ -410,7 +459,9 @@ def parse(raw: Raw) -> tuple[Spec | None, list[str]]:
                 out.update(workload=None, trace_name=name, trace_digest=digest)
     else:
         out.update(workload=v["workload"], trace_name=None, trace_digest=None)
-    out["rate_rps"] = float(v["rate"])
+    out["rate_rps"] = attempt(_in_range, "rate", v["rate"])
+    if out["target_rate_rps"] is not None:  # planning for a rate: every view is at that rate
+        out["rate_rps"] = out["target_rate_rps"]
     out["ttft_slo_s"] = attempt(TEXT_READERS["ttft"], v["ttft"])
     out["tpot_slo_s"] = attempt(TEXT_READERS["tpot"], v["tpot"])
     out["percentile"] = float(v["percentile"])

@@ -13,6 +13,8 @@ from typing import Any
 import streamlit as st
 
 import model
+from model.planner.redundancy import redundancy_warnings
+from model.planner.summary import verdict_summary
 from model.serving.registry import get_style, styles
 from model.units import format_bytes, format_count, format_money, format_rate, format_si, format_time
 
@@ -66,6 +68,12 @@ def verdict_card(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spe
             + f", {_safe(inp.link.name)}, {where}, workload {_safe(inp.scenario.workload.name)}",
             unsafe_allow_html=True,
         )
+        st.markdown(f"**{md(verdict_summary(plan))}**")
+        risks = [
+            w for s in STYLES if s in plan.best for w in redundancy_warnings(plan.best[s], carried_rate(spec))
+        ]
+        if risks:
+            st.warning("Redundancy:\n" + "\n".join(f"- {md(w)}" for w in risks))
         left, right = st.columns([3, 2])
         with left:
             st.markdown("**Why**\n\n" + "\n".join(f"- {md(r)}" for r in plan.reasons))
@@ -75,12 +83,27 @@ def verdict_card(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spe
                 st.markdown("\n".join(f"- {md(f.text)}" for f in plan.flip_thresholds))
             else:
                 st.caption(
-                    "No flip threshold in the searched range (link bandwidth x1e-4..1e4, prompts x1/8..8)."
+                    "No flip threshold in the searched range (link bandwidth 1/10,000 to 10,000 times, "
+                    "prompts 1/8 to 8 times)."
                 )
             if plan.infeasible:
                 n = sum(plan.infeasible.values())
                 st.caption(f"{n} of {plan.candidates_evaluated} candidates cannot run (see the reasons).")
         side_by_side(plan, evals, spec)
+
+
+def carried_rate(spec: Spec) -> float | None:
+    """The rate the deployment must carry: the target rate, else the inspected rate (None at 0)."""
+    if spec["target_rate_rps"] is not None:
+        return spec["target_rate_rps"]
+    return spec["rate_rps"] if spec["rate_rps"] > 0 else None
+
+
+def _after_loss(b: model.BestConfig, rate: float | None) -> str:
+    return ", ".join(
+        f"{k} {format_rate(v)}" + (" ⚠ below the rate to carry" if rate is not None and v < rate else "")
+        for k, v in b.failure.goodput_after_loss_rps.items()
+    )
 
 
 def _row(label: str, fn, styles: list[str]) -> str:
@@ -113,7 +136,9 @@ def side_by_side(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spe
         return
     b, ev = plan.best, evals
     rate = spec["rate_rps"]
-    at = f"at {rate:g} req/s" if rate > 0 else "at its goodput"
+    at = f"at {format_rate(rate)}" if rate > 0 else "at its goodput"
+    if spec["target_rate_rps"] is not None:
+        at = f"at the target {format_rate(rate)}"
     head = [("★ " if s == plan.verdict else "") + s for s in styles]
     lines = [
         "| | " + " | ".join(head) + " |",
@@ -179,9 +204,7 @@ def side_by_side(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spe
         ),
         _row(
             "goodput after losing one instance",
-            lambda s: ", ".join(
-                f"{k} {format_rate(v)}" for k, v in b[s].failure.goodput_after_loss_rps.items()
-            ),
+            lambda s: _after_loss(b[s], carried_rate(spec)),
             styles,
         ),
     ]
@@ -287,6 +310,9 @@ def downloads(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spec) 
 # show the math
 
 
+MATH_CSS = ".katex-display { overflow-x: auto; overflow-y: hidden; padding: 2px 0 6px; }"
+
+
 def math_panel(plan: model.Plan, spec: Spec) -> None:
     if not compute.symbolic_available():
         st.info("model.symbolic is not available in this installation, so the formulas cannot be shown.")
@@ -300,11 +326,13 @@ def math_panel(plan: model.Plan, spec: Spec) -> None:
     rate = spec["rate_rps"]
     st.caption(
         f"{plan.best[style].label}, "
-        + (f"at {rate:g} req/s" if rate > 0 else "at its goodput")
+        + (f"at {format_rate(rate)}" if rate > 0 else "at its goodput")
         + ". Numbers are SI (s, B, FLOP/s); formulas and sources from model/symbolic/."
     )
     with st.spinner("Rendering the formulas..."):
         sections = compute.get_math(spec, plan, style)
+    # a long substituted formula scrolls inside its own box instead of overflowing the page
+    st.html(f"<style>{MATH_CSS}</style>")
     for title, block in sections:
         st.markdown(f"#### {title}")
         st.markdown(block)
@@ -314,37 +342,63 @@ def math_panel(plan: model.Plan, spec: Spec) -> None:
 # verify by simulation
 
 
+def _share(x: float) -> str:
+    return f"{x:.1%}" if math.isfinite(x) else format_si(x, "")
+
+
+def _tokens(x: float) -> str:
+    return format_rate(x, "tok/s")
+
+
+# (label, analytical value, simulated value, formatter from model.units): times in seconds.
 SIM_ROWS = (
-    ("rate (req/s)", lambda a: a.rate_rps, lambda s: s.offered_rate_rps, "{:.3g}"),
-    ("TTFT p50 (ms)", lambda a: a.ttft_s.p50 * 1e3, lambda s: s.ttft_s[0] * 1e3, "{:.4g}"),
-    ("TTFT p90 (ms)", lambda a: a.ttft_s.p90 * 1e3, lambda s: s.ttft_s[1] * 1e3, "{:.4g}"),
-    ("TTFT p99 (ms)", lambda a: a.ttft_s.p99 * 1e3, lambda s: s.ttft_s[2] * 1e3, "{:.4g}"),
-    ("TPOT p50 (ms)", lambda a: a.tpot_s.p50 * 1e3, lambda s: s.tpot_s[0] * 1e3, "{:.4g}"),
-    ("TPOT p90 (ms)", lambda a: a.tpot_s.p90 * 1e3, lambda s: s.tpot_s[1] * 1e3, "{:.4g}"),
-    ("TPOT p99 (ms)", lambda a: a.tpot_s.p99 * 1e3, lambda s: s.tpot_s[2] * 1e3, "{:.4g}"),
-    ("mean queue wait (ms)", lambda a: a.queue_wait_s * 1e3, lambda s: s.mean_queue_wait_s * 1e3, "{:.4g}"),
-    ("mean prefill (ms)", lambda a: a.prefill_s * 1e3, lambda s: s.mean_prefill_s * 1e3, "{:.4g}"),
+    ("rate", lambda a: a.rate_rps, lambda s: s.offered_rate_rps, format_rate),
+    ("TTFT p50", lambda a: a.ttft_s.p50, lambda s: s.ttft_s[0], format_time),
+    ("TTFT p90", lambda a: a.ttft_s.p90, lambda s: s.ttft_s[1], format_time),
+    ("TTFT p99", lambda a: a.ttft_s.p99, lambda s: s.ttft_s[2], format_time),
+    ("TPOT p50", lambda a: a.tpot_s.p50, lambda s: s.tpot_s[0], format_time),
+    ("TPOT p90", lambda a: a.tpot_s.p90, lambda s: s.tpot_s[1], format_time),
+    ("TPOT p99", lambda a: a.tpot_s.p99, lambda s: s.tpot_s[2], format_time),
+    ("mean queue wait", lambda a: a.queue_wait_s, lambda s: s.mean_queue_wait_s, format_time),
+    ("mean prefill", lambda a: a.prefill_s, lambda s: s.mean_prefill_s, format_time),
     (
-        "mean exposed transfer (ms)",
-        lambda a: (a.transfer_s + a.link_wait_s) * 1e3,
-        lambda s: s.mean_transfer_exposed_s * 1e3,
-        "{:.4g}",
+        "mean exposed transfer",
+        lambda a: a.transfer_s + a.link_wait_s,
+        lambda s: s.mean_transfer_exposed_s,
+        format_time,
     ),
     (
-        "mean decode admission wait (ms)",
-        lambda a: a.admission_wait_s * 1e3,
-        lambda s: s.mean_decode_admission_wait_s * 1e3,
-        "{:.4g}",
+        "mean decode admission wait",
+        lambda a: a.admission_wait_s,
+        lambda s: s.mean_decode_admission_wait_s,
+        format_time,
     ),
-    ("SLO attainment", lambda a: a.slo_attainment, lambda s: s.attainment, "{:.1%}"),
-    ("output tokens/s", lambda a: a.output_tokens_per_s, lambda s: s.output_tokens_per_s, "{:,.0f}"),
+    ("SLO attainment", lambda a: a.slo_attainment, lambda s: s.attainment, _share),
+    ("output tokens", lambda a: a.output_tokens_per_s, lambda s: s.output_tokens_per_s, _tokens),
 )
 
 
-def _fmt(fmt: str, x: float) -> str:
-    if not (isinstance(x, int | float) and math.isfinite(x)):
+def _fmt(fmt: Any, x: float) -> str:
+    if not isinstance(x, int | float):
         return "–"
-    return fmt.format(0.0 if abs(x) < 1e-9 else x)
+    return fmt(0.0 if abs(x) < 1e-12 else float(x))
+
+
+def simulation_verdict(plan: model.Plan, evals: dict[str, model.Evaluation], results: dict[str, Any]) -> None:
+    """The line "the simulation confirms / contradicts the analytical verdict" (model.sim.check) for
+    the recommended style, and the p99 TTFT flags of every simulated style."""
+    from model.sim.check import check_verdict
+
+    slo = plan.inputs.scenario.slo
+    for style, (summary, gp) in results.items():
+        ratio = gp.rate_rps / plan.best[style].goodput_rps if gp is not None else None
+        check = check_verdict(
+            style, summary, slo.attainment, evals[style].ttft_s.p99, plan.inputs.margin, ratio
+        )
+        if style == plan.verdict:
+            (st.success if check.confirms else st.error)(md(check.text))
+        for flag in check.flags:
+            st.warning(md(f"{style}: {flag}."))
 
 
 def simulation_panel(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spec) -> None:
@@ -364,11 +418,11 @@ def simulation_panel(plan: model.Plan, evals: dict[str, model.Evaluation], spec:
             else "Arrivals: Poisson at the rate, lengths from the workload."
         )
     )
-    c1, c2, c3 = st.columns(3)
+    c1, c2 = st.columns(2)
     n = c1.select_slider("Requests per run", [250, 500, 1000, 2000, 4000], value=1000, key="sim_n")
     seed = int(c2.number_input("Seed", min_value=0, max_value=10_000, value=0, step=1, key="sim_seed"))
-    with_goodput = c3.checkbox(
-        "Also search the simulated goodput (about 8 runs per style)", key="sim_goodput"
+    with_goodput = st.checkbox(
+        "Also search the simulated goodput", key="sim_goodput", help="About 8 simulator runs per style."
     )
     request = (spec.key, spec["rate_rps"], n, seed, with_goodput)
     if st.button("Run simulation", type="primary", key="sim_run"):
@@ -400,6 +454,7 @@ def simulation_panel(plan: model.Plan, evals: dict[str, model.Evaluation], spec:
         results[style] = (summary, gp)
         bar.progress(done / steps, text=f"Simulated {style}")
     bar.progress(1.0, text="Simulation done")
+    simulation_verdict(plan, evals, results)
     cols = st.columns(len(results) or 1)
     for col, (style, (summary, gp)) in zip(cols, results.items(), strict=False):
         a = evals[style]
@@ -408,7 +463,9 @@ def simulation_panel(plan: model.Plan, evals: dict[str, model.Evaluation], spec:
             f"| {label} | {_fmt(fmt, fa(a))} | {_fmt(fmt, fs(summary))} |" for label, fa, fs, fmt in SIM_ROWS
         ]
         if gp is not None:
-            lines.append(f"| goodput (req/s) | {plan.best[style].goodput_rps:.3g} | {gp.rate_rps:.3g} |")
+            lines.append(
+                f"| goodput | {format_rate(plan.best[style].goodput_rps)} | {format_rate(gp.rate_rps)} |"
+            )
         col.markdown("\n".join(lines))
         col.caption(
             f"{summary.measured} requests measured of {summary.requests}; "

@@ -46,6 +46,11 @@ def run_app(view: str | None = None, query: dict[str, str] | None = None) -> App
     return at.run()
 
 
+def apply(at: AppTest) -> AppTest:
+    """Press the input form's *Apply* button (the sidebar's values reach the app only then)."""
+    return at.button(key="apply").click().run()
+
+
 def verdict_of(at: AppTest) -> str | None:
     for m in at.markdown:
         hit = re.match(r"^## Verdict: (\S+)", m.value)
@@ -97,12 +102,15 @@ def test_unchanged_inputs_reuse_the_cached_plan(monkeypatch):
     real = model.plan
     monkeypatch.setattr(model, "plan", lambda *a, **k: calls.append(1) or real(*a, **k))
     start = time.perf_counter()
-    at.slider(key="percentile").set_value(91).run()  # new inputs: planned once
-    at.slider(key="percentile").set_value(90).run()  # back to the first inputs: cached
+    at.slider(key="percentile").set_value(91)  # new inputs: planned once
+    apply(at)
+    at.slider(key="percentile").set_value(90)  # back to the first inputs: cached
+    apply(at)
     assert_clean(at)
     assert len(calls) == 1
     t0 = time.perf_counter()
-    at.number_input(key="rate").set_value(12.0).run()  # view-only input: no new plan
+    at.number_input(key="rate").set_value(12.0)  # view-only input: no new plan
+    apply(at)
     assert len(calls) == 1
     assert time.perf_counter() - t0 < 5.0, "a view-only change should not re-plan"
     assert time.perf_counter() - start < 60.0
@@ -117,7 +125,7 @@ def test_known_scenario_follows_the_planner(link):
     at = run_app()
     at.number_input(key="gpus").set_value(64)
     at.selectbox(key="link").set_value(link)
-    at.run()
+    apply(at)
     assert_clean(at)
     assert verdict_of(at) == planner_verdict(gpus=64, link=link)
 
@@ -175,7 +183,8 @@ def test_efficiency_and_price_overrides_reach_the_planner():
     assert verdict_of(at) == expected.verdict
     table = next(m.value for m in at.markdown if m.value.startswith("| |"))
     assert "16 GPUs / $20.00/h" in table.replace("\\", "")  # 16 GPUs x $1.25
-    at.text_input(key="tdp").set_value("10 W").run()  # below the profile's idle power
+    at.text_input(key="tdp").set_value("10 W")  # below the profile's idle power
+    apply(at)
     assert_clean(at)
     assert any("idle" in e for e in errors_of(at))
 
@@ -196,14 +205,16 @@ def test_scenario_file_carries_the_uploaded_config():
 
 def test_custom_link_and_units_read_with_pint():
     at = run_app()
-    at.selectbox(key="link").set_value("custom").run()
+    at.selectbox(key="link").set_value("custom")
     at.text_input(key="link_bw").set_value("3.2 GB/s")
-    at.text_input(key="ttft").set_value("0.5 s").run()
+    at.text_input(key="ttft").set_value("0.5 s")
+    apply(at)
     assert_clean(at)
     assert not errors_of(at)
     custom = model.Link("custom", "custom", "network", 3.2e9, 10e-6, 0.9)
     assert verdict_of(at) == planner_verdict(link=custom)
-    at.text_input(key="link_bw").set_value("fast").run()
+    at.text_input(key="link_bw").set_value("fast")
+    apply(at)
     assert_clean(at)
     assert any("link bandwidth" in e for e in errors_of(at))
     assert verdict_of(at) is None
@@ -211,7 +222,8 @@ def test_custom_link_and_units_read_with_pint():
 
 def test_bad_slo_text_is_an_error_message():
     at = run_app()
-    at.text_input(key="tpot").set_value("50 GB").run()
+    at.text_input(key="tpot").set_value("50 GB")
+    apply(at)
     assert_clean(at)
     assert any("TPOT target" in e for e in errors_of(at))
 
@@ -221,15 +233,15 @@ def test_bad_slo_text_is_an_error_message():
 
 
 def _upload_config(at: AppTest, name: str, data: bytes) -> AppTest:
-    at.radio(key="model_source").set_value(inputs.CONFIG_UPLOAD).run()
+    at.radio(key="model_source").set_value(inputs.CONFIG_UPLOAD)
     at.file_uploader(key="config_upload").set_value((name, data, "application/json"))
-    return at.run()
+    return apply(at)
 
 
 def _upload_trace(at: AppTest, name: str, data: bytes) -> AppTest:
-    at.radio(key="workload_source").set_value(inputs.TRACE_UPLOAD).run()
+    at.radio(key="workload_source").set_value(inputs.TRACE_UPLOAD)
     at.file_uploader(key="trace_upload").set_value((name, data, "text/csv"))
-    return at.run()
+    return apply(at)
 
 
 def test_valid_config_upload_is_planned():

@@ -7,6 +7,7 @@ streamlit), so nothing else is needed. Every wait is bounded; both processes are
 
 Run it alone to refresh the screenshots: ``.venv/bin/python tests/test_app_browser.py [view ...]``
 (a view is a tab label, e.g. "Roofline"; the first screenshot is docs/screenshots/app.png).
+:func:`measure` times Apply -> settled page; ``benchmarks/apply_app.py`` runs it on typical scenarios.
 """
 
 from __future__ import annotations
@@ -251,7 +252,7 @@ def capture(
     return texts
 
 
-# -- responsiveness (docs/app.md): time from a key press on a sidebar slider to the re-rendered page
+# -- responsiveness (docs/app.md): time from a click on Apply to the settled page
 
 SLIDER_JS = """(() => {
   const s = [...document.querySelectorAll('[data-testid="stSlider"]')]
@@ -262,11 +263,27 @@ SLIDER_JS = """(() => {
   thumb.focus();
   return document.activeElement === thumb ? "focused" : "not focused";
 })()"""
+SLIDER_VALUE_JS = """(() => {
+  const s = [...document.querySelectorAll('[data-testid="stSlider"]')]
+    .find(e => e.innerText.trim().startsWith(%s) ||
+               (e.querySelector("label") || {innerText: ""}).innerText.includes(%s));
+  const thumb = s && s.querySelector('input[type="range"], [role="slider"]');
+  return thumb ? String(thumb.getAttribute("aria-valuenow") || thumb.value) : "missing";
+})()"""
+APPLY_JS = """(() => {
+  const b = [...document.querySelectorAll('[data-testid="stBaseButton-primaryFormSubmit"], button')]
+    .find(e => e.innerText.trim() === "Apply");
+  if (!b) return "missing";
+  b.click();
+  return "clicked";
+})()"""
 FOOTER_JS = """(() => {
   const c = [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
     .map(e => e.innerText).filter(t => t.startsWith("Computed in"));
   const w = document.querySelector('[data-testid="stStatusWidget"]');
-  return JSON.stringify({footer: c.join(""), running: !!w && /Running|Stop/.test(w.innerText)});
+  const spinners = document.querySelectorAll('[data-testid="stSpinner"]').length;
+  return JSON.stringify({footer: c.join(""), running: !!w && /Running|Stop/.test(w.innerText),
+                         spinners, url: location.search});
 })()"""
 
 
@@ -278,55 +295,102 @@ async def _press(dt: DevTools, key: str, code: str, key_code: int) -> None:
         )  # fmt: skip
 
 
-async def _measure(
-    devtools_http: str, url: str, slider_label: str, presses: list[str]
-) -> list[tuple[str, float]]:
+async def _open(devtools_http: str, url: str) -> tuple[DevTools, float]:
+    """Connect to the browser's page, load ``url``, wait for the verdict; (client, seconds)."""
     from tornado.websocket import websocket_connect
 
     with urllib.request.urlopen(devtools_http + "/json/list", timeout=10) as r:
         page = next(t for t in json.load(r) if t.get("type") == "page")
     ws = await asyncio.wait_for(websocket_connect(page["webSocketDebuggerUrl"], max_message_size=2**26), 15)
     dt = DevTools(ws)
-    out = []
+    await dt.call("Page.enable")
+    t0 = time.perf_counter()
+    await dt.call("Page.navigate", url=url)
+    deadline = time.monotonic() + PAGE_WAIT_S
+    while "Verdict:" not in await dt.text("document.body.innerText"):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the page did not show a verdict")
+        await asyncio.sleep(0.05)
+    return dt, time.perf_counter() - t0
+
+
+async def _settled(dt: DevTools, timeout_s: float = PAGE_WAIT_S) -> None:
+    """Wait until the page has its footer, no running script and no spinner."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = json.loads(await dt.text(FOOTER_JS))
+        if state["footer"] and not state["running"] and not state["spinners"]:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError("the page did not settle")
+        await asyncio.sleep(0.1)
+
+
+async def apply_change(dt: DevTools, slider_label: str, press: str) -> dict:
+    """Move a sidebar slider one step (in the form: nothing is sent), then click Apply; time from
+    the click until the page has a new footer, no running script and no spinner. Returns the
+    seconds and the URL query before and after Apply."""
+    keys = {"right": ("ArrowRight", "ArrowRight", 39), "left": ("ArrowLeft", "ArrowLeft", 37)}
+    before = json.loads(await dt.text(FOOTER_JS))
+    focused = await dt.text(SLIDER_JS % (json.dumps(slider_label), json.dumps(slider_label)))
+    if focused != "focused":
+        raise RuntimeError(f"slider {slider_label!r}: {focused}")
+    label = json.dumps(slider_label)
+    value = await dt.text(SLIDER_VALUE_JS % (label, label))
+    await _press(dt, *keys[press])
+    await asyncio.sleep(0.5)
+    if value == "missing" or await dt.text(SLIDER_VALUE_JS % (label, label)) == value:
+        raise RuntimeError(f"slider {slider_label!r} did not move from {value}")
+    edited = json.loads(await dt.text(FOOTER_JS))
+    t0 = time.perf_counter()
+    if await dt.text(APPLY_JS) != "clicked":
+        raise RuntimeError("no Apply button")
+    while True:
+        state = json.loads(await dt.text(FOOTER_JS))
+        if (
+            state["footer"]
+            and state["footer"] != before["footer"]
+            and not state["running"]
+            and not state["spinners"]
+        ):
+            break
+        if time.perf_counter() - t0 > 60:
+            raise TimeoutError("no re-render within 60 s")
+        await asyncio.sleep(0.02)
+    seconds = time.perf_counter() - t0
+    return {
+        "seconds": seconds,
+        "url_before": before["url"],
+        "url_edited": edited["url"],
+        "footer_edited": edited["footer"],
+        "footer_before": before["footer"],
+        "url_after": state["url"],
+    }
+
+
+async def _measure(
+    devtools_http: str, url: str, slider_label: str, presses: list[str]
+) -> list[tuple[str, dict]]:
+    dt, first = await _open(devtools_http, url)
+    out: list[tuple[str, dict]] = [("first load (cold server)", {"seconds": first})]
     try:
-        await dt.call("Page.enable")
-        t0 = time.perf_counter()
-        await dt.call("Page.navigate", url=url)
-        deadline = time.monotonic() + PAGE_WAIT_S
-        while "Verdict:" not in await dt.text("document.body.innerText"):
-            if time.monotonic() > deadline:
-                raise TimeoutError("the page did not show a verdict")
-            await asyncio.sleep(0.05)
-        out.append(("first load (cold server)", time.perf_counter() - t0))
+        await _settled(dt)
         await asyncio.sleep(2.0)
-        keys = {"right": ("ArrowRight", "ArrowRight", 39), "left": ("ArrowLeft", "ArrowLeft", 37)}
         for press in presses:
-            before = json.loads(await dt.text(FOOTER_JS))["footer"]
-            focused = await dt.text(SLIDER_JS % (json.dumps(slider_label), json.dumps(slider_label)))
-            if focused != "focused":
-                raise RuntimeError(f"slider {slider_label!r}: {focused}")
-            t0 = time.perf_counter()
-            await _press(dt, *keys[press])
-            while True:
-                state = json.loads(await dt.text(FOOTER_JS))
-                if state["footer"] and state["footer"] != before and not state["running"]:
-                    break
-                if time.perf_counter() - t0 > 60:
-                    raise TimeoutError("no re-render within 60 s")
-                await asyncio.sleep(0.02)
-            out.append((press, time.perf_counter() - t0))
+            out.append((press, await apply_change(dt, slider_label, press)))
             await asyncio.sleep(1.0)
     finally:
-        ws.close()
+        dt.ws.close()
     return out
 
 
 def measure(
     slider_label: str = "Percentile",
     presses: tuple[str, ...] = ("right", "left", "right", "left"),
-    view: str | None = None,
-) -> list[tuple[str, float]]:
-    """Browser-side re-render times after slider key presses (first of each value: new plan)."""
+    query: dict[str, str] | None = None,
+) -> list[tuple[str, dict]]:
+    """Browser-side times from Apply to the settled page after slider steps (a value not seen
+    before: a new plan; a value seen before: cached). ``query`` sets the scenario by URL."""
     binary = find_chromium()
     if binary is None:
         raise RuntimeError("chromium is not installed (run .ci/install_browser.sh)")
@@ -335,9 +399,22 @@ def measure(
         profile = tmp_path / "profile"
         profile.mkdir()
         with streamlit_server(tmp_path) as base, chromium(binary, profile) as devtools_http:
-            url = base + "/" + (("?" + urllib.parse.urlencode({"view": view})) if view else "")
+            url = base + "/" + (("?" + urllib.parse.urlencode(query)) if query else "")
             coro = _measure(devtools_http, url, slider_label, list(presses))
-            return asyncio.run(asyncio.wait_for(coro, timeout=300))
+            return asyncio.run(asyncio.wait_for(coro, timeout=600))
+
+
+@pytest.mark.slow
+def test_browser_apply_form_plans_once_and_updates_the_url():
+    """A slider step in the form changes neither the page nor the URL; Apply re-plans, puts the
+    value in the URL, and the verdict card carries the one-line summary with the margin rule."""
+    if find_chromium() is None:
+        pytest.skip("chromium is not installed (.ci/install_browser.sh installs Debian's chromium)")
+    ((_, first), (_, step)) = measure("Percentile", ("right",))
+    assert first["seconds"] > 0
+    assert "percentile" not in step["url_edited"] and step["footer_edited"] == step["footer_before"]
+    assert "percentile=91" in step["url_after"]
+    assert step["seconds"] < 60
 
 
 @pytest.mark.slow
@@ -352,17 +429,13 @@ def test_browser_shows_verdict_and_saves_screenshot(tmp_path):
     assert "Verdict:" in text
     assert any(v in text for v in ("colocated", "disaggregated")), text[:500]
     assert "Traceback" not in text
+    assert "ahead by at least" in text, "the verdict summary states the margin rule"
+    assert "Apply" in text
     assert out.stat().st_mtime > before and out.stat().st_size > 20_000
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--measure"]:
-        label = sys.argv[2] if len(sys.argv) > 2 else "Percentile"
-        view = sys.argv[3] if len(sys.argv) > 3 else None
-        for press, seconds in measure(label, ("right", "left", "right", "left", "right", "right"), view):
-            print(f"{label} {press} (view {view or 'default'}): re-rendered in {seconds:.2f} s")
-        sys.exit(0)
     wanted = sys.argv[1:]
     views = [None, *wanted]
     names = ["app.png"] + [f"app-{v.lower().replace(' ', '-')}.png" for v in wanted]

@@ -310,8 +310,9 @@ def test_valid_url_parameters_next_to_a_bad_one_still_apply():
 )
 def test_hostile_trace_upload_is_a_banner(name, data, needle):
     at = _run()
-    at.radio(key="workload_source").set_value(inputs.TRACE_UPLOAD).run()
-    at.file_uploader(key="trace_upload").set_value((name, data, "text/plain")).run()
+    at.radio(key="workload_source").set_value(inputs.TRACE_UPLOAD)
+    at.file_uploader(key="trace_upload").set_value((name, data, "text/plain"))
+    at.button(key="apply").click().run()
     assert_clean(at)
     errs = errors_of(at)
     assert len(errs) == 1 and needle in errs[0] and "\n" not in errs[0] and "/tmp" not in errs[0]
