@@ -35,7 +35,8 @@ def test_pin_a_scenario_and_compare_it_with_the_current_one():
     assert not at.exception
     assert PINNED not in at.session_state or at.session_state[PINNED] is None
     at.button(key="pin_scenario").click().run()
-    at.number_input(key="gpus").set_value(8).run()
+    at.number_input(key="gpus").set_value(8)
+    at.button(key="apply").click().run()
     assert not at.exception, [e.message for e in at.exception]
     table = _markdown(at, "current - pinned")
     four = model.plan("llama-3.1-8b", "h100-sxm", gpus=4, **TARGETS)
@@ -55,7 +56,8 @@ def test_pin_a_scenario_and_compare_it_with_the_current_one():
 
 def test_an_impossible_ttft_shows_the_infeasibility_panel():
     at = _app()
-    at.text_input(key="ttft").set_value("1 ms").run()
+    at.text_input(key="ttft").set_value("1 ms")
+    at.button(key="apply").click().run()
     assert not at.exception, [e.message for e in at.exception]
     inf = model.plan("llama-3.1-8b", "h100-sxm", gpus=4, **{**TARGETS, "ttft_slo_s": 0.001}).infeasibility
     assert inf.binding == "ttft"

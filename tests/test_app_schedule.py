@@ -23,7 +23,8 @@ def test_schedule_section_is_off_by_default_then_matches_model_schedule() -> Non
     assert not at.exception
     assert len(at.get("plotly_chart")) == 1  # the pool-size map only: the schedule is not computed
     at.number_input(key="sched_peak").set_value(3.0)
-    at.toggle(key="sched_on").set_value(True).run()
+    at.toggle(key="sched_on").set_value(True)
+    at.button(key="apply").click().run()
     assert not at.exception, [e.message for e in at.exception]
     assert not at.error, [e.value for e in at.error]
     assert len(at.get("plotly_chart")) == 2
@@ -38,6 +39,7 @@ def test_schedule_section_is_off_by_default_then_matches_model_schedule() -> Non
 def test_schedule_section_bad_peak_is_an_error_line() -> None:
     at = AppTest.from_file(APP, default_timeout=180).run()
     at.number_input(key="sched_peak").set_value(1e5)  # far beyond any configuration within max_gpus
-    at.toggle(key="sched_on").set_value(True).run()
+    at.toggle(key="sched_on").set_value(True)
+    at.button(key="apply").click().run()
     assert not at.exception, [e.message for e in at.exception]
     assert at.error or at.warning
