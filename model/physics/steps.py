@@ -37,12 +37,12 @@ from model.hardware.collectives import allreduce_time_s, transfer_time_s
 from model.llm.arch import lm_head_params
 from model.physics import decode_tokens
 from model.physics.deployment import (
-    ALLREDUCES_PER_LAYER,
     EAGER_KERNELS_PER_LAYER,
     KERNEL_LAUNCH_S,
     LOGIT_BYTES,
     Deployment,
 )
+from model.physics.expert_parallel import dp_gather_time_s, load_imbalance, moe_comm_time_s
 from model.physics.operators import (
     activation_elements_per_token,
     attention_dims,
@@ -99,9 +99,14 @@ def _step(
     prefill_key_pairs / decode_key_pairs: (query, key) pairs of causal-prefill and decode attention
     per layer; kv_read_tokens / kv_write_tokens: KV-cache tokens read and written (whole model).
     """
-    arch, tp = dep.arch, int(dep.tp)
+    arch, tp, dp, g = dep.arch, int(dep.tp), int(dep.dp), int(dep.stage_gpus)
     kv_tok_gpu = dep.kv_bytes_per_token_per_gpu * dep.pp  # all layers on the critical path
     act_b = dep.activation_bytes
+    # Work per GPU (model.physics.expert_parallel): attention, dense MLPs, shared experts and the LM
+    # head run on each attention-DP rank for its 1 / DP of the tokens, split over its TP GPUs; the
+    # routed experts serve all the step's tokens split over the stage's G = TP x DP GPUs, the hottest
+    # GPU carrying load_imbalance(EP) times the mean. TP-only (DP = EP = 1): everything / TP.
+    share = {"attention": 1.0 / (tp * dp), "mlp": 1.0 / (tp * dp), "experts": load_imbalance(dep.ep) / g}
 
     # FLOPs per GPU (linear layers per weight component; the LM head is in "mlp")
     qk_p, v_p = attention_dims(arch, absorbed=False)
@@ -116,17 +121,22 @@ def _step(
     parts = dep.weight_components  # components the architecture has
     linear = {c: per_token[c] * tokens for c in parts}
     linear["mlp"] = linear["mlp"] + 2.0 * lm_head_params(arch) * logits_tokens
-    flops = (sum(linear.values()) + attn_flops) / tp
+    linear = {c: linear[c] * share[c] for c in parts}  # per GPU
+    attn_flops = attn_flops / (tp * dp)
+    flops = sum(linear.values()) + attn_flops
 
-    # Bytes per GPU (weights per component in its format, block scales included)
+    # Bytes per GPU (weights per component in its format, block scales included): each DP rank
+    # streams its TP shard of the replicated weights; the routed experts the step's tokens touch are
+    # spread over the G stage GPUs.
     params = weight_params_read(arch, tokens)
-    w_bytes = sum(params[c] * dep.weight_bytes_per_element(c) for c in parts) / tp
-    kv_read = kv_read_tokens * kv_tok_gpu
-    kv_write = kv_write_tokens * kv_tok_gpu
+    w_share = {"attention": 1.0 / tp, "mlp": 1.0 / tp, "experts": 1.0 / g}
+    w_bytes = sum(params[c] * dep.weight_bytes_per_element(c) * w_share[c] for c in parts)
+    kv_read = kv_read_tokens / dp * kv_tok_gpu
+    kv_write = kv_write_tokens / dp * kv_tok_gpu
     act = (
-        tokens * activation_elements_per_token(arch, tp) * act_b
-        + tokens * arch.hidden_size * dep.weight_bytes_per_element("mlp")  # embedding rows gathered
-        + logits_tokens * arch.vocab_size / tp * LOGIT_BYTES
+        tokens / dp * activation_elements_per_token(arch, tp) * act_b
+        + tokens / dp * arch.hidden_size * dep.weight_bytes_per_element("mlp")  # embedding rows gathered
+        + logits_tokens / dp * arch.vocab_size / tp * LOGIT_BYTES
     )
     total_bytes = w_bytes + kv_read + kv_write + act
 
@@ -138,21 +148,12 @@ def _step(
     # per expert; LM head: M = logits rows). Attention (FlashAttention) runs in 16-bit at the MFU.
     stream_bw = dep.gpu.memory_bandwidth_bytes_per_s * dep.mbu
     compute_s = (
-        sum((linear[c] / tp) / dep.gemm_flops_per_s(c) for c in parts)
+        sum(linear[c] / dep.gemm_flops_per_s(c) for c in parts)
         + dep.exposed_weight_fraction * w_bytes / stream_bw
-        + (attn_flops / tp) / (dep.attention_peak_flops_per_s * dep.mfu)
+        + attn_flops / (dep.attention_peak_flops_per_s * dep.mfu)
     )
     memory_s = total_bytes / stream_bw
-
-    # Communication: TP all-reduces of the hidden state, PP hops between stages.
-    message = tokens * arch.hidden_size * act_b
-    comm = np.zeros_like(tokens, dtype=float)
-    if tp > 1:
-        link = dep.tp_link_resolved
-        one = allreduce_time_s(message, tp, link.effective_bandwidth_bytes_per_s, link.latency_s)
-        comm = comm + ALLREDUCES_PER_LAYER * arch.num_layers * one
-    if dep.pp > 1:
-        comm = comm + (dep.pp - 1) * transfer_time_s(message, dep.pp_link_resolved)
+    comm = _comm_s(dep, tokens)
 
     # Per-step host overhead, plus eager kernel launches when the step carries prompt tokens.
     launches = EAGER_KERNELS_PER_LAYER * arch.num_layers * KERNEL_LAUNCH_S
@@ -175,6 +176,46 @@ def _step(
         tokens=tokens,
         pp_bubble_fraction=np.zeros_like(tokens, dtype=float),
     )
+
+
+def _comm_s(dep: Deployment, tokens: np.ndarray) -> np.ndarray:
+    """Communication of one step along the critical path (not overlapped with compute).
+
+    TP-only: ALLREDUCES_PER_LAYER ring all-reduces of the hidden states per layer over TP
+    (Megatron-LM). With EP or attention-DP the MoE layers change: each layer still all-reduces its
+    attention output over TP (of the rank's 1 / DP of the tokens), dense layers their MLP output too,
+    and each MoE layer runs the EP dispatch + combine all-to-all instead of the MLP all-reduce
+    (EP > 1, shared experts' partial sums reduced with the combine) or, with EP = 1 and DP > 1, an
+    all-gather + reduce-scatter over the stage (model.physics.expert_parallel). PP: a hop per stage
+    boundary. Groups that leave the node use the scale-out network (``Deployment.group_link``).
+    """
+    arch, tp, dp = dep.arch, int(dep.tp), int(dep.dp)
+    message = tokens * arch.hidden_size * dep.activation_bytes
+    comm = np.zeros_like(tokens, dtype=float)
+    moe_changed = arch.is_moe and (dep.ep > 1 or dp > 1)
+    mlp_allreduce_layers = arch.num_dense_layers if moe_changed else arch.num_layers
+    if tp > 1:
+        link = dep.tp_link_resolved
+        one = allreduce_time_s(message / dp, tp, link.effective_bandwidth_bytes_per_s, link.latency_s)
+        comm = comm + (arch.num_layers + mlp_allreduce_layers) * one
+    if moe_changed and dep.ep > 1:
+        comm = comm + moe_comm_time_s(
+            tokens,
+            hidden_size=arch.hidden_size,
+            experts_per_token=arch.experts_per_token,
+            moe_layers=arch.num_moe_layers,
+            parallel_ep=dep.ep,
+            stage_gpus=dep.stage_gpus,
+            local_gpus=dep.domain_gpus,
+            intra=dep.intra_link,
+            inter=dep.scale_out_link_resolved,
+        )
+    elif moe_changed:
+        link = dep.group_link(dep.stage_gpus)
+        comm = comm + dp_gather_time_s(message, arch.num_moe_layers, dep.stage_gpus, link)
+    if dep.pp > 1:
+        comm = comm + (dep.pp - 1) * transfer_time_s(message / dp, dep.pp_link_resolved)
+    return comm
 
 
 def gemm_mfu_at(dep: Deployment, tokens: ArrayLike) -> np.ndarray:
