@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from model.errors import InputError
 from model.hardware.catalog import get_gpu, get_link
-from model.hardware.parallelism import parse_parallelism, MAX_DEGREE, Parallelism
+from model.hardware.parallelism import MAX_DEGREE, Parallelism, parse_parallelism
 from model.llm.catalog import get_model
 from model.physics.deployment import Deployment
 from model.physics.steps import decode_step_cost, prefill_cost
@@ -183,4 +183,5 @@ def test_planner_and_simulator_accept_a_parallelism_built_config() -> None:
     )
     moe_reqs = poisson_requests("chat", 2.0, 100, seed=1)
     assert simulate(moe, "mixtral-8x7b", moe_reqs).summary.completed == 100
-    assert simulate(ColocatedConfig(H100, Parallelism(tp=2, ep=2), 1), "mixtral-8x7b", moe_reqs).summary.completed == 100
+    tep2 = ColocatedConfig(H100, Parallelism(tp=2, ep=2), 1)
+    assert simulate(tep2, "mixtral-8x7b", moe_reqs).summary.completed == 100

@@ -1,5 +1,6 @@
-"""A deployment of one model instance (TP x attention-DP x PP identical GPUs with EP over each stage,
-described by one :class:`~model.hardware.parallelism.Parallelism`) and the efficiency constants of the roofline:
+"""A deployment of one model instance (TP x attention-DP x PP identical GPUs, EP over each stage,
+described by one :class:`~model.hardware.parallelism.Parallelism`) and the efficiency constants of the
+roofline:
 what every step cost in :mod:`model.physics.steps` is evaluated on.
 
 Numeric formats come from the format table (:mod:`model.hardware.formats`): weight, KV and
@@ -143,7 +144,8 @@ class Deployment:
         (a dense model's DP ranks share nothing: that is replicas, which the planner counts)."""
         par, arch = self.parallel, self.arch
         if par.ep > 1 and not arch.is_moe:
-            raise InputError("parallelism.ep", par.ep, f"1 for the dense model {arch.label} (no experts to split)")
+            dense = f"1 for the dense model {arch.label} (no experts to split)"
+            raise InputError("parallelism.ep", par.ep, dense)
         if par.ep > 1 and arch.num_experts % par.ep:
             raise InputError(
                 "parallelism.ep", par.ep, f"a divisor of {arch.label}'s {arch.num_experts} routed experts"

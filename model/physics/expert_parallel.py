@@ -91,13 +91,10 @@ def moe_comm_time_s(
         return np.zeros_like(t)
     per_gpu = load_imbalance(parallel_ep) * t / stage_gpus
     local = min(local_gpus, parallel_ep)
-    one = np.asarray(
-        all_to_all_time_s(per_gpu * dispatch_bytes_per_token(hidden_size, experts_per_token), parallel_ep, local, intra, inter),
-        dtype=float,
-    ) + np.asarray(
-        all_to_all_time_s(per_gpu * combine_bytes_per_token(hidden_size, experts_per_token), parallel_ep, local, intra, inter),
-        dtype=float,
-    )
+    one = np.zeros_like(t)
+    for per_token in (dispatch_bytes_per_token, combine_bytes_per_token):
+        sent = per_gpu * per_token(hidden_size, experts_per_token)
+        one = one + np.asarray(all_to_all_time_s(sent, parallel_ep, local, intra, inter), dtype=float)
     return moe_layers * one
 
 

@@ -138,9 +138,10 @@ def memory_fit(
             f"({float(util.flat[0]):.2f} x {format_bytes(mem)}) on {where}"
         )
     elif not bool(fits.flat[0]):
+        rest = reserve + buffers
         reason = (
-            f"needs {format_bytes(weights + w0 + reserve + buffers)} per GPU (weights {format_bytes(weights)} + "
-            f"workspace {format_bytes(w0)} + reserve {format_bytes(reserve + buffers)}), has {format_bytes(u0)} "
+            f"needs {format_bytes(weights + w0 + rest)} per GPU (weights {format_bytes(weights)} + "
+            f"workspace {format_bytes(w0)} + reserve {format_bytes(rest)}), has {format_bytes(u0)} "
             f"usable on {where}; no room for KV"
         )
     else:
