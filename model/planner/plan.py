@@ -30,6 +30,7 @@ from model.limits import MAX_OPTIONS, MAX_PLAN_GPUS, check_int
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
 from model.planner.goodput import config_goodput, goodput_rps
+from model.planner.layouts import layout_options
 from model.planner.types import BestConfig, Config, FailureImpact, Plan, PlanInputs
 from model.serving.candidates import DisaggregatedSet, only
 from model.serving.common import check_slo
@@ -75,7 +76,10 @@ class PlanRequest:
     ``arrival_scv``: squared coefficient of variation of inter-arrival gaps (1 = Poisson; the prefill
     queues use it through the G/G/c approximation, model.queueing.mgc_wait). ``engine``: the
     serving-engine profile whose caps and overheads the evaluation applies (None: vLLM), the same
-    profile ``pdplan simulate --engine`` reads.
+    profile ``pdplan simulate --engine`` reads. ``ep_options`` / ``dp_attention_options`` /
+    ``pp_options``: EP, attention-DP and PP degrees to enumerate (None: TP, TEP and DEP layouts for
+    MoE models, PP 1; model.serving.enumeration.candidate_layouts). ``prefill_parallelism`` /
+    ``decode_parallelism``: a fixed layout for a disaggregated pool, e.g. "tep=8", "dep=32".
     """
 
     model: str | LLMArch
@@ -104,6 +108,11 @@ class PlanRequest:
     seed: int = 0
     arrival_scv: float = 1.0
     engine: str | Engine | None = None
+    ep_options: Sequence[int] | None = None
+    dp_attention_options: Sequence[int] | None = None
+    pp_options: Sequence[int] | None = None
+    prefill_parallelism: str | Parallelism | None = None
+    decode_parallelism: str | Parallelism | None = None
 
 
 def resolve_inputs(request: PlanRequest) -> PlanInputs:
@@ -222,6 +231,16 @@ def resolve_inputs(request: PlanRequest) -> PlanInputs:
         objective,
         float(margin),
         int(max_gpus),
+        layout_options(
+            arch,
+            nd,
+            gpus if gpus is not None else int(max_gpus),
+            request.ep_options,
+            request.dp_attention_options,
+            request.pp_options,
+            request.prefill_parallelism,
+            request.decode_parallelism,
+        ),
     )
 
 

@@ -17,7 +17,7 @@ from model.hardware.parallelism import Parallelism
 from model.serving.candidates import ColocatedSet
 from model.serving.common import slo_ok
 from model.serving.configs import ColocatedConfig
-from model.serving.enumeration import candidate_layouts, colocated_for_budget, gpu_kinds
+from model.serving.enumeration import colocated_for_budget, gpu_kinds, space_candidates
 from model.serving.style import CliFlag, SearchSpace, SimLayout, SimPool, TargetGroup
 from model.workload.scenario import Scenario
 
@@ -58,7 +58,7 @@ class ColocatedStyle:
     # -- planner
 
     def budget_configs(self, space: SearchSpace, gpus: int) -> list[ColocatedConfig]:
-        layouts = candidate_layouts(space.scenario.arch, space.tp_options, gpus, space.node)
+        layouts = space_candidates(space, gpus)
         return [
             c
             for g in gpu_kinds(space.gpu, space.decode_gpu)
@@ -68,7 +68,7 @@ class ColocatedStyle:
 
     def target_groups(self, space: SearchSpace) -> list[TargetGroup]:
         """One group per chunk budget: every GPU kind, TP and replica count up to max_gpus."""
-        layouts = candidate_layouts(space.scenario.arch, space.tp_options, space.max_gpus, space.node)
+        layouts = space_candidates(space, space.max_gpus)
         out = []
         for chunk in self._chunks(space):
             configs = [
