@@ -79,7 +79,7 @@ class PlanInputs:
     objective: str
     margin: float
     max_gpus: int
-    layout_options: LayoutOptions = LayoutOptions()
+    layout_options: LayoutOptions = field(default_factory=LayoutOptions)
 
 
 @dataclass(frozen=True, eq=False)
