@@ -260,6 +260,8 @@ def sidebar() -> Raw:
                 bind=BIND,
             )
             st.multiselect("Tensor-parallel degrees", c["tps"], default=DEFAULTS["tps"], key="tps", bind=BIND)
+            _text("Prefill pool layout, e.g. 'tep=8' (blank = search TP/TEP/DEP)", "prefill_layout")
+            _text("Decode pool layout, e.g. 'dep=32' (blank = search TP/TEP/DEP)", "decode_layout")
             st.checkbox(
                 "Layer-wise KV transfer (overlaps prefill)",
                 value=DEFAULTS["layerwise"],
@@ -427,6 +429,8 @@ def parse(raw: Raw) -> tuple[Spec | None, list[str]]:
         errors.append("Tensor-parallel degrees: pick at least one.")
     out["chunk_options"] = sorted(int(x) for x in v["chunks"])
     out["tp_options"] = sorted(int(x) for x in v["tps"])
+    out["prefill_parallelism"] = attempt(TEXT_READERS["prefill_layout"], v["prefill_layout"])
+    out["decode_parallelism"] = attempt(TEXT_READERS["decode_layout"], v["decode_layout"])
     out["layerwise"] = bool(v["layerwise"])
     out["margin"] = float(v["margin"])
     if errors:

@@ -81,6 +81,9 @@ def layout_options(
         raise InputError(
             "ep_options", list(eps), f"[1] for the dense model {arch.label} (no experts to split)"
         )
+    if eps is not None and arch.is_moe and any(arch.num_experts % e for e in eps):
+        bad = [e for e in eps if arch.num_experts % e]
+        raise InputError("ep_options", bad, f"divisors of {arch.label}'s {arch.num_experts} routed experts")
     if dps is not None and any(d > 1 for d in dps) and not arch.is_moe:
         raise InputError("dp_attention_options", list(dps), f"[1] for the dense model {arch.label}")
     return LayoutOptions(
