@@ -50,10 +50,10 @@ def _fixed(
         raise InputError(
             field, par.label, f"GPUs per instance <= {per_node} or a multiple of it (whole nodes)"
         )
-    if par.ep > 1 and (not arch.is_moe or arch.num_experts % par.ep):
+    if (par.dp_attention > 1 or par.ep > 1) and not arch.is_moe:
+        raise InputError(field, par.label, f"no EP or attention-DP for the dense model {arch.label}")
+    if par.ep > 1 and arch.num_experts % par.ep:
         raise InputError(field, par.label, f"EP dividing {arch.label}'s {arch.num_experts} routed experts")
-    if par.dp_attention > 1 and not arch.is_moe:
-        raise InputError(field, par.label, f"no attention-DP for the dense model {arch.label}")
     if arch.num_heads % par.tp:
         raise InputError(field, par.label, f"TP dividing {arch.label}'s {arch.num_heads} attention heads")
     if par.nodes != nodes and not isinstance(value, Parallelism):
