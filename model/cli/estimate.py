@@ -7,9 +7,9 @@ from typing import Any
 
 from model.cli import COMMANDS
 from model.cli.common import add_profile_dir, print_json
-from model.hardware.parallelism import Parallelism, parse_parallelism
+from model.hardware.parallelism import Parallelism
 from model.physics.estimate import Estimate, estimate
-from model.serving.enumeration import nodes_spanned
+from model.serving.enumeration import layout_from_text
 from model.units import format_bytes, format_time
 
 
@@ -69,12 +69,8 @@ def _print(e: Estimate, par: Parallelism | None) -> None:
 
 
 def _layout(text: str | None) -> Parallelism | None:
-    """``--parallelism`` as a Parallelism spread over 8-GPU nodes (enumeration.nodes_spanned)."""
-    if text is None:
-        return None
-    par = parse_parallelism("parallelism", text)
-    nodes = nodes_spanned(par.gpus, None) or 1
-    return Parallelism(par.tp, par.pp, par.ep, par.dp_attention, nodes) if nodes > 1 else par
+    """``--parallelism`` as a Parallelism spread over 8-GPU nodes (enumeration.layout_from_text)."""
+    return None if text is None else layout_from_text("parallelism", text)
 
 
 def run(args: argparse.Namespace) -> int:

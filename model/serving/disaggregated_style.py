@@ -18,7 +18,7 @@ from model.hardware.parallelism import Parallelism
 from model.serving.candidates import DisaggregatedSet, link_for
 from model.serving.common import slo_ok
 from model.serving.configs import DisaggregatedConfig
-from model.serving.enumeration import disaggregated_for_budget, nics_per_gpu, space_layouts
+from model.serving.enumeration import disaggregated_for_budget, layout_from_text, nics_per_gpu, space_layouts
 from model.serving.style import CliFlag, SearchSpace, SimLayout, SimPool, TargetGroup
 from model.workload.scenario import Scenario
 
@@ -28,6 +28,8 @@ _FLAGS = (
     CliFlag("--prefill-tp", "prefill TP (default --tp)"),
     CliFlag("--decode", "decode instances (default 1)"),
     CliFlag("--decode-tp", "decode TP (default --tp)"),
+    CliFlag("--prefill-parallelism", 'prefill layout instead of --prefill-tp, e.g. "tep=8"', type=str),
+    CliFlag("--decode-parallelism", 'decode layout instead of --decode-tp, e.g. "dep=16"', type=str),
     CliFlag("--decode-gpu", "decode GPU (default --gpu)", type=str),
     CliFlag("--link", "KV link between the pools (required)", type=str),
     CliFlag("--no-layerwise", "send the KV after the prefill, not per layer", switch=True),
@@ -211,12 +213,17 @@ class DisaggregatedStyle:
             return default if values.get(key) is None else values[key]
 
         tp = given("tp", 1)
+        layouts = {}
+        for pool in ("prefill", "decode"):
+            text = values.get(f"{pool}_parallelism")
+            fixed = None if text is None else layout_from_text(f"--{pool}-parallelism", text)
+            layouts[pool] = fixed if fixed is not None else given(f"{pool}_tp", tp)
         return DisaggregatedConfig(
             gpu,
-            given("prefill_tp", tp),
+            layouts["prefill"],
             given("prefill", 1),
             get_gpu(values["decode_gpu"], profile_dirs) if values.get("decode_gpu") else gpu,
-            given("decode_tp", tp),
+            layouts["decode"],
             given("decode", 1),
             get_link(values["link"], profile_dirs),
             layerwise=not values.get("no_layerwise"),

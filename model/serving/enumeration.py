@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from model.errors import InputError
 from model.hardware.gpus import GPU
 from model.hardware.links import Link
 from model.hardware.nodes import Node
-from model.hardware.parallelism import Parallelism, as_parallelism
+from model.hardware.parallelism import Parallelism, as_parallelism, parse_parallelism
 from model.llm.arch import LLMArch
 from model.serving.candidates import link_for
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
@@ -58,6 +59,18 @@ def nodes_spanned(gpus: int, node: Node | None, spans: bool = True) -> int | Non
     if gpus <= per_node or (node is None and not spans):
         return 1
     return gpus // per_node if gpus % per_node == 0 else None
+
+
+def layout_from_text(field: str, text: str, node: Node | None = None) -> Parallelism:
+    """A layout typed by a user ("dep=16", "tp=2,dp=4,ep=8"), placed on nodes of ``node`` (else of
+    DEFAULT_NODE_GPUS GPUs) by :func:`nodes_spanned`; errors name ``field``."""
+    par = parse_parallelism(field, text)
+    nodes = nodes_spanned(
+        par.gpus, node, spans=par.gpus > (node.gpus_per_node if node else DEFAULT_NODE_GPUS)
+    )
+    if nodes is None:
+        raise InputError(field, text, "GPUs per instance within one node or a multiple of a node's GPUs")
+    return par if nodes == par.nodes else Parallelism(par.tp, par.pp, par.ep, par.dp_attention, nodes)
 
 
 def _layout(arch: LLMArch, tp: int, dp: int, ep: int, pp: int, node: Node | None) -> Parallelism | None:
