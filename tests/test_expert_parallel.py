@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import model
 from model.errors import InputError
@@ -206,3 +208,55 @@ def test_qwen3_235b_fp8_on_16_h200_disaggregates() -> None:
     colo = p.best["colocated-chunked"].at_goodput
     # at a higher rate than colocated's goodput, the split decode pool still runs faster steps
     assert dis.rate_rps > colo.rate_rps and dis.tpot_mean_s < colo.tpot_mean_s
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from([1, 2, 4, 8]),
+    st.sampled_from([1, 2, 4, 8, 16, 32]),
+    st.floats(1.0, 1e5),
+)
+def test_layout_invariants(tp, dp, tokens) -> None:
+    """Invariants over random DeepSeek-V3 layouts (EP = TP x DP): the per-GPU weights add up to at
+    least one copy of the model (experts split exactly, the rest replicated per DP rank), and the
+    all-to-all time never falls when the NIC gets slower."""
+    par = Parallelism(tp=tp, dp_attention=dp, ep=tp * dp, nodes=max(1, tp * dp // 8))  # 61 layers: PP 1
+    dep = Deployment(DSV3, H200, par, weight_dtype="fp8")
+    w = dep.weight_bytes_by_component
+    total = sum(w.values())
+    per_gpu = dep.weight_bytes_per_gpu
+    assert math.isclose(per_gpu * par.gpus, total + (dp - 1) * (w["attention"] + w["mlp"]), rel_tol=1e-12)
+    fast, slow = get_link("ib-ndr-400"), get_link("roce-100")
+    times = [
+        moe_comm_time_s(
+            np.array(tokens),
+            hidden_size=7168,
+            experts_per_token=8,
+            moe_layers=58,
+            parallel_ep=par.ep,
+            stage_gpus=par.stage_gpus,
+            local_gpus=dep.domain_gpus,
+            intra=dep.intra_link,
+            inter=link,
+        )
+        for link in (fast, slow)
+    ]
+    assert float(times[1]) >= float(times[0]) >= 0.0
+
+
+def test_groups_leaving_the_node_use_the_scale_out_link() -> None:
+    """TP within the node's share of the instance: NVLink; a TP or PP group across nodes: the NIC."""
+    one = Deployment(DSV3, H200, Parallelism(tp=8), weight_dtype="fp8")
+    assert one.tp_link_resolved.name == "nvlink4" and one.group_link(8).name == "nvlink4"
+    pp2 = Deployment(get_model("llama-3.1-70b"), H200, Parallelism(tp=8, pp=2, nodes=2))
+    assert pp2.tp_link_resolved.name == "nvlink4" and pp2.pp_link_resolved.name == "ib-ndr-400"
+    dep16 = Deployment(DSV3, H200, Parallelism(dp_attention=16, ep=16, nodes=2), weight_dtype="fp8")
+    assert dep16.group_link(16).name == "ib-ndr-400" and dep16.domain_gpus == 8
+    custom = Deployment(
+        DSV3,
+        H200,
+        Parallelism(dp_attention=16, ep=16, nodes=2),
+        weight_dtype="fp8",
+        scale_out_link=get_link("roce-400"),
+    )
+    assert custom.group_link(16).name == "roce-400"
