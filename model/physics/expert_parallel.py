@@ -65,33 +65,31 @@ def load_imbalance(ep: int) -> float:
 
 
 def moe_comm_time_s(
-    tokens: np.ndarray,
+    tokens_per_gpu: np.ndarray,
     *,
     hidden_size: int,
     experts_per_token: int,
     moe_layers: int,
     parallel_ep: int,
-    stage_gpus: int,
     local_gpus: int,
     intra: Link,
     inter: Link,
 ) -> np.ndarray:
     """All-to-all time of one step's MoE layers along the critical path (ep > 1), in seconds.
 
-    Each of the G = ``stage_gpus`` GPUs dispatches T / G of the step's T tokens (a TP group splits
-    its replicated tokens, as TensorRT-LLM's and SGLang's TEP do); the hottest GPU moves
-    EP_LOAD_IMBALANCE times the mean. Per MoE layer:
-    t = a2a(f x T / G x dispatch bytes per token) + a2a(f x T / G x combine bytes per token),
+    ``tokens_per_gpu``: tokens the hottest GPU moves, t = max(its rank's tokens / TP, f x T / G)
+    for T step tokens over the stage's G GPUs (a TP group splits its replicated tokens, as
+    TensorRT-LLM's and SGLang's TEP do; f = EP_LOAD_IMBALANCE on the receiving side). Per MoE layer:
+    a2a(t x dispatch bytes per token) + a2a(t x combine bytes per token),
     a2a = :func:`model.hardware.collectives.all_to_all_time_s` over ``parallel_ep`` GPUs of which
     ``local_gpus`` share the NVLink domain. Not overlapped with compute (DeepSeek's two-micro-batch
     overlap hides part of it; docs/model.md).
     """
-    t = np.asarray(tokens, dtype=float)
+    per_gpu = np.asarray(tokens_per_gpu, dtype=float)
     if parallel_ep <= 1:
-        return np.zeros_like(t)
-    per_gpu = load_imbalance(parallel_ep) * t / stage_gpus
+        return np.zeros_like(per_gpu)
     local = min(local_gpus, parallel_ep)
-    one = np.zeros_like(t)
+    one = np.zeros_like(per_gpu)
     for per_token in (dispatch_bytes_per_token, combine_bytes_per_token):
         sent = per_gpu * per_token(hidden_size, experts_per_token)
         one = one + np.asarray(all_to_all_time_s(sent, parallel_ep, local, intra, inter), dtype=float)

@@ -92,21 +92,25 @@ def _step(
     decode_key_pairs: np.ndarray,
     kv_read_tokens: np.ndarray,
     kv_write_tokens: np.ndarray,
+    busy: np.ndarray | float = 1.0,
 ) -> StepCost:
     """Roofline of one step (one micro-batch through every stage), inputs already per micro-batch.
 
     tokens: tokens through the linear layers; logits_tokens: tokens that need the LM head;
     prefill_key_pairs / decode_key_pairs: (query, key) pairs of causal-prefill and decode attention
-    per layer; kv_read_tokens / kv_write_tokens: KV-cache tokens read and written (whole model).
+    per layer; kv_read_tokens / kv_write_tokens: KV-cache tokens read and written (whole model);
+    busy: share of the step's sequences (their tokens, attention and KV) on the busiest
+    attention-DP rank, which the step waits for (1 without attention-DP; :func:`_busy_share`).
     """
-    arch, tp, dp, g = dep.arch, int(dep.tp), int(dep.dp), int(dep.stage_gpus)
+    arch, tp, g = dep.arch, int(dep.tp), int(dep.stage_gpus)
     kv_tok_gpu = dep.kv_bytes_per_token_per_gpu * dep.pp  # all layers on the critical path
     act_b = dep.activation_bytes
     # Work per GPU (model.physics.expert_parallel): attention, dense MLPs, shared experts and the LM
-    # head run on each attention-DP rank for its 1 / DP of the tokens, split over its TP GPUs; the
-    # routed experts serve all the step's tokens split over the stage's G = TP x DP GPUs, the hottest
-    # GPU carrying load_imbalance(EP) times the mean. TP-only (DP = EP = 1): everything / TP.
-    share = {"attention": 1.0 / (tp * dp), "mlp": 1.0 / (tp * dp), "experts": load_imbalance(dep.ep) / g}
+    # head run on each attention-DP rank for its own sequences (the busiest rank's share ``busy``),
+    # split over its TP GPUs; the routed experts serve all the step's tokens split over the stage's
+    # G = TP x DP GPUs, the hottest GPU carrying load_imbalance(EP) times the mean. TP-only: all / TP.
+    busy = np.asarray(busy, dtype=float)
+    share = {"attention": busy / tp, "mlp": busy / tp, "experts": load_imbalance(dep.ep) / g}
 
     # FLOPs per GPU (linear layers per weight component; the LM head is in "mlp")
     qk_p, v_p = attention_dims(arch, absorbed=False)
@@ -122,7 +126,7 @@ def _step(
     linear = {c: per_token[c] * tokens for c in parts}
     linear["mlp"] = linear["mlp"] + 2.0 * lm_head_params(arch) * logits_tokens
     linear = {c: linear[c] * share[c] for c in parts}  # per GPU
-    attn_flops = attn_flops / (tp * dp)
+    attn_flops = attn_flops * busy / tp
     flops = sum(linear.values()) + attn_flops
 
     # Bytes per GPU (weights per component in its format, block scales included): each DP rank
@@ -131,12 +135,12 @@ def _step(
     params = weight_params_read(arch, tokens)
     w_share = {"attention": 1.0 / tp, "mlp": 1.0 / tp, "experts": 1.0 / g}
     w_bytes = sum(params[c] * dep.weight_bytes_per_element(c) * w_share[c] for c in parts)
-    kv_read = kv_read_tokens / dp * kv_tok_gpu
-    kv_write = kv_write_tokens / dp * kv_tok_gpu
+    kv_read = kv_read_tokens * busy * kv_tok_gpu
+    kv_write = kv_write_tokens * busy * kv_tok_gpu
     act = (
-        tokens / dp * activation_elements_per_token(arch, tp) * act_b
-        + tokens / dp * arch.hidden_size * dep.weight_bytes_per_element("mlp")  # embedding rows gathered
-        + logits_tokens / dp * arch.vocab_size / tp * LOGIT_BYTES
+        tokens * busy * activation_elements_per_token(arch, tp) * act_b
+        + tokens * busy * arch.hidden_size * dep.weight_bytes_per_element("mlp")  # embedding rows gathered
+        + logits_tokens * busy * arch.vocab_size / tp * LOGIT_BYTES
     )
     total_bytes = w_bytes + kv_read + kv_write + act
 
@@ -153,7 +157,7 @@ def _step(
         + attn_flops / (dep.attention_peak_flops_per_s * dep.mfu)
     )
     memory_s = total_bytes / stream_bw
-    comm = _comm_s(dep, tokens)
+    comm = _comm_s(dep, tokens, busy)
 
     # Per-step host overhead, plus eager kernel launches when the step carries prompt tokens.
     launches = EAGER_KERNELS_PER_LAYER * arch.num_layers * KERNEL_LAUNCH_S
@@ -178,12 +182,12 @@ def _step(
     )
 
 
-def _comm_s(dep: Deployment, tokens: np.ndarray) -> np.ndarray:
+def _comm_s(dep: Deployment, tokens: np.ndarray, busy: np.ndarray) -> np.ndarray:
     """Communication of one step along the critical path (not overlapped with compute).
 
     TP-only: ALLREDUCES_PER_LAYER ring all-reduces of the hidden states per layer over TP
     (Megatron-LM). With EP or attention-DP the MoE layers change: each layer still all-reduces its
-    attention output over TP (of the rank's 1 / DP of the tokens), dense layers their MLP output too,
+    attention output over TP (of the busiest rank's tokens), dense layers their MLP output too,
     and each MoE layer runs the EP dispatch + combine all-to-all instead of the MLP all-reduce
     (EP > 1, shared experts' partial sums reduced with the combine) or, with EP = 1 and DP > 1, an
     all-gather + reduce-scatter over the stage (model.physics.expert_parallel). PP: a hop per stage
@@ -191,21 +195,24 @@ def _comm_s(dep: Deployment, tokens: np.ndarray) -> np.ndarray:
     """
     arch, tp, dp = dep.arch, int(dep.tp), int(dep.dp)
     message = tokens * arch.hidden_size * dep.activation_bytes
+    rank_message = message * busy
     comm = np.zeros_like(tokens, dtype=float)
     moe_changed = arch.is_moe and (dep.ep > 1 or dp > 1)
     mlp_allreduce_layers = arch.num_dense_layers if moe_changed else arch.num_layers
     if tp > 1:
         link = dep.tp_link_resolved
-        one = allreduce_time_s(message / dp, tp, link.effective_bandwidth_bytes_per_s, link.latency_s)
+        one = allreduce_time_s(rank_message, tp, link.effective_bandwidth_bytes_per_s, link.latency_s)
         comm = comm + (arch.num_layers + mlp_allreduce_layers) * one
     if moe_changed and dep.ep > 1:
+        # the hottest GPU: the larger of what it sends (its rank's tokens over TP) and what it
+        # receives (the imbalanced mean of all tokens' expert copies)
+        sent = np.maximum(tokens * busy / tp, load_imbalance(dep.ep) * tokens / dep.stage_gpus)
         comm = comm + moe_comm_time_s(
-            tokens,
+            sent,
             hidden_size=arch.hidden_size,
             experts_per_token=arch.experts_per_token,
             moe_layers=arch.num_moe_layers,
             parallel_ep=dep.ep,
-            stage_gpus=dep.stage_gpus,
             local_gpus=dep.domain_gpus,
             intra=dep.intra_link,
             inter=dep.scale_out_link_resolved,
@@ -214,7 +221,7 @@ def _comm_s(dep: Deployment, tokens: np.ndarray) -> np.ndarray:
         link = dep.group_link(dep.stage_gpus)
         comm = comm + dp_gather_time_s(message, arch.num_moe_layers, dep.stage_gpus, link)
     if dep.pp > 1:
-        comm = comm + (dep.pp - 1) * transfer_time_s(message / dp, dep.pp_link_resolved)
+        comm = comm + (dep.pp - 1) * transfer_time_s(rank_message, dep.pp_link_resolved)
     return comm
 
 
@@ -237,6 +244,27 @@ def check_numbers(name: str, value: ArrayLike, minimum: float) -> np.ndarray:
     if arr is None or not np.all(np.isfinite(arr)) or np.any(arr < minimum):
         raise InputError(name, value, f"numbers >= {minimum:g}")
     return arr
+
+
+def _busy_share(dep: Deployment, seqs: np.ndarray) -> np.ndarray | float:
+    """Share of ``seqs`` sequences on the busiest attention-DP rank: ceil(seqs / DP) / seqs (each
+    sequence lives on one rank; SGLang DP attention balances them); 1 without attention-DP."""
+    if dep.dp == 1:
+        return 1.0
+    s = np.maximum(np.asarray(seqs, dtype=float), 1.0)
+    return np.ceil(s / dep.dp - 1e-12) / s
+
+
+def _mixed_busy_share(
+    dep: Deployment, chunk: np.ndarray, decode_tokens: np.ndarray, decodes: np.ndarray
+) -> np.ndarray | float:
+    """Busiest rank's share of a mixed step's tokens: the rank running the prompt chunk also runs
+    its ceil(decodes / DP) of the decodes: (chunk + ceil(decodes / DP) w) / (chunk + decodes w)."""
+    if dep.dp == 1:
+        return 1.0
+    w = np.where(decodes > 0, decode_tokens / np.maximum(decodes, 1.0), 0.0)
+    rank = chunk + np.ceil(decodes / dep.dp - 1e-12) * w
+    return rank / np.maximum(chunk + decode_tokens, 1.0)
 
 
 def _microbatches(dep: Deployment, seqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -277,6 +305,7 @@ def prefill_cost(
         decode_key_pairs=np.zeros_like(n),
         kv_read_tokens=b_mb * (c + n),
         kv_write_tokens=b_mb * n,
+        busy=_busy_share(dep, b_mb),
     )
     return _with_bubble(cost, dep, m)
 
@@ -303,6 +332,7 @@ def decode_step_cost(dep: Deployment, batch: ArrayLike, context_tokens: ArrayLik
         decode_key_pairs=b_mb * w * ctx,
         kv_read_tokens=b_mb * ctx,
         kv_write_tokens=b_mb * w,
+        busy=_busy_share(dep, b_mb),
     )
     return _with_bubble(cost, dep, m)
 
@@ -321,6 +351,7 @@ def mixed_step_unchecked(
         decode_key_pairs=db * w * dctx,
         kv_read_tokens=has_chunk * (prefix + chunk) + db * dctx,
         kv_write_tokens=chunk + db * w,
+        busy=_mixed_busy_share(dep, chunk, db * w, db),
     )
 
 
