@@ -93,6 +93,8 @@ def plan_arguments(spec: Spec) -> tuple[tuple[Any, ...], dict[str, Any]]:
         "dtype": spec["dtype"],
         "kv_dtype": spec["kv_dtype"],
         "tp_options": tuple(spec["tp_options"]),
+        "prefill_parallelism": spec.values.get("prefill_parallelism"),
+        "decode_parallelism": spec.values.get("decode_parallelism"),
         "chunk_options": tuple(spec["chunk_options"]),
         "layerwise": spec["layerwise"],
         "objective": spec["objective"],

@@ -266,6 +266,8 @@ def _fields(c: dict[str, list[Any]], raw_uploads: dict[str, Any], upload_errors:
         _text("GPU power at full load, e.g. '700 W' (blank = profile TDP)", "tdp")
         _multiselect("Chunk sizes (tokens per iteration)", "chunks", c["chunks"])
         _multiselect("Tensor-parallel degrees", "tps", c["tps"])
+        _text("Prefill pool layout, e.g. 'tep=8' (blank = search TP/TEP/DEP)", "prefill_layout")
+        _text("Decode pool layout, e.g. 'dep=32' (blank = search TP/TEP/DEP)", "decode_layout")
         st.checkbox("Layer-wise KV transfer (overlaps prefill)", **_initial("layerwise"), key="layerwise")
         _slider("Margin disaggregation must win by", "margin", step=0.01)
 
@@ -478,6 +480,8 @@ def parse(raw: Raw) -> tuple[Spec | None, list[str]]:
         errors.append("Tensor-parallel degrees: pick at least one.")
     out["chunk_options"] = sorted(int(x) for x in v["chunks"])
     out["tp_options"] = sorted(int(x) for x in v["tps"])
+    out["prefill_parallelism"] = attempt(TEXT_READERS["prefill_layout"], v["prefill_layout"])
+    out["decode_parallelism"] = attempt(TEXT_READERS["decode_layout"], v["decode_layout"])
     out["layerwise"] = bool(v["layerwise"])
     out["margin"] = float(v["margin"])
     if errors:

@@ -20,6 +20,7 @@ import model
 from model.errors import PdplanError
 from model.hardware.catalog import unique
 from model.hardware.formats import FORMATS, format_names
+from model.hardware.parallelism import parse_parallelism
 from model.serving.enumeration import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS
 from model.units import Kind, parse_quantity
 
@@ -59,6 +60,8 @@ DEFAULTS: dict[str, Any] = {
     "tdp": "",
     "chunks": list(DEFAULT_CHUNK_OPTIONS),
     "tps": list(DEFAULT_TP_OPTIONS),
+    "prefill_layout": "",
+    "decode_layout": "",
     "layerwise": True,
     "margin": 0.10,
 }
@@ -207,6 +210,14 @@ def _optional_power(text: str) -> float | None:
 
 # The free-text inputs and how each is read (raises PdplanError): parse(), scenario files and URL
 # parameters all use this table, so a value is accepted or refused the same way everywhere.
+def _layout(text: str, field: str) -> str | None:
+    """A pool layout such as "dep=32" (model.hardware.parallelism.parse_parallelism); blank = search."""
+    if not text.strip():
+        return None
+    parse_parallelism(field, text)
+    return text.strip()
+
+
 TEXT_READERS: dict[str, Callable[[str], float | None]] = {
     "link_bw": lambda t: parse_quantity(t, Kind.BANDWIDTH, "link bandwidth"),
     "link_latency": lambda t: parse_quantity(t, Kind.TIME, "link latency", bare_unit="microsecond"),
@@ -216,6 +227,8 @@ TEXT_READERS: dict[str, Callable[[str], float | None]] = {
     "decode_mbu": lambda t: _fraction(t, "decode MBU"),
     "price": lambda t: _price(t),
     "tdp": _optional_power,
+    "prefill_layout": lambda t: _layout(t, "prefill_parallelism"),
+    "decode_layout": lambda t: _layout(t, "decode_parallelism"),
 }
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from model.errors import InputError
 from model.hardware.catalog import get_gpu, get_link
-from model.hardware.parallelism import MAX_DEGREE, Parallelism
+from model.hardware.parallelism import MAX_DEGREE, Parallelism, parse_parallelism
 from model.llm.catalog import get_model
 from model.physics.deployment import Deployment
 from model.physics.steps import decode_step_cost, prefill_cost
@@ -32,7 +32,7 @@ def test_gpu_counts_by_hand() -> None:
     wide = Parallelism(tp=1, dp_attention=32, ep=32, nodes=4)
     assert wide.gpus == 32 and wide.gpus_per_node == 8 and wide.label == "DEP32 x4 nodes"
     assert Parallelism(tp=4, pp=2).label == "TP4 PP2"
-    assert Parallelism(tp=8, ep=8).label == "TP8 EP8"
+    assert Parallelism(tp=8, ep=8).label == "TEP8"  # TensorRT-LLM and aiconfigurator name it TEP
 
 
 @pytest.mark.parametrize(
@@ -52,10 +52,13 @@ def test_impossible_layouts_name_the_field(kwargs, field) -> None:
         Parallelism(**kwargs)
 
 
-def test_layers_without_ep_refuse_it() -> None:
-    Parallelism(tp=8).require_tp_pp_only("the roofline")
-    with pytest.raises(InputError, match="parallelism.ep.*does not model expert parallelism"):
-        Parallelism(tp=8, ep=8).require_tp_pp_only("the roofline")
+def test_layout_text_parses_to_the_engine_degrees() -> None:
+    assert parse_parallelism("decode", "dep=32", nodes=4) == Parallelism(dp_attention=32, ep=32, nodes=4)
+    assert parse_parallelism("prefill", "tep=8") == Parallelism(tp=8, ep=8)
+    assert parse_parallelism("prefill", "TP=2, dp=4, ep=8") == Parallelism(tp=2, dp_attention=4, ep=8)
+    for bad in ("tp8", "tp=x", "zz=2", "", "tp=2;import os", "ep=3,dp=4"):
+        with pytest.raises(InputError, match="decode_parallelism"):
+            parse_parallelism("decode_parallelism", bad)
 
 
 @given(
@@ -118,18 +121,22 @@ def test_whole_number_means_tp_only() -> None:
 
 
 @pytest.mark.parametrize(
-    ("parallel", "field"),
+    ("model", "parallel", "match"),
     [
-        (Parallelism(tp=8, ep=8), "parallelism.ep"),
-        (Parallelism(tp=1, dp_attention=2), "parallelism.dp_attention"),
+        ("mixtral-8x7b", Parallelism(tp=16, ep=16), "parallelism.ep.*divisor of .*8 routed experts"),
+        ("llama-3.1-70b", Parallelism(tp=8, ep=8), "parallelism.ep.*dense model"),
+        ("llama-3.1-70b", Parallelism(tp=1, dp_attention=2), "parallelism.dp_attention.*dense model"),
+        ("deepseek-v3", Parallelism(tp=256, ep=256), "tp.*divisor of .*128 attention heads"),
     ],
 )
-def test_roofline_refuses_ep_and_attention_dp(parallel, field) -> None:
-    mixtral = get_model("mixtral-8x7b")
-    with pytest.raises(InputError, match=f"{field}.*roofline"):
-        Deployment(mixtral, H100, parallel=parallel)
-    scn = Scenario.build("mixtral-8x7b", "chat", SLO(1.0, 0.1), samples=16)
-    with pytest.raises(InputError, match=field):  # the planner's evaluation reaches the same check
+def test_impossible_moe_layouts_name_the_field(model, parallel, match) -> None:
+    """EP that does not divide the experts, EP / DP-attention on a dense model, TP that does not
+    divide the heads: one clear error naming the field, from the physics and from the planner's
+    evaluation alike."""
+    with pytest.raises(InputError, match=match):
+        Deployment(get_model(model), H100, parallel=parallel)
+    scn = Scenario.build(model, "chat", SLO(1.0, 0.1), samples=16)
+    with pytest.raises(InputError, match=match.split(".*")[0]):
         evaluate(ColocatedConfig(H100, parallel, 1), scn, 1.0)
 
 
@@ -170,5 +177,11 @@ def test_planner_and_simulator_accept_a_parallelism_built_config() -> None:
         H100, Parallelism(tp=1, pp=2), 1, H100, Parallelism.tensor(2), 1, get_link("ib-ndr-400")
     )
     assert simulate(dis, "llama-3.1-8b", reqs).summary.completed == 200
-    with pytest.raises(InputError, match="parallelism.ep"):
-        simulate(ColocatedConfig(H100, Parallelism(tp=2, ep=2), 1), "mixtral-8x7b", reqs)
+    # a disaggregated pool pair with a TEP8 prefill and a DEP8 decode instance simulates end to end
+    moe = DisaggregatedConfig(
+        H100, Parallelism(tp=8, ep=8), 1, H100, Parallelism(dp_attention=8, ep=8), 1, get_link("ib-ndr-400")
+    )
+    moe_reqs = poisson_requests("chat", 2.0, 100, seed=1)
+    assert simulate(moe, "mixtral-8x7b", moe_reqs).summary.completed == 100
+    tep2 = ColocatedConfig(H100, Parallelism(tp=2, ep=2), 1)
+    assert simulate(tep2, "mixtral-8x7b", moe_reqs).summary.completed == 100

@@ -7,7 +7,9 @@ from typing import Any
 
 from model.cli import COMMANDS
 from model.cli.common import add_profile_dir, print_json
+from model.hardware.parallelism import Parallelism
 from model.physics.estimate import Estimate, estimate
+from model.serving.enumeration import layout_from_text
 from model.units import format_bytes, format_time
 
 
@@ -17,6 +19,10 @@ def register(sub: Any) -> None:
     p.add_argument("--gpu", required=True, help="GPU name or a .toml profile path")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
     p.add_argument("--pp", type=int, default=1, help="pipeline-parallel degree (default 1)")
+    p.add_argument(
+        "--parallelism",
+        help='whole layout instead of --tp/--pp, e.g. "dep=16" or "tp=2,dp=4,ep=8" (8 GPUs per node)',
+    )
     p.add_argument("--dtype", default="bf16", help="weight format: bf16, fp16, fp8, int8, int4, fp4 ...")
     p.add_argument("--kv-dtype", default=None, help="KV-cache format (default: the weight format, or bf16)")
     p.add_argument("--isl", type=int, required=True, help="prompt (input) tokens per request")
@@ -27,9 +33,12 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def _print(e: Estimate) -> None:
+def _print(e: Estimate, par: Parallelism | None) -> None:
     kv = e.kv_dtype
-    print(f"{e.model} on {e.tp * e.pp} x {e.gpu} (TP {e.tp}, PP {e.pp}), weights {e.dtype}, KV {kv}")
+    where = (
+        f"{par.gpus} x {e.gpu} ({par.label})" if par else f"{e.tp * e.pp} x {e.gpu} (TP {e.tp}, PP {e.pp})"
+    )
+    print(f"{e.model} on {where}, weights {e.dtype}, KV {kv}")
     print(f"  request: {e.isl} prompt + {e.osl} output tokens, batch {e.batch}")
     p, d = e.prefill, e.decode
     print(
@@ -59,12 +68,19 @@ def _print(e: Estimate) -> None:
     print(f"  memory       {'fits' if e.fits else 'DOES NOT FIT'}: {e.reason}")
 
 
+def _layout(text: str | None) -> Parallelism | None:
+    """``--parallelism`` as a Parallelism spread over 8-GPU nodes (enumeration.layout_from_text)."""
+    return None if text is None else layout_from_text("parallelism", text)
+
+
 def run(args: argparse.Namespace) -> int:
+    par = _layout(args.parallelism)
     e = estimate(
         args.model,
         args.gpu,
         tp=args.tp,
         pp=args.pp,
+        parallel=par,
         dtype=args.dtype,
         kv_dtype=args.kv_dtype,
         isl=args.isl,
@@ -75,5 +91,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(e.to_dict())
     else:
-        _print(e)
+        _print(e, par)
     return 0

@@ -147,6 +147,13 @@ def add_plan_args(p: argparse.ArgumentParser) -> None:
         "--target-rate", type=str, help="request rate (req/s) to serve with the fewest GPUs/cost"
     )
     p.add_argument("--tp", default="1,2,4,8", help="TP degrees to consider (default 1,2,4,8)")
+    p.add_argument("--ep", help="EP degrees to consider (default: 1 and TP x DP, i.e. TP, TEP, DEP)")
+    p.add_argument(
+        "--dp-attention", help="attention-DP degrees to consider (default for MoE: DEP 2..64 with TP1)"
+    )
+    p.add_argument("--pp", default="1", help="pipeline-parallel degrees to consider (default 1)")
+    p.add_argument("--prefill-parallelism", help='fixed prefill-pool layout, e.g. "tep=8" or "tp=8"')
+    p.add_argument("--decode-parallelism", help='fixed decode-pool layout, e.g. "dep=32"')
     p.add_argument("--chunks", default="256,512,1024,2048,4096", help="chunked-prefill token budgets")
     p.add_argument("--objective", default="gpus", choices=["gpus", "cost"], help="target-rate mode objective")
     p.add_argument(
@@ -197,6 +204,13 @@ def plan_fields(args: argparse.Namespace) -> dict[str, Any]:
         if args.target_rate is None
         else _float(args.target_rate, "target_rate", "req/s > 0"),
         tp_options=_int_list(args.tp, "tp"),
+        ep_options=_int_list(args.ep, "ep") if args.ep is not None else None,
+        dp_attention_options=_int_list(args.dp_attention, "dp_attention")
+        if args.dp_attention is not None
+        else None,
+        pp_options=_int_list(args.pp, "pp"),
+        prefill_parallelism=_name(args.prefill_parallelism, "--prefill-parallelism"),
+        decode_parallelism=_name(args.decode_parallelism, "--decode-parallelism"),
         chunk_options=_int_list(args.chunks, "chunks"),
         objective=args.objective,
         margin=_float(args.margin, "margin", "a fraction in [0, 1)"),

@@ -132,3 +132,31 @@ def default_tp_link(gpu: GPU, tp: int | Parallelism = 2) -> Link:
     return dataclasses.replace(
         pcie, name=f"{gpu.name}-pcie", bandwidth_bytes_per_s=gpu.pcie_bandwidth_bytes_per_s, aliases=()
     )
+
+
+def all_to_all_time_s(
+    bytes_per_gpu: ArrayLike, group_gpus: int, local_gpus: int, intra: Link, inter: Link
+) -> float | np.ndarray:
+    """Time of one MoE all-to-all (token dispatch or combine) in which each of ``group_gpus`` GPUs
+    sends ``bytes_per_gpu`` bytes spread evenly over the group (itself included).
+
+    t = latency + max(B_local / bw_intra, B_remote / bw_inter), where of the B bytes a GPU sends,
+    the share (L - 1) / N stays in its NVLink domain (L = ``local_gpus`` of the group share it,
+    N = ``group_gpus``), 1 / N stays on the GPU, and (N - L) / N leaves over its NIC; the two paths
+    run at once (DeepEP's normal kernels forward intra-node traffic over NVLink and inter-node
+    traffic over RDMA in parallel, deepseek-ai/DeepEP docs/legacy.md, "Normal kernels with NVLink
+    and RDMA forwarding"). Latency: the larger link latency (the sends go out in parallel). The
+    bandwidths are the link profiles' effective rates (line rate x efficiency), per GPU.
+    Measured check (DeepEP, H800 + CX7 400G, docs/legacy.md): intranode EP8 dispatch 153 GB/s of
+    ~160 GB/s NVLink; internode EP16-64 43-58 GB/s per GPU against a 50 GB/s NIC (docs/model.md).
+    """
+    b = _nonneg("bytes_per_gpu", bytes_per_gpu)
+    n, local = int(group_gpus), int(local_gpus)
+    if n < 1 or not 1 <= local <= n:
+        raise InputError("local_gpus", local_gpus, f"a whole number in [1, group_gpus = {group_gpus}]")
+    if n == 1:
+        return plain(np.zeros_like(b))
+    local_s = b * (local - 1) / n / intra.effective_bandwidth_bytes_per_s
+    remote_s = b * (n - local) / n / inter.effective_bandwidth_bytes_per_s if n > local else 0.0 * b
+    latency = max(intra.latency_s, inter.latency_s) if n > local else intra.latency_s
+    return plain(np.asarray(latency + np.maximum(local_s, remote_s), dtype=float))

@@ -16,11 +16,13 @@ own flags so a plan maps onto a launch command:
   GPUs of one pipeline stage (``tp x dp_attention``) and must divide them.
 - ``nodes``: how many nodes the instance spans; its GPUs split evenly over them.
 
-GPUs per instance = ``tp x pp x dp_attention`` (EP reuses the same GPUs).
+GPUs per instance = ``tp x pp x dp_attention`` (EP reuses the same GPUs). Rank order inside the
+instance: TP innermost, then attention-DP, then PP (SGLang and vLLM's rank layout), so a TP group
+and an EP group occupy consecutive GPUs and PP stages the outermost blocks.
 
-Scope today: the physics and the planner model TP and PP; EP and attention-DP are carried and
-validated here, and the layers that do not model them yet refuse values above 1 with a clear
-error (:meth:`Parallelism.require_tp_pp_only`) rather than computing a wrong number.
+The physics (model.physics.steps, model.physics.expert_parallel) models all four degrees; the
+engines' layout names: "TP8" (tp=8), "TEP8" (tp=8, ep=8: experts split over the TP group, all-to-all
+instead of all-reduce in the MoE layers), "DEP16" (dp_attention=16, ep=16, tp=1).
 """
 
 from __future__ import annotations
@@ -79,6 +81,8 @@ class Parallelism:
         parts = []
         if self.dp_attention > 1 and self.ep == self.tp * self.dp_attention and self.tp == 1:
             parts.append(f"DEP{self.ep}")
+        elif self.dp_attention == 1 and self.ep == self.tp > 1:
+            parts.append(f"TEP{self.tp}")
         else:
             if self.dp_attention > 1:
                 parts.append(f"DP{self.dp_attention}")
@@ -91,14 +95,10 @@ class Parallelism:
             parts.append(f"x{self.nodes} nodes")
         return " ".join(parts)
 
-    def require_tp_pp_only(self, where: str) -> None:
-        """Refuse EP / attention-DP in a layer that models TP and PP only (issue 14 fills them in)."""
-        if self.ep > 1:
-            raise InputError("parallelism.ep", self.ep, f"1 ({where} does not model expert parallelism yet)")
-        if self.dp_attention > 1:
-            raise InputError(
-                "parallelism.dp_attention", self.dp_attention, f"1 ({where} does not model attention-DP yet)"
-            )
+    @property
+    def stage_gpus(self) -> int:
+        """GPUs of one pipeline stage: tp x dp_attention (the GPUs the routed experts split over)."""
+        return self.tp * self.dp_attention
 
     def as_dict(self) -> dict[str, int]:
         """Plain dict for JSON output."""
@@ -124,3 +124,33 @@ def as_parallelism(field: str, value: object) -> Parallelism:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 1 <= value <= MAX_DEGREE:
         raise InputError(field, value, f"a Parallelism or a whole number (TP degree) in [1, {MAX_DEGREE}]")
     return Parallelism.tensor(int(value))
+
+
+_LAYOUT_KEYS = {"tp": "tp", "pp": "pp", "ep": "ep", "dp": "dp_attention", "dp_attention": "dp_attention"}
+
+
+def parse_parallelism(field: str, text: str, *, nodes: int = 1) -> Parallelism:
+    """A layout from its engine-style text: ``"tp=8"``, ``"tep=8"`` (tp=8, ep=8), ``"dep=32"``
+    (dp_attention=32, ep=32), or comma-separated degrees ``"tp=2,dp=4,ep=8,pp=2"``. ``nodes``: nodes
+    the instance spans. Errors name ``field`` and show the grammar; nothing is evaluated."""
+    allowed = 'e.g. "tp=8", "tep=8", "dep=32" or "tp=2,dp=4,ep=8,pp=1"'
+    if not isinstance(text, str) or not text.strip() or len(text) > 100:
+        raise InputError(field, text, allowed)
+    degrees: dict[str, int] = {}
+    for part in text.lower().replace(" ", "").split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not value.isdigit() or len(value) > 5:
+            raise InputError(field, text, allowed)
+        n = int(value)
+        if key == "tep":
+            degrees.update(tp=n, ep=n)
+        elif key == "dep":
+            degrees.update(dp_attention=n, ep=n)
+        elif key in _LAYOUT_KEYS:
+            degrees[_LAYOUT_KEYS[key]] = n
+        else:
+            raise InputError(field, text, allowed)
+    try:
+        return Parallelism(**degrees, nodes=nodes)
+    except InputError as err:
+        raise InputError(field, text, f"{allowed}; {err.allowed}") from None

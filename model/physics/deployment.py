@@ -1,5 +1,6 @@
-"""A deployment of one model instance (a TP x PP group of identical GPUs, described by one
-:class:`~model.hardware.parallelism.Parallelism`) and the efficiency constants of the roofline:
+"""A deployment of one model instance (TP x attention-DP x PP identical GPUs, EP over each stage,
+described by one :class:`~model.hardware.parallelism.Parallelism`) and the efficiency constants of the
+roofline:
 what every step cost in :mod:`model.physics.steps` is evaluated on.
 
 Numeric formats come from the format table (:mod:`model.hardware.formats`): weight, KV and
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from model.errors import InputError
+from model.hardware.catalog import get_link
 from model.hardware.collectives import default_tp_link
 from model.hardware.formats import Precision, bytes_per_element, check_gpu_runs, get_format
 from model.hardware.gpus import GPU
@@ -23,7 +25,6 @@ from model.llm.arch import (
     check_tp,
     kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,
-    weight_bytes,
     weight_params_by_component,
 )
 from model.physics.speculation import Speculation, draft_memory
@@ -70,19 +71,28 @@ EAGER_KERNELS_PER_LAYER = 12
 KERNEL_LAUNCH_S = 5e-6
 # Weight components of a Precision, in the order the step costs sum them.
 WEIGHT_COMPONENTS = ("attention", "mlp", "experts")
+# The network a group of GPUs uses once it leaves its node (NVLink domain) when no link is given:
+# InfiniBand NDR 400G, one ConnectX-7 port per GPU, the compute fabric of every HGX H100/H200/B200
+# node profile in the catalog (hardware_profiles/nodes/*.toml) and of DeepSeek's H800 deployment
+# (DeepEP docs/legacy.md: "CX7 InfiniBand 400 Gb/s RDMA network card" per GPU).
+DEFAULT_SCALE_OUT_LINK = "ib-ndr-400"
 
 
 @dataclass(frozen=True)
 class Deployment:
     """One model instance: ``parallel`` (a :class:`~model.hardware.parallelism.Parallelism`, or a
     whole number meaning TP-only of that degree) over identical GPUs serving one copy of the weights.
-    The roofline models TP and PP; EP or attention-DP above 1 is refused with a clear error.
+    EP and attention-DP follow :mod:`model.physics.expert_parallel`; both need an MoE model, and EP
+    must divide its routed experts.
 
     Formats: ``precision`` (a :class:`~model.hardware.formats.Precision`, per component) if given,
     else every weight in ``weight_dtype`` and the KV cache in ``kv_dtype`` (None -> the default of
     :func:`model.hardware.formats.default_kv_format`). Efficiencies None -> the GPU profile's
     defaults. ``tp_link`` None -> the GPU's NVLink/xGMI, or PCIe if it has none
     (:func:`model.hardware.collectives.default_tp_link`); ``pp_link`` None -> the same link as TP.
+    ``scale_out_link``: the network any TP / EP / PP group uses once it leaves the instance's node
+    (``parallel.nodes`` > 1); None -> DEFAULT_SCALE_OUT_LINK. A node profile whose one NVLink fabric
+    spans a rack (GB200 NVL72) keeps every group of up to its GPUs on NVLink.
     """
 
     arch: LLMArch
@@ -97,6 +107,7 @@ class Deployment:
     pp_link: Link | None = None
     precision: Precision | None = None
     speculation: Speculation | None = None  # speculative decoding (model.physics.speculation)
+    scale_out_link: Link | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.arch, LLMArch):
@@ -104,7 +115,7 @@ class Deployment:
         if not isinstance(self.gpu, GPU):
             raise InputError("gpu", self.gpu, "a GPU profile (see model.hardware.catalog.get_gpu)")
         object.__setattr__(self, "parallel", as_parallelism("tp", self.parallel))
-        self.parallel.require_tp_pp_only("the roofline (model.physics)")
+        self._check_moe_layout()
         check_tp(self.arch, self.tp)
         if self.arch.num_layers % self.pp:
             raise InputError("pp", self.pp, f"a divisor of {self.arch.label}'s {self.arch.num_layers} layers")
@@ -127,10 +138,28 @@ class Deployment:
             raise InputError("step_overhead_s", self.step_overhead_s, "a time >= 0 s")
         if self.speculation is not None and not isinstance(self.speculation, Speculation):
             raise InputError("speculation", self.speculation, "a Speculation (model.physics.speculation)")
-        for name in ("tp_link", "pp_link"):
+        for name in ("tp_link", "pp_link", "scale_out_link"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, Link):
                 raise InputError(name, value, "a Link profile (see model.hardware.catalog.get_link) or None")
+
+    def _check_moe_layout(self) -> None:
+        """EP needs routed experts it divides; attention-DP needs MoE layers for its ranks to share
+        (a dense model's DP ranks share nothing: that is replicas, which the planner counts)."""
+        par, arch = self.parallel, self.arch
+        if par.ep > 1 and not arch.is_moe:
+            dense = f"1 for the dense model {arch.label} (no experts to split)"
+            raise InputError("parallelism.ep", par.ep, dense)
+        if par.ep > 1 and arch.num_experts % par.ep:
+            raise InputError(
+                "parallelism.ep", par.ep, f"a divisor of {arch.label}'s {arch.num_experts} routed experts"
+            )
+        if par.dp_attention > 1 and not arch.is_moe:
+            raise InputError(
+                "parallelism.dp_attention",
+                par.dp_attention,
+                f"1 for the dense model {arch.label} (attention-DP ranks share MoE layers; use replicas)",
+            )
 
     # -- resolved settings --------------------------------------------------------------------
     @cached_property
@@ -158,8 +187,23 @@ class Deployment:
 
     @property
     def n_gpus(self) -> int:
-        """GPUs of the instance: TP x PP (``parallel.gpus``; EP and attention-DP are refused)."""
+        """GPUs of the instance: TP x attention-DP x PP (``parallel.gpus``)."""
         return self.parallel.gpus
+
+    @property
+    def dp(self) -> int:
+        """Attention data-parallel ranks (``parallel.dp_attention``)."""
+        return self.parallel.dp_attention
+
+    @property
+    def ep(self) -> int:
+        """Expert-parallel degree (``parallel.ep``)."""
+        return self.parallel.ep
+
+    @property
+    def stage_gpus(self) -> int:
+        """GPUs of one pipeline stage, over which the routed experts split: TP x attention-DP."""
+        return self.parallel.stage_gpus
 
     @property
     def kv_dtype_resolved(self) -> str:
@@ -257,21 +301,57 @@ class Deployment:
         return table.get(act) or table.get("fp16") or self.peak_flops_per_s
 
     @cached_property
-    def tp_link_resolved(self) -> Link:
-        """The link TP all-reduces use: ``tp_link``, else the GPU's default (collectives.default_tp_link)."""
+    def intra_link(self) -> Link:
+        """The link inside the node (NVLink domain): ``tp_link``, else the GPU's default
+        (collectives.default_tp_link)."""
         return self.tp_link if self.tp_link is not None else default_tp_link(self.gpu, self.parallel)
+
+    @cached_property
+    def scale_out_link_resolved(self) -> Link:
+        """The network between the instance's nodes: ``scale_out_link``, else DEFAULT_SCALE_OUT_LINK."""
+        return self.scale_out_link if self.scale_out_link is not None else get_link(DEFAULT_SCALE_OUT_LINK)
+
+    @property
+    def domain_gpus(self) -> int:
+        """GPUs of the instance that share one node's NVLink fabric (``parallel.gpus_per_node``)."""
+        return self.parallel.gpus_per_node
+
+    def group_link(self, group_gpus: int) -> Link:
+        """The link a collective over ``group_gpus`` consecutive ranks runs at: the intra-node link
+        when the group fits in the node's share of the instance, else the scale-out network (a ring
+        crossing nodes runs at its slowest hop)."""
+        return self.intra_link if group_gpus <= self.domain_gpus else self.scale_out_link_resolved
+
+    @cached_property
+    def tp_link_resolved(self) -> Link:
+        """The link TP all-reduces use: ``tp_link``, else :meth:`group_link` of the TP group."""
+        return self.tp_link if self.tp_link is not None else self.group_link(self.tp)
 
     @property
     def pp_link_resolved(self) -> Link:
-        """The link pipeline stages pass activations over: ``pp_link``, else the TP link."""
-        return self.pp_link if self.pp_link is not None else self.tp_link_resolved
+        """The link pipeline stages pass activations over: ``pp_link``, else the scale-out network
+        when the instance spans nodes (stage boundaries cross them), else the TP link."""
+        if self.pp_link is not None:
+            return self.pp_link
+        return self.scale_out_link_resolved if self.parallel.nodes > 1 else self.tp_link_resolved
+
+    @cached_property
+    def weight_bytes_by_component(self) -> dict[str, float]:
+        """Bytes of all weights per component in its format (block scales included)."""
+        parts = weight_params_by_component(self.arch)
+        return {c: n * self.resolved_precision.format(c).bytes_per_element for c, n in parts.items()}
 
     @property
     def weight_bytes_per_gpu(self) -> float:
-        """Bytes of weights each GPU holds: all weights / (TP x PP) (even split), plus the
-        speculative drafter's (model.physics.speculation.draft_memory) in the MLP weights' format."""
-        drafter = self._drafter[0] * self.weight_bytes_per_element("mlp")
-        return (weight_bytes(self.arch, self.resolved_precision) + drafter) / self.n_gpus
+        """Bytes of weights each GPU holds: (attention + MLP) / (TP x PP), replicated on every
+        attention-DP rank, + routed experts / (TP x DP x PP), split over the stage's GPUs (EP
+        groups, each expert sharded when EP < TP x DP). TP-only: all weights / (TP x PP). Plus the
+        speculative drafter's (model.physics.speculation.draft_memory) in the MLP weights' format,
+        split over TP x PP and replicated on every attention-DP rank."""
+        w = self.weight_bytes_by_component
+        per_pp = (w["attention"] + w["mlp"]) / self.tp + w["experts"] / self.stage_gpus
+        drafter = self._drafter[0] * self.weight_bytes_per_element("mlp") / self.tp
+        return (per_pp + drafter) / self.pp
 
     @cached_property
     def _drafter(self) -> tuple[float, float]:

@@ -17,6 +17,7 @@ import numpy as np
 from model.errors import InputError
 from model.llm.attention import KVLayout, kv_layout
 from model.physics.deployment import LOGIT_BYTES, Deployment
+from model.physics.expert_parallel import all_to_all_buffer_bytes
 from model.scalars import plain, plain_fields
 from model.units import format_bytes
 
@@ -58,16 +59,20 @@ class MemoryFit:
         chunked or linear-attention layers (:class:`model.llm.attention.KVLayout`)."""
         ctx = np.asarray(context_tokens, dtype=float)
         return ctx if self.kv_layout is None else self.kv_layout.tokens(ctx)
+    comm_buffer_bytes_per_gpu: float = 0.0
+    attention_ranks: int = 1
 
     def max_batch(self, context_tokens: float | np.ndarray) -> float | np.ndarray:
         """Concurrent sequences of ``context_tokens`` tokens whose KV fits: floor(blocks / blocks per
-        sequence), with paged 16-token blocks (a partly filled last block still takes a block)."""
+        sequence) on each attention-DP rank (a sequence's KV lives on one rank), times the ranks,
+        with paged 16-token blocks (a partly filled last block still takes a block)."""
         ctx = np.asarray(context_tokens, dtype=float)
         if not np.all(np.isfinite(ctx)) or np.any(ctx < 1):
             raise InputError("context_tokens", context_tokens, "numbers >= 1")
-        blocks = np.floor(self.kv_capacity_tokens / KV_BLOCK_TOKENS)
+        ranks = self.attention_ranks
+        blocks = np.floor(np.asarray(self.kv_capacity_tokens, dtype=float) / ranks / KV_BLOCK_TOKENS)
         per_seq = np.ceil(self.kv_tokens(ctx) / KV_BLOCK_TOKENS)
-        return plain(np.floor(blocks / per_seq))
+        return plain(ranks * np.floor(blocks / per_seq))
 
 
 def activation_workspace_bytes(dep: Deployment, max_batched_tokens: float | np.ndarray) -> np.ndarray:
@@ -118,10 +123,13 @@ def memory_fit(
 ) -> MemoryFit:
     """Does ``dep`` fit, and how much KV cache is left?
 
-    usable = utilisation x GPU memory; KV = usable - weights / (TP x PP) - workspace - reserve;
-    KV capacity (tokens per instance) = KV per GPU / KV bytes per token per GPU, rounded down to
-    16-token blocks; a sequence holds ``MemoryFit.kv_tokens(context)`` of them (fewer than its
-    context with windowed or linear-attention layers).
+    usable = utilisation x GPU memory; KV = usable - weights per GPU - workspace - reserve - EP
+    all-to-all buffers; KV capacity (tokens per instance) = attention-DP ranks x KV per GPU / KV
+    bytes per token per GPU, rounded down to 16-token blocks (each DP rank holds its own sequences'
+    KV over its TP GPUs); a sequence holds ``MemoryFit.kv_tokens(context)`` of them (fewer than its
+    context with windowed or linear-attention layers). Weights per GPU: ``Deployment.weight_bytes_per_gpu``
+    (experts split over TP x DP, the rest over TP). Buffers:
+    :func:`model.physics.expert_parallel.all_to_all_buffer_bytes`.
     ``reserve_bytes`` None -> RUNTIME_LIBRARY_BYTES + CUDA_GRAPH_POOL_BYTES.
     """
     mbt = np.asarray(max_batched_tokens, dtype=float)
@@ -138,10 +146,12 @@ def memory_fit(
     usable = util * mem
     weights = dep.weight_bytes_per_gpu
     workspace = activation_workspace_bytes(dep, mbt)
-    left = usable - weights - workspace - reserve
+    arch = dep.arch
+    buffers = all_to_all_buffer_bytes(arch.hidden_size, arch.num_experts, dep.ep) if arch.is_moe else 0.0
+    left = usable - weights - workspace - reserve - buffers
     kv_tok = dep.kv_bytes_per_token_per_gpu + dep.drafter_kv_bytes_per_token_per_gpu
     layout = _fit_layout(dep, kv_tok)
-    capacity = np.floor(np.maximum(left, 0.0) / kv_tok / KV_BLOCK_TOKENS) * KV_BLOCK_TOKENS
+    capacity = dep.dp * np.floor(np.maximum(left, 0.0) / kv_tok / KV_BLOCK_TOKENS) * KV_BLOCK_TOKENS
     fits = capacity >= KV_BLOCK_TOKENS
 
     u0, w0, l0, c0 = (
@@ -157,15 +167,16 @@ def memory_fit(
             f"({float(util.flat[0]):.2f} x {format_bytes(mem)}) on {where}"
         )
     elif not bool(fits.flat[0]):
+        rest = reserve + buffers
         reason = (
-            f"needs {format_bytes(weights + w0 + reserve)} per GPU (weights {format_bytes(weights)} + "
-            f"workspace {format_bytes(w0)} + reserve {format_bytes(reserve)}), has {format_bytes(u0)} "
+            f"needs {format_bytes(weights + w0 + rest)} per GPU (weights {format_bytes(weights)} + "
+            f"workspace {format_bytes(w0)} + reserve {format_bytes(rest)}), has {format_bytes(u0)} "
             f"usable on {where}; no room for KV"
         )
     else:
         reason = (
             f"fits on {where}: weights {format_bytes(weights)} + workspace {format_bytes(w0)} + "
-            f"reserve {format_bytes(reserve)} "
+            f"reserve {format_bytes(reserve + buffers)} "
             f"per GPU, {format_bytes(l0)} left for KV = {c0:,.0f} tokens"
         )
     if fits.size > 1 and not (fits.all() or not fits.any()):
@@ -183,5 +194,7 @@ def memory_fit(
         n_gpus=dep.n_gpus,
         reason=reason,
         kv_layout=None if layout.is_plain else layout,
+        comm_buffer_bytes_per_gpu=buffers,
+        attention_ranks=dep.dp,
     )
     return plain_fields(result)  # plain floats / bool for scalar inputs, arrays for array inputs

@@ -39,12 +39,12 @@ from model.llm.arch import lm_head_params
 from model.physics import decode_tokens
 from model.physics.attention import AttentionWork, decode_work, prefill_work
 from model.physics.deployment import (
-    ALLREDUCES_PER_LAYER,
     EAGER_KERNELS_PER_LAYER,
     KERNEL_LAUNCH_S,
     LOGIT_BYTES,
     Deployment,
 )
+from model.physics.expert_parallel import dp_gather_time_s, load_imbalance, moe_comm_time_s
 from model.physics.operators import (
     activation_elements_per_token,
     linear_flops_per_token,
@@ -93,16 +93,25 @@ def _step(
     logits_tokens: np.ndarray,
     prompt_tokens: np.ndarray,
     attn: AttentionWork,
+    busy: np.ndarray | float = 1.0,
 ) -> StepCost:
     """Roofline of one step (one micro-batch through every stage), inputs already per micro-batch.
 
     tokens: tokens through the linear layers; logits_tokens: tokens that need the LM head;
     prompt_tokens: prompt tokens in the step (they make it launch kernels eagerly); attn: attention
     FLOPs and KV/state bytes per layer kind (:mod:`model.physics.attention`, all layers, per TP rank
-    for the bytes: the critical path passes every PP stage).
+    for the bytes: the critical path passes every PP stage); busy: share of the step's sequences
+    (their tokens, attention and KV) on the busiest attention-DP rank, which the step waits for (1
+    without attention-DP; :func:`_busy_share`).
     """
-    arch, tp = dep.arch, int(dep.tp)
+    arch, tp, g = dep.arch, int(dep.tp), int(dep.stage_gpus)
     act_b = dep.activation_bytes
+    # Work per GPU (model.physics.expert_parallel): attention, dense MLPs, shared experts and the LM
+    # head run on each attention-DP rank for its own sequences (the busiest rank's share ``busy``),
+    # split over its TP GPUs; the routed experts serve all the step's tokens split over the stage's
+    # G = TP x DP GPUs, the hottest GPU carrying load_imbalance(EP) times the mean. TP-only: all / TP.
+    busy = np.asarray(busy, dtype=float)
+    share = {"attention": busy / tp, "mlp": busy / tp, "experts": load_imbalance(dep.ep) / g}
 
     # FLOPs per GPU (linear layers per weight component; the LM head is in "mlp")
     attn_flops = attn.flops
@@ -110,17 +119,22 @@ def _step(
     parts = dep.weight_components  # components the architecture has
     linear = {c: per_token[c] * tokens for c in parts}
     linear["mlp"] = linear["mlp"] + 2.0 * lm_head_params(arch) * logits_tokens
-    flops = (sum(linear.values()) + attn_flops) / tp
+    linear = {c: linear[c] * share[c] for c in parts}  # per GPU
+    attn_flops = attn_flops * busy / tp
+    flops = sum(linear.values()) + attn_flops
 
-    # Bytes per GPU (weights per component in its format, block scales included)
+    # Bytes per GPU (weights per component in its format, block scales included): each DP rank
+    # streams its TP shard of the replicated weights; the routed experts the step's tokens touch are
+    # spread over the G stage GPUs.
     params = weight_params_read(arch, tokens)
-    w_bytes = sum(params[c] * dep.weight_bytes_per_element(c) for c in parts) / tp
-    kv_read = attn.kv_read_bytes
-    kv_write = attn.kv_write_bytes
+    w_share = {"attention": 1.0 / tp, "mlp": 1.0 / tp, "experts": 1.0 / g}
+    w_bytes = sum(params[c] * dep.weight_bytes_per_element(c) * w_share[c] for c in parts)
+    kv_read = attn.kv_read_bytes * busy
+    kv_write = attn.kv_write_bytes * busy
     act = (
-        tokens * activation_elements_per_token(arch, tp) * act_b
-        + tokens * arch.hidden_size * dep.weight_bytes_per_element("mlp")  # embedding rows gathered
-        + logits_tokens * arch.vocab_size / tp * LOGIT_BYTES
+        tokens * busy * activation_elements_per_token(arch, tp) * act_b
+        + tokens * busy * arch.hidden_size * dep.weight_bytes_per_element("mlp")  # embedding rows gathered
+        + logits_tokens * busy * arch.vocab_size / tp * LOGIT_BYTES
     )
     total_bytes = w_bytes + kv_read + kv_write + act
 
@@ -132,21 +146,12 @@ def _step(
     # per expert; LM head: M = logits rows). Attention (FlashAttention) runs in 16-bit at the MFU.
     stream_bw = dep.gpu.memory_bandwidth_bytes_per_s * dep.mbu
     compute_s = (
-        sum((linear[c] / tp) / dep.gemm_flops_per_s(c) for c in parts)
+        sum(linear[c] / dep.gemm_flops_per_s(c) for c in parts)
         + dep.exposed_weight_fraction * w_bytes / stream_bw
-        + (attn_flops / tp) / (dep.attention_peak_flops_per_s * dep.mfu)
+        + attn_flops / (dep.attention_peak_flops_per_s * dep.mfu)
     )
     memory_s = total_bytes / stream_bw
-
-    # Communication: TP all-reduces of the hidden state, PP hops between stages.
-    message = tokens * arch.hidden_size * act_b
-    comm = np.zeros_like(tokens, dtype=float)
-    if tp > 1:
-        link = dep.tp_link_resolved
-        one = allreduce_time_s(message, tp, link.effective_bandwidth_bytes_per_s, link.latency_s)
-        comm = comm + ALLREDUCES_PER_LAYER * arch.num_layers * one
-    if dep.pp > 1:
-        comm = comm + (dep.pp - 1) * transfer_time_s(message, dep.pp_link_resolved)
+    comm = _comm_s(dep, tokens, busy)
 
     # Per-step host overhead, plus eager kernel launches when the step carries prompt tokens.
     launches = EAGER_KERNELS_PER_LAYER * arch.num_layers * KERNEL_LAUNCH_S
@@ -171,6 +176,49 @@ def _step(
     )
 
 
+def _comm_s(dep: Deployment, tokens: np.ndarray, busy: np.ndarray) -> np.ndarray:
+    """Communication of one step along the critical path (not overlapped with compute).
+
+    TP-only: ALLREDUCES_PER_LAYER ring all-reduces of the hidden states per layer over TP
+    (Megatron-LM). With EP or attention-DP the MoE layers change: each layer still all-reduces its
+    attention output over TP (of the busiest rank's tokens), dense layers their MLP output too,
+    and each MoE layer runs the EP dispatch + combine all-to-all instead of the MLP all-reduce
+    (EP > 1, shared experts' partial sums reduced with the combine) or, with EP = 1 and DP > 1, an
+    all-gather + reduce-scatter over the stage (model.physics.expert_parallel). PP: a hop per stage
+    boundary. Groups that leave the node use the scale-out network (``Deployment.group_link``).
+    """
+    arch, tp, dp = dep.arch, int(dep.tp), int(dep.dp)
+    message = tokens * arch.hidden_size * dep.activation_bytes
+    rank_message = message * busy
+    comm = np.zeros_like(tokens, dtype=float)
+    moe_changed = arch.is_moe and (dep.ep > 1 or dp > 1)
+    mlp_allreduce_layers = arch.num_dense_layers if moe_changed else arch.num_layers
+    if tp > 1:
+        link = dep.tp_link_resolved
+        one = allreduce_time_s(rank_message, tp, link.effective_bandwidth_bytes_per_s, link.latency_s)
+        comm = comm + (arch.num_layers + mlp_allreduce_layers) * one
+    if moe_changed and dep.ep > 1:
+        # the hottest GPU: the larger of what it sends (its rank's tokens over TP) and what it
+        # receives (the imbalanced mean of all tokens' expert copies)
+        sent = np.maximum(tokens * busy / tp, load_imbalance(dep.ep) * tokens / dep.stage_gpus)
+        comm = comm + moe_comm_time_s(
+            sent,
+            hidden_size=arch.hidden_size,
+            experts_per_token=arch.experts_per_token,
+            moe_layers=arch.num_moe_layers,
+            parallel_ep=dep.ep,
+            local_gpus=dep.domain_gpus,
+            intra=dep.intra_link,
+            inter=dep.scale_out_link_resolved,
+        )
+    elif moe_changed:
+        link = dep.group_link(dep.stage_gpus)
+        comm = comm + dp_gather_time_s(message, arch.num_moe_layers, dep.stage_gpus, link)
+    if dep.pp > 1:
+        comm = comm + (dep.pp - 1) * transfer_time_s(rank_message, dep.pp_link_resolved)
+    return comm
+
+
 def gemm_mfu_at(dep: Deployment, tokens: ArrayLike) -> np.ndarray:
     """Achieved MFU of a dense linear layer (GEMM) with ``tokens`` rows: MFU_gemm x T / (T + T_half).
 
@@ -190,6 +238,27 @@ def check_numbers(name: str, value: ArrayLike, minimum: float) -> np.ndarray:
     if arr is None or not np.all(np.isfinite(arr)) or np.any(arr < minimum):
         raise InputError(name, value, f"numbers >= {minimum:g}")
     return arr
+
+
+def _busy_share(dep: Deployment, seqs: np.ndarray) -> np.ndarray | float:
+    """Share of ``seqs`` sequences on the busiest attention-DP rank: ceil(seqs / DP) / seqs (each
+    sequence lives on one rank; SGLang DP attention balances them); 1 without attention-DP."""
+    if dep.dp == 1:
+        return 1.0
+    s = np.maximum(np.asarray(seqs, dtype=float), 1.0)
+    return np.ceil(s / dep.dp - 1e-12) / s
+
+
+def _mixed_busy_share(
+    dep: Deployment, chunk: np.ndarray, decode_tokens: np.ndarray, decodes: np.ndarray
+) -> np.ndarray | float:
+    """Busiest rank's share of a mixed step's tokens: the rank running the prompt chunk also runs
+    its ceil(decodes / DP) of the decodes: (chunk + ceil(decodes / DP) w) / (chunk + decodes w)."""
+    if dep.dp == 1:
+        return 1.0
+    w = np.where(decodes > 0, decode_tokens / np.maximum(decodes, 1.0), 0.0)
+    rank = chunk + np.ceil(decodes / dep.dp - 1e-12) * w
+    return rank / np.maximum(chunk + decode_tokens, 1.0)
 
 
 def _microbatches(dep: Deployment, seqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -229,6 +298,7 @@ def prefill_cost(
         logits_tokens=b_mb,
         prompt_tokens=b_mb * n,
         attn=prefill_work(dep.arch, dep.kv_dtype_resolved, int(dep.tp), n, c, b_mb),
+        busy=_busy_share(dep, b_mb),
     )
     return _with_bubble(cost, dep, m)
 
@@ -253,6 +323,7 @@ def decode_step_cost(dep: Deployment, batch: ArrayLike, context_tokens: ArrayLik
         logits_tokens=b_mb * w,
         prompt_tokens=np.zeros_like(b),
         attn=decode_work(dep.arch, dep.kv_dtype_resolved, int(dep.tp), b_mb, ctx, w),
+        busy=_busy_share(dep, b_mb),
     )
     return _with_draft(_with_bubble(cost, dep, m), dep, b, ctx)
 
@@ -280,6 +351,7 @@ def mixed_step_unchecked(
         logits_tokens=db * w + has_chunk,
         prompt_tokens=chunk,
         attn=prefill_work(arch, kv, tp, chunk, prefix, has_chunk) + decode_work(arch, kv, tp, db, dctx, w),
+        busy=_mixed_busy_share(dep, chunk, db * w, db),
     )
     return _with_draft(cost, dep, db, np.maximum(dctx, 1.0))
 

@@ -45,6 +45,7 @@ from model.planner.infeasible import Search as InfeasibleSearch
 from model.planner.infeasible import explain as infeasible_explain
 from model.planner.infeasible import flips as infeasible_flips
 from model.planner.infeasible import none_reasons
+from model.planner.layouts import layout_options
 from model.planner.types import BestConfig, Config, FailureImpact, Plan, PlanInputs
 from model.serving.candidates import DisaggregatedSet, only
 from model.serving.enumeration import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS, disaggregated_grid
@@ -90,6 +91,10 @@ class PlanRequest:
     serving-engine profile whose caps and overheads the evaluation applies (None: vLLM), the same
     profile ``pdplan simulate --engine`` reads. ``speculation``: speculative decoding on every
     instance (model.Speculation; None: off).
+    ``ep_options`` / ``dp_attention_options`` /
+    ``pp_options``: EP, attention-DP and PP degrees to enumerate (None: TP, TEP and DEP layouts for
+    MoE models, PP 1; model.serving.enumeration.candidate_layouts). ``prefill_parallelism`` /
+    ``decode_parallelism``: a fixed layout for a disaggregated pool, e.g. "tep=8", "dep=32".
     """
 
     model: str | LLMArch
@@ -119,6 +124,11 @@ class PlanRequest:
     arrival_scv: float = 1.0
     engine: str | Engine | None = None
     speculation: Speculation | None = None
+    ep_options: Sequence[int] | None = None
+    dp_attention_options: Sequence[int] | None = None
+    pp_options: Sequence[int] | None = None
+    prefill_parallelism: str | Parallelism | None = None
+    decode_parallelism: str | Parallelism | None = None
 
 
 def resolve_inputs(request: PlanRequest) -> PlanInputs:
@@ -240,6 +250,16 @@ def resolve_inputs(request: PlanRequest) -> PlanInputs:
         objective,
         float(margin),
         int(max_gpus),
+        layout_options(
+            arch,
+            nd,
+            gpus if gpus is not None else int(max_gpus),
+            request.ep_options,
+            request.dp_attention_options,
+            request.pp_options,
+            request.prefill_parallelism,
+            request.decode_parallelism,
+        ),
     )
 
 

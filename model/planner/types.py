@@ -8,6 +8,7 @@ from typing import Any
 from model.hardware.gpus import GPU
 from model.hardware.links import Link
 from model.hardware.nodes import Node
+from model.serving.enumeration import LayoutOptions
 from model.serving.evaluation import Evaluation
 from model.workload.scenario import Scenario
 
@@ -142,6 +143,7 @@ class PlanInputs:
     objective: str
     margin: float
     max_gpus: int
+    layout_options: LayoutOptions = field(default_factory=LayoutOptions)
 
 
 @dataclass(frozen=True, eq=False)

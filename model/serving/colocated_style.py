@@ -17,7 +17,7 @@ from model.hardware.parallelism import Parallelism
 from model.serving.candidates import ColocatedSet
 from model.serving.common import slo_ok
 from model.serving.configs import ColocatedConfig
-from model.serving.enumeration import candidate_layouts, colocated_for_budget, gpu_kinds
+from model.serving.enumeration import colocated_for_budget, gpu_kinds, layout_from_text, space_candidates
 from model.serving.style import CliFlag, SearchSpace, SimLayout, SimPool, TargetGroup
 from model.workload.scenario import Scenario
 
@@ -25,6 +25,7 @@ from model.workload.scenario import Scenario
 # chunk size for its headline results (Agrawal et al. OSDI 2024, sec. 5).
 _TP = CliFlag("--tp", "tensor-parallel degree per instance (default 1)")
 _REPLICAS = CliFlag("--replicas", "colocated replicas (default 1)")
+_LAYOUT = CliFlag("--parallelism", 'replica layout instead of --tp, e.g. "dep=8", "tep=8"', type=str)
 _CHUNK = CliFlag("--chunk", "chunked-prefill token budget (default: the engine profile's chunk_tokens)")
 
 
@@ -50,7 +51,7 @@ class ColocatedStyle:
 
     @property
     def cli_flags(self) -> tuple[CliFlag, ...]:
-        return (_TP, _REPLICAS, _CHUNK) if self.chunked else (_TP, _REPLICAS)
+        return (_TP, _LAYOUT, _REPLICAS, _CHUNK) if self.chunked else (_TP, _LAYOUT, _REPLICAS)
 
     def _chunks(self, space: SearchSpace) -> list[int | None]:
         return list(space.chunk_options) if self.chunked else [None]
@@ -58,7 +59,7 @@ class ColocatedStyle:
     # -- planner
 
     def budget_configs(self, space: SearchSpace, gpus: int) -> list[ColocatedConfig]:
-        layouts = candidate_layouts(space.scenario.arch, space.tp_options, gpus, space.node)
+        layouts = space_candidates(space, gpus)
         return [
             c
             for g in gpu_kinds(space.gpu, space.decode_gpu)
@@ -68,7 +69,7 @@ class ColocatedStyle:
 
     def target_groups(self, space: SearchSpace) -> list[TargetGroup]:
         """One group per chunk budget: every GPU kind, TP and replica count up to max_gpus."""
-        layouts = candidate_layouts(space.scenario.arch, space.tp_options, space.max_gpus, space.node)
+        layouts = space_candidates(space, space.max_gpus)
         out = []
         for chunk in self._chunks(space):
             configs = [
@@ -121,6 +122,8 @@ class ColocatedStyle:
             if chunk is None:
                 raise InputError("--chunk", None, "a chunked-prefill token budget (tokens per iteration)")
         tp = values.get("tp") if values.get("tp") is not None else 1
+        if values.get("parallelism") is not None:
+            tp = layout_from_text("--parallelism", values["parallelism"])
         replicas = values.get("replicas") if values.get("replicas") is not None else 1
         return ColocatedConfig(gpu, tp, replicas, chunk)
 

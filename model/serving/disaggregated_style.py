@@ -18,7 +18,7 @@ from model.hardware.parallelism import Parallelism
 from model.serving.candidates import DisaggregatedSet, link_for
 from model.serving.common import slo_ok
 from model.serving.configs import DisaggregatedConfig
-from model.serving.enumeration import candidate_layouts, disaggregated_for_budget, nics_per_gpu
+from model.serving.enumeration import disaggregated_for_budget, layout_from_text, nics_per_gpu, space_layouts
 from model.serving.style import CliFlag, SearchSpace, SimLayout, SimPool, TargetGroup
 from model.workload.scenario import Scenario
 
@@ -28,6 +28,8 @@ _FLAGS = (
     CliFlag("--prefill-tp", "prefill TP (default --tp)"),
     CliFlag("--decode", "decode instances (default 1)"),
     CliFlag("--decode-tp", "decode TP (default --tp)"),
+    CliFlag("--prefill-parallelism", 'prefill layout instead of --prefill-tp, e.g. "tep=8"', type=str),
+    CliFlag("--decode-parallelism", 'decode layout instead of --decode-tp, e.g. "dep=16"', type=str),
     CliFlag("--decode-gpu", "decode GPU (default --gpu)", type=str),
     CliFlag("--link", "KV link between the pools (required)", type=str),
     CliFlag("--no-layerwise", "send the KV after the prefill, not per layer", switch=True),
@@ -36,7 +38,7 @@ _FLAGS = (
 
 def _configs(
     space: SearchSpace,
-    layouts: Sequence[Parallelism],
+    layouts: tuple[Sequence[Parallelism], Sequence[Parallelism]],
     lp: np.ndarray,
     ld: np.ndarray,
     n_p: np.ndarray,
@@ -44,12 +46,12 @@ def _configs(
     cross_node: bool,
 ) -> list[DisaggregatedConfig]:
     """Configurations for arrays of (prefill layout index, decode layout index, n_p, n_d) into
-    ``layouts``; ``cross_node`` forces the NIC link."""
+    ``layouts`` = (prefill layouts, decode layouts); ``cross_node`` forces the NIC link."""
     node_gpus = space.node.gpus_per_node if space.node is not None else None
     intra = space.intra_link if (space.gpu == space.decode_gpu and not cross_node) else None
     out = []
     for a, b, c, d in zip(lp, ld, n_p, n_d, strict=True):
-        pa, pb, c, d = layouts[int(a)], layouts[int(b)], int(c), int(max(d, 1))
+        pa, pb, c, d = layouts[0][int(a)], layouts[1][int(b)], int(c), int(max(d, 1))
         link = link_for(c, pa.gpus, d, pb.gpus, space.link, node_gpus, intra)
         out.append(
             DisaggregatedConfig(
@@ -59,16 +61,18 @@ def _configs(
     return out
 
 
-def _intra_node_splits(space: SearchSpace, layouts: Sequence[Parallelism]) -> tuple[np.ndarray, ...]:
+def _intra_node_splits(
+    space: SearchSpace, layouts: tuple[Sequence[Parallelism], Sequence[Parallelism]]
+) -> tuple[np.ndarray, ...]:
     """Every (prefill layout index, decode layout index, n_p, n_d) up to max_gpus whose pools pair
     up inside nodes (see link_for)."""
     if space.node is None or space.intra_link is None or space.gpu != space.decode_gpu:
         return tuple(np.zeros(0, dtype=int) for _ in range(4))
     g = space.node.gpus_per_node
     rows = []
-    for i, pa in enumerate(layouts):
+    for i, pa in enumerate(layouts[0]):
         a = pa.gpus
-        for j, pb in enumerate(layouts):
+        for j, pb in enumerate(layouts[1]):
             b = pb.gpus
             for per_p in range(1, g // a + 1):
                 for per_d in range(1, (g - per_p * a) // b + 1):
@@ -96,12 +100,12 @@ class DisaggregatedStyle:
     def budget_configs(self, space: SearchSpace, gpus: int) -> list[DisaggregatedConfig]:
         if gpus < 2:
             return []
-        layouts = candidate_layouts(space.scenario.arch, space.tp_options, gpus, space.node)
+        pre, dec = space_layouts(space, gpus)
         return disaggregated_for_budget(
             space.gpu,
             space.decode_gpu,
-            layouts,
-            layouts,
+            pre,
+            dec,
             gpus,
             space.link,
             space.node,
@@ -119,12 +123,13 @@ class DisaggregatedStyle:
         """
         scn = space.scenario
         rate = space.target_rate_rps
-        layouts = candidate_layouts(scn.arch, space.tp_options, space.max_gpus, space.node)
-        size = np.array([p.gpus for p in layouts], dtype=int)
+        layouts = space_layouts(space, space.max_gpus)
+        size_p = np.array([p.gpus for p in layouts[0]], dtype=int)
+        size_d = np.array([p.gpus for p in layouts[1]], dtype=int)
         base = [
             (i, j, n_p)
-            for i, pa in enumerate(layouts)
-            for j, pb in enumerate(layouts)
+            for i, pa in enumerate(layouts[0])
+            for j, pb in enumerate(layouts[1])
             for n_p in range(1, (space.max_gpus - pb.gpus) // pa.gpus + 1)
         ]
         if not base:
@@ -132,7 +137,7 @@ class DisaggregatedStyle:
         lp = np.array([b[0] for b in base])
         ld = np.array([b[1] for b in base])
         n_p = np.array([b[2] for b in base])
-        hi = (space.max_gpus - n_p * size[lp]) // size[ld]
+        hi = (space.max_gpus - n_p * size_p[lp]) // size_d[ld]
         lo = np.zeros_like(hi)
 
         def ok_at(n_d: np.ndarray) -> np.ndarray:
@@ -208,12 +213,17 @@ class DisaggregatedStyle:
             return default if values.get(key) is None else values[key]
 
         tp = given("tp", 1)
+        layouts = {}
+        for pool in ("prefill", "decode"):
+            text = values.get(f"{pool}_parallelism")
+            fixed = None if text is None else layout_from_text(f"--{pool}-parallelism", text)
+            layouts[pool] = fixed if fixed is not None else given(f"{pool}_tp", tp)
         return DisaggregatedConfig(
             gpu,
-            given("prefill_tp", tp),
+            layouts["prefill"],
             given("prefill", 1),
             get_gpu(values["decode_gpu"], profile_dirs) if values.get("decode_gpu") else gpu,
-            given("decode_tp", tp),
+            layouts["decode"],
             given("decode", 1),
             get_link(values["link"], profile_dirs),
             layerwise=not values.get("no_layerwise"),

@@ -190,5 +190,8 @@ def instance_tables(
     if chunk_tokens is None or role != "colocated":
         return InstanceTables(dep, fit, fits, reason, capacity, max_batch, pre, dec)
     grid = BATCH_GRID[chunk_tokens * (1.0 - MIN_CHUNK_FRACTION) > BATCH_GRID]
-    table = _chunked_table(dep, scn, chunk_tokens, grid)
+    if fits:
+        table = _chunked_table(dep, scn, chunk_tokens, grid)
+    else:  # never evaluated (the planner drops infeasible candidates): skip the costly table
+        table = np.broadcast_to(pre, (len(grid), len(pre))).copy()
     return InstanceTables(dep, fit, fits, reason, capacity, max_batch, pre, dec, chunk_tokens, grid, table)
