@@ -77,11 +77,12 @@ def plan_arguments(spec: Spec) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Positional and keyword arguments of ``model.plan`` for a spec."""
     arch = cached_config(spec["config_name"], spec["config_text"]) if spec["config_text"] else spec["model"]
     trace = trace_of(spec)
-    workload = (
-        model.Workload.from_trace(trace, name=f"trace:{spec['trace_name']}")
-        if trace is not None
-        else spec["workload"]
-    )
+    if trace is not None:
+        workload: Any = model.Workload.from_trace(trace, name=f"trace:{spec['trace_name']}")
+    elif spec["isl"] is not None:
+        workload = model.workload_from_lengths(isl_dist=spec["isl"], osl_dist=spec["osl"])
+    else:
+        workload = spec["workload"]
     kwargs = {
         "workload": workload,
         "ttft_slo_s": spec["ttft_slo_s"],

@@ -34,6 +34,7 @@ from .values import (  # noqa: F401  (re-exported: app.py and the tests read the
     CONFIG_UPLOAD,
     CUSTOM_LINK,
     DEFAULTS,
+    LENGTHS,
     PRESET,
     RANGES,
     SAME,
@@ -236,6 +237,8 @@ def _fields(c: dict[str, list[Any]], raw_uploads: dict[str, Any], upload_errors:
     st.subheader("Workload")
     _radio("Workload from", "workload_source", c["workload_source"])
     _select("Workload preset", "workload", c["workload"])
+    _text("Prompt tokens (*Workload from* lengths): 4000, or lognormal:mean=2000,cv=1", "isl")
+    _text("Output tokens (*Workload from* lengths): 500, or uniform:low=100,high=900", "osl")
     with st.expander("Request trace (used when *Workload from* is the upload)"):
         raw_uploads["trace"] = _upload(
             "Request trace",
@@ -448,6 +451,7 @@ def parse(raw: Raw) -> tuple[Spec | None, list[str]]:
         rate = attempt(_in_range, "target_rate", v["target_rate"])
         out.update(gpus=None, target_rate_rps=rate, objective=objective)
     trace_bytes = None
+    out.update(isl=None, osl=None)
     if v["workload_source"] == TRACE_UPLOAD:
         if raw.trace is None:
             if not raw.errors:
@@ -459,6 +463,9 @@ def parse(raw: Raw) -> tuple[Spec | None, list[str]]:
             if ok and attempt(cached_trace, digest, name, data) is not None:
                 trace_bytes = data
                 out.update(workload=None, trace_name=name, trace_digest=digest)
+    elif v["workload_source"] == LENGTHS:
+        isl, osl = attempt(TEXT_READERS["isl"], v["isl"]), attempt(TEXT_READERS["osl"], v["osl"])
+        out.update(workload=None, trace_name=None, trace_digest=None, isl=isl, osl=osl)
     else:
         out.update(workload=v["workload"], trace_name=None, trace_digest=None)
     out["rate_rps"] = attempt(_in_range, "rate", v["rate"])

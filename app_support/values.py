@@ -23,11 +23,12 @@ from model.hardware.formats import FORMATS, format_names
 from model.hardware.parallelism import parse_parallelism
 from model.serving.enumeration import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS
 from model.units import Kind, parse_quantity
+from model.workload.plain import length_spec
 
 SAME = "same as prefill"
 CATALOG, CONFIG_UPLOAD = "catalog", "config.json upload"
 BUDGET, TARGET = "GPU budget", "target rate"
-PRESET, TRACE_UPLOAD = "preset", "trace upload"
+PRESET, TRACE_UPLOAD, LENGTHS = "preset", "trace upload", "lengths"
 CUSTOM_LINK = "custom"
 AUTO = "auto"
 BIND = "query-params"
@@ -47,6 +48,8 @@ DEFAULTS: dict[str, Any] = {
     "objective": "GPUs",
     "workload_source": "preset",
     "workload": "chat",
+    "isl": "2000",
+    "osl": "200",
     "rate": 0.0,
     "ttft": "500 ms",
     "tpot": "50 ms",
@@ -88,7 +91,7 @@ def choices() -> dict[str, list[Any]]:
         "link": [li.name for li in unique(catalog.links)] + [CUSTOM_LINK],
         "mode": [BUDGET, TARGET],
         "objective": ["GPUs", "cost"],
-        "workload_source": [PRESET, TRACE_UPLOAD],
+        "workload_source": [PRESET, TRACE_UPLOAD, LENGTHS],
         "workload": model.list_workloads(),
         "dtype": DTYPES,
         "kv_dtype": KV_DTYPES,
@@ -227,6 +230,8 @@ TEXT_READERS: dict[str, Callable[[str], float | None]] = {
     "decode_mbu": lambda t: _fraction(t, "decode MBU"),
     "price": lambda t: _price(t),
     "tdp": _optional_power,
+    "isl": lambda t: length_spec(t, "prompt tokens"),
+    "osl": lambda t: length_spec(t, "output tokens"),
     "prefill_layout": lambda t: _layout(t, "prefill_parallelism"),
     "decode_layout": lambda t: _layout(t, "decode_parallelism"),
 }

@@ -24,6 +24,7 @@ from model.limits import MAX_OPTIONS, check_file_size, parse_json
 from model.llm.hf_config import parse_hf_config_text
 from model.planner.plan import PlanRequest
 from model.units import Kind, parse_quantity
+from model.workload.plain import length_spec, workload_from_lengths
 from model.workload.presets import Workload
 from model.workload.traces import load_trace
 
@@ -31,6 +32,7 @@ SCENARIO_FORMAT = "pdplan-scenario/1"
 # The app's words for its choices (app_support/values.py), as they appear in scenario files.
 SAME_GPU, AUTO_KV, CUSTOM_LINK = "same as prefill", "auto", "custom"
 CONFIG_UPLOAD, TRACE_UPLOAD, TARGET_MODE = "config.json upload", "trace upload", "target rate"
+LENGTHS = "lengths"  # the app's "Workload from: lengths" (app_support/values.py)
 # A scenario may embed a config.json (<= 1 MB in the app) and a trace (<= 20 MB): app_support.uploads.
 MAX_SCENARIO_BYTES = 21_200_000
 
@@ -153,8 +155,14 @@ def scenario_request(obj: Any, where: str = "scenario file") -> PlanRequest:
         arch = _get(inputs, "model", str, where)
     gpu = _gpu(_get(inputs, "gpu", str, where), inputs, where)
     decode = _get(inputs, "decode_gpu", str, where, SAME_GPU)
-    if _get(inputs, "workload_source", str, where, "preset") == TRACE_UPLOAD:
+    source = _get(inputs, "workload_source", str, where, "preset")
+    if source == TRACE_UPLOAD:
         workload: Any = _trace_workload(obj, where)
+    elif source == LENGTHS:
+        workload = workload_from_lengths(
+            isl_dist=length_spec(_get(inputs, "isl", str, where), f"{where}: inputs.isl"),
+            osl_dist=length_spec(_get(inputs, "osl", str, where), f"{where}: inputs.osl"),
+        )
     else:
         workload = _get(inputs, "workload", str, where)
     kwargs: dict[str, Any] = {

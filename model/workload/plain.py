@@ -119,6 +119,17 @@ def parse_length_spec(spec: str, field: str) -> LengthDist:
     return Uniform(low, high)
 
 
+def length_spec(text: str, field: str) -> str:
+    """A length given as a plain token count ("4000") or a spec ("lognormal:mean=2000,cv=1"),
+    validated and normalised to a spec ("fixed:4000"): the form the app and scenario files use."""
+    if not isinstance(text, str):
+        raise InputError(field, short(text), "a token count such as 4000, or " + SPEC_FORMS)
+    t = text.strip().lower()
+    spec = f"fixed:{t}" if t.isdigit() else t
+    parse_length_spec(spec, field)
+    return spec
+
+
 def _side(fixed: int | None, dist: str | LengthDist | None, name: str) -> tuple[LengthDist, str]:
     """One side (prompt or output) from exactly one of a fixed count and a distribution."""
     if (fixed is None) == (dist is None):
