@@ -3,9 +3,7 @@ model's measured error (issue 17)."""
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import io
 import json
 import shlex
 from pathlib import Path
@@ -14,12 +12,12 @@ import numpy as np
 import pytest
 
 import model
-from model.cli import main
 from model.errors import InputError
 from model.planner.goodput import GOODPUT_RTOL, goodput_rps
 from model.planner.robustness import ERRORS_FILE, ErrorModel, error_model, world_factors
 from model.planner.verdict import family_best
 from model.serving.registry import build_set
+from tests.fuzz_common import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 KW = dict(workload="chat", ttft_slo_s=0.5, tpot_slo_s=0.05, gpus=16, node="hgx-h100-8", thresholds=False)
@@ -111,10 +109,8 @@ def test_bad_draws(near_tie, draws):
 
 
 def _cli(args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(shlex.split(args))
-    return code or 0, out.getvalue(), err.getvalue()
+    code, out, err, _ = run_cli(shlex.split(args))
+    return code or 0, out, err
 
 
 BASE = (

@@ -3,9 +3,7 @@ planner, simulator, CLI and bad input. Hand-derived values are written out in ea
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 import json
 import shlex
 
@@ -15,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import model
-from model.cli import main
 from model.errors import InputError
 from model.hardware.catalog import get_gpu, get_link
 from model.physics.decode_tokens import tokens_per_decode_step
@@ -28,6 +25,7 @@ from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.sim.simulate import SimOptions, goodput, poisson_requests
 from model.workload.scenario import Scenario
 from model.workload.slo import SLO
+from tests.fuzz_common import run_cli
 
 EAGLE3 = Speculation("eagle", 3, (0.8,))
 
@@ -210,10 +208,8 @@ def test_search_over_k_picks_the_best():
 
 
 def _cli(args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(shlex.split(args))
-    return code or 0, out.getvalue(), err.getvalue()
+    code, out, err, _ = run_cli(shlex.split(args))
+    return code or 0, out, err
 
 
 PLAN = (

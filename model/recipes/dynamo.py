@@ -12,7 +12,7 @@ from model.recipes.catalog import EngineData
 from model.recipes.command import command
 from model.recipes.recipe import Recipe, RecipeFile, directory, dump_yaml, finish, header
 from model.recipes.target import Pool, Target
-from model.recipes.vllm import engine_options
+from model.recipes.vllm import engine_options, layout_flags
 
 _SERVICE = {"replica": "VllmWorker", "prefill": "VllmPrefillWorker", "decode": "VllmDecodeWorker"}
 HF_SECRET = "hf-token-secret"
@@ -31,13 +31,7 @@ def _worker(t: Target, pool: Pool, data: EngineData, notes: list[str]) -> tuple[
     opts: list[tuple[str, object]] = [("--model", t.model_path)]
     if pool.role == "prefill":
         opts.append(("--is-prefill-worker", None))
-    opts.append(("--tensor-parallel-size", par.tp))
-    if par.pp > 1:
-        opts.append(("--pipeline-parallel-size", par.pp))
-    if par.dp_attention > 1:
-        opts.append(("--data-parallel-size", par.dp_attention))
-    if par.ep > 1:
-        opts.append(("--enable-expert-parallel", None))
+    opts += layout_flags(par)
     opts += engine_options(t, pool)
     cmd = command(data, "python3 -m dynamo.vllm", (), opts)
     if t.placement.gpus_per_node is not None and par.gpus > t.placement.gpus_per_node:

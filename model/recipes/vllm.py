@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from model.hardware.parallelism import Parallelism
 from model.recipes.catalog import EngineData
 from model.recipes.command import Command, command
 from model.recipes.placement import BASE_PORT, Instance
@@ -29,20 +30,26 @@ SIDE_CHANNEL_BASE_PORT = 5600
 port per instance on a host: VLLM_NIXL_SIDE_CHANNEL_PORT)."""
 
 
-def parallel_options(pool: Pool, inst: Instance) -> tuple[list[tuple[str, object]], list[str]]:
-    """vLLM's parallelism flags for one instance, and notes where vLLM cannot express the layout."""
-    par = pool.parallel
+def layout_flags(par: Parallelism) -> list[tuple[str, object]]:
+    """vLLM's flags for a layout (also the Dynamo vLLM worker's): TP, then PP, DP and EP when > 1."""
     opts: list[tuple[str, object]] = [("--tensor-parallel-size", par.tp)]
-    notes: list[str] = []
     if par.pp > 1:
         opts.append(("--pipeline-parallel-size", par.pp))
     if par.dp_attention > 1:
         opts.append(("--data-parallel-size", par.dp_attention))
     if par.ep > 1:
         opts.append(("--enable-expert-parallel", None))
-        if par.ep != par.tp * par.dp_attention:
-            span = par.tp * par.dp_attention
-            notes.append(f"{pool.role}: vLLM's EP spans TP x DP = {span} GPUs (not EP{par.ep})")
+    return opts
+
+
+def parallel_options(pool: Pool, inst: Instance) -> tuple[list[tuple[str, object]], list[str]]:
+    """vLLM's parallelism flags for one instance, and notes where vLLM cannot express the layout."""
+    par = pool.parallel
+    opts = layout_flags(par)
+    notes: list[str] = []
+    if par.ep > 1 and par.ep != par.tp * par.dp_attention:
+        span = par.tp * par.dp_attention
+        notes.append(f"{pool.role}: vLLM's EP spans TP x DP = {span} GPUs (not EP{par.ep})")
     if len(inst.slots) > 1:
         opts.append(("--distributed-executor-backend", "ray"))
     return opts, notes
