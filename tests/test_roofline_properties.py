@@ -96,3 +96,13 @@ def test_tpot_sum_equals_step_by_step(c, batch, isl, osl) -> None:
     ctx = np.arange(osl - 1) + isl + 1.0
     expected = float(decode_step_cost(dep, batch, ctx).time_s.sum()) / (osl - 1)
     assert math.isclose(float(mean_tpot_s(dep, batch, isl, osl)), expected, rel_tol=1e-9)
+
+
+def test_affine_max_sum_nearly_flat_difference():
+    """A difference slope of -2.2e-309 (hypothesis found it) overflowed the crossing to inf and gave
+    0 x inf = NaN; 11 indices of max(1, 0.5 - tiny i) sum to 11."""
+    from model.physics.affine import affine_max_sum
+
+    one = np.array([1.0])
+    got = affine_max_sum(one, np.array([0.0]), one * 0.5, np.array([-2.2e-309]), np.array([0.0]), one * 10)
+    assert got.tolist() == [11.0]

@@ -60,8 +60,11 @@ def affine_max_sum(
     """
     lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
     da, db = c0 - m0, c1 - m1
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         cross = np.where(db != 0, -da / np.where(db != 0, db, 1.0), np.inf)
+    # Only where the crossing falls relative to [lo, hi] matters: clipping keeps it finite when a
+    # nearly flat difference (|c1 - m1| ~ 1e-309) overflows the division, which left 0 x inf = NaN.
+    cross = np.clip(cross, lo - 1.0, hi + 1.0)
     lo_c = np.where(db > 0, np.maximum(np.floor(cross) + 1.0, lo), lo)
     hi_c = np.where(db < 0, np.minimum(np.ceil(cross) - 1.0, hi), hi)
     lo_c = np.where((db == 0) & ~(da > 0), hi + 1.0, lo_c)  # flat and compute not larger: none
