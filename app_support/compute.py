@@ -100,6 +100,7 @@ def plan_arguments(spec: Spec) -> tuple[tuple[Any, ...], dict[str, Any]]:
         "layerwise": spec["layerwise"],
         "objective": spec["objective"],
         "margin": spec["margin"],
+        "speculation": model.parse_speculation(spec.values.get("speculation") or ""),
     }
     if spec["gpus"] is not None:
         kwargs["gpus"] = spec["gpus"]

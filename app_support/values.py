@@ -21,6 +21,7 @@ from model.errors import PdplanError
 from model.hardware.catalog import unique
 from model.hardware.formats import FORMATS, format_names
 from model.hardware.parallelism import parse_parallelism
+from model.physics.speculation import parse_speculation
 from model.serving.enumeration import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS
 from model.units import Kind, parse_quantity
 from model.workload.plain import length_spec
@@ -65,6 +66,7 @@ DEFAULTS: dict[str, Any] = {
     "tps": list(DEFAULT_TP_OPTIONS),
     "prefill_layout": "",
     "decode_layout": "",
+    "speculation": "",
     "layerwise": True,
     "margin": 0.10,
 }
@@ -221,6 +223,11 @@ def _layout(text: str, field: str) -> str | None:
     return text.strip()
 
 
+def _speculation(text: str) -> str | None:
+    """Speculative decoding as one line (model.physics.speculation.parse_speculation); blank = off."""
+    return None if parse_speculation(text, "speculative decoding") is None else " ".join(text.split())
+
+
 TEXT_READERS: dict[str, Callable[[str], float | None]] = {
     "link_bw": lambda t: parse_quantity(t, Kind.BANDWIDTH, "link bandwidth"),
     "link_latency": lambda t: parse_quantity(t, Kind.TIME, "link latency", bare_unit="microsecond"),
@@ -232,6 +239,7 @@ TEXT_READERS: dict[str, Callable[[str], float | None]] = {
     "tdp": _optional_power,
     "isl": lambda t: length_spec(t, "prompt tokens"),
     "osl": lambda t: length_spec(t, "output tokens"),
+    "speculation": lambda t: _speculation(t),
     "prefill_layout": lambda t: _layout(t, "prefill_parallelism"),
     "decode_layout": lambda t: _layout(t, "decode_parallelism"),
 }

@@ -68,6 +68,7 @@ _EXPORTS: dict[str, str] = {
     "mixed_step_cost": "model.physics.steps",
     "prefill_cost": "model.physics.steps",
     "Speculation": "model.physics.speculation",
+    "parse_speculation": "model.physics.speculation",
     "BestConfig": "model.planner.types",
     "Infeasibility": "model.planner.types",
     "Comparison": "model.planner.compare",

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -186,3 +187,39 @@ def draft_memory(spec: Speculation, target: LLMArch, kv_dtype: str) -> tuple[flo
         ffn = mlp_params(arch, arch.intermediate_size)
     head = HEAD_INPUT_WIDTHS[spec.method] * arch.hidden_size**2
     return float(attention_params_per_layer(arch) + ffn + head), kv
+
+
+_TEXT = re.compile(
+    r"(?P<method>[a-z]+)\s+k=(?P<k>\d{1,2})\s+(?:a=(?P<rates>[0-9.]{1,8}(?:,[0-9.]{1,8}){0,15})"
+    r"|tau=(?P<tau>[0-9.]{1,8}))(?:\s+draft=(?P<draft>[a-z0-9._-]{1,64}))?"
+)
+TEXT_FORMS = (
+    "blank (off), or 'METHOD k=K a=RATE[,RATE...]' or 'METHOD k=K tau=T' [draft=MODEL], "
+    "e.g. 'eagle k=3 a=0.8'"
+)
+
+
+def parse_speculation(text: str, field: str = "speculation") -> Speculation | None:
+    """A Speculation from one line of text (the app's field): ``eagle k=3 a=0.8``,
+    ``mtp k=2 a=0.9,0.7``, ``eagle k=4 tau=2.9``, ``draft k=4 a=0.7 draft=llama-2-7b``; blank is
+    off. Parsed by one regular expression (nothing evaluated); errors name ``field``."""
+    if not isinstance(text, str) or len(text) > 200:
+        raise InputError(field, str(text)[:80], TEXT_FORMS)
+    t = " ".join(text.strip().lower().split())
+    if not t or t == "off":
+        return None
+    m = _TEXT.fullmatch(t)
+    if m is None:
+        raise InputError(field, t, TEXT_FORMS)
+    draft = None
+    if m["draft"]:
+        from model.llm.catalog import get_model
+
+        draft = get_model(m["draft"])
+    k = int(m["k"])
+    try:
+        if m["tau"]:
+            return Speculation.from_accepted_length(m["method"], k, float(m["tau"]), draft)
+        return Speculation(m["method"], k, tuple(float(x) for x in m["rates"].split(",")), draft)
+    except ValueError:
+        raise InputError(field, t, TEXT_FORMS) from None

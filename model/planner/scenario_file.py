@@ -22,6 +22,7 @@ from model.hardware.catalog import load_catalog
 from model.hardware.links import Link
 from model.limits import MAX_OPTIONS, check_file_size, parse_json
 from model.llm.hf_config import parse_hf_config_text
+from model.physics.speculation import parse_speculation
 from model.planner.plan import PlanRequest
 from model.units import Kind, parse_quantity
 from model.workload.plain import length_spec, workload_from_lengths
@@ -179,6 +180,9 @@ def scenario_request(obj: Any, where: str = "scenario file") -> PlanRequest:
         "dtype": _get(inputs, "dtype", str, where, "bf16"),
         "layerwise": _get(inputs, "layerwise", bool, where, True),
         "margin": float(_get(inputs, "margin", (int, float), where, 0.1)),
+        "speculation": parse_speculation(
+            _get(inputs, "speculation", str, where, ""), f"{where}: inputs.speculation"
+        ),
     }
     kv = _get(inputs, "kv_dtype", str, where, AUTO_KV)
     kwargs["kv_dtype"] = None if kv == AUTO_KV else kv
