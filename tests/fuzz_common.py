@@ -13,6 +13,7 @@ import io
 import json
 import math
 import os
+import shlex
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -104,6 +105,12 @@ def run_cli(argv: Sequence[str]) -> tuple[int, str, str, float]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(list(argv))
     return code, out.getvalue(), err.getvalue(), time.perf_counter() - start
+
+
+def cli_text(args: str) -> tuple[int, str, str]:
+    """``pdplan`` with a shell-style argument string, in-process: (exit code, stdout, stderr)."""
+    code, out, err, _ = run_cli(shlex.split(args))
+    return code or 0, out, err
 
 
 def check_cli_contract(argv: Sequence[str]) -> tuple[int, str]:

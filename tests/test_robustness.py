@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import shlex
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,7 @@ from model.planner.goodput import GOODPUT_RTOL, goodput_rps
 from model.planner.robustness import ERRORS_FILE, ErrorModel, error_model, world_factors
 from model.planner.verdict import family_best
 from model.serving.registry import build_set
-from tests.fuzz_common import run_cli
+from tests.fuzz_common import cli_text as _cli
 
 ROOT = Path(__file__).resolve().parent.parent
 KW = dict(workload="chat", ttft_slo_s=0.5, tpot_slo_s=0.05, gpus=16, node="hgx-h100-8", thresholds=False)
@@ -106,11 +105,6 @@ def test_needs_both_families():
 def test_bad_draws(near_tie, draws):
     with pytest.raises(InputError, match="draws"):
         model.robustness(near_tie, draws=draws)
-
-
-def _cli(args: str) -> tuple[int, str, str]:
-    code, out, err, _ = run_cli(shlex.split(args))
-    return code or 0, out, err
 
 
 BASE = (

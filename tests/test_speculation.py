@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shlex
 
 import numpy as np
 import pytest
@@ -25,7 +24,7 @@ from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.sim.simulate import SimOptions, goodput, poisson_requests
 from model.workload.scenario import Scenario
 from model.workload.slo import SLO
-from tests.fuzz_common import run_cli
+from tests.fuzz_common import cli_text as _cli
 
 EAGLE3 = Speculation("eagle", 3, (0.8,))
 
@@ -205,11 +204,6 @@ def test_search_over_k_picks_the_best():
 
 
 # -- CLI and bad input ------------------------------------------------------------------------------
-
-
-def _cli(args: str) -> tuple[int, str, str]:
-    code, out, err, _ = run_cli(shlex.split(args))
-    return code or 0, out, err
 
 
 PLAN = (

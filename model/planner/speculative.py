@@ -34,7 +34,7 @@ class SpeculationSearch:
 
 def _score(p: Plan) -> tuple[float, float]:
     """Higher is better: (goodput on a budget, or minus GPUs / cost for a target rate; 0 for none)."""
-    b = p.best.get(p.verdict) if p.verdict in p.best else None
+    b = p.best.get(p.verdict)
     if b is None:
         return (float("-inf"), 0.0)
     if p.inputs.gpus is not None:

@@ -78,6 +78,19 @@ def header(t: Target, data: EngineData, what: str) -> str:
     )
 
 
+def front_script(t: Target, data: EngineData, what: str, cmd: Command, comments: str = "") -> str:
+    """A one-command bash script (a router, proxy or disaggregated server): shebang, the
+    :func:`header`, extra ``comments`` lines, ``set -euo pipefail`` and the command."""
+    return (
+        "#!/usr/bin/env bash\n"
+        + header(t, data, what)
+        + comments
+        + "set -euo pipefail\n"
+        + cmd.shell()
+        + "\n"
+    )
+
+
 def node_scripts(
     t: Target, data: EngineData, launch: Callable[[Instance, int], Command | None]
 ) -> tuple[list[RecipeFile], list[Command]]:

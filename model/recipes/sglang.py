@@ -15,7 +15,7 @@ from model.recipes.recipe import (
     directory,
     dtype_options,
     finish,
-    header,
+    front_script,
     host,
     node_scripts,
 )
@@ -89,12 +89,8 @@ def render(t: Target, data: EngineData) -> Recipe:
         opts = [("--worker-urls", [f"http://{host(i.head)}:{i.port}" for i in t.placement.instances])]
     opts += [("--host", "0.0.0.0"), ("--port", SERVE_PORT)]
     router = command(data, "python -m sglang_router.launch_router", (), opts)
-    text = (
-        "#!/usr/bin/env bash\n"
-        + header(t, data, "SGLang router (pip install sglang-router) in front of the instances.")
-        + "set -euo pipefail\n"
-        + router.shell()
-        + "\n"
+    text = front_script(
+        t, data, "SGLang router (pip install sglang-router) in front of the instances.", router
     )
     files.append(RecipeFile(f"{directory(t, data)}/router.sh", text))
     cmds.append(router)

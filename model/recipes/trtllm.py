@@ -16,6 +16,7 @@ from model.recipes.recipe import (
     directory,
     dump_yaml,
     finish,
+    front_script,
     header,
     host,
     node_scripts,
@@ -100,12 +101,8 @@ def render(t: Target, data: EngineData) -> Recipe:
         text = header(t, data, "trtllm-serve disaggregated -c disagg_config.yaml") + dump_yaml(cfg)
         files.append(RecipeFile(f"{d}/disagg_config.yaml", text, f"trtllm-{data.version}-disagg-config"))
         server = command(data, "trtllm-serve disaggregated", (), [("-c", "disagg_config.yaml")])
-        text = (
-            "#!/usr/bin/env bash\n"
-            + header(t, data, f"Disaggregated server on {host(0)}: routes context then generation.")
-            + "set -euo pipefail\n"
-            + server.shell()
-            + "\n"
+        text = front_script(
+            t, data, f"Disaggregated server on {host(0)}: routes context then generation.", server
         )
         files.append(RecipeFile(f"{d}/disagg_server.sh", text))
         cmds.append(server)

@@ -18,7 +18,7 @@ from model.recipes.recipe import (
     directory,
     dtype_options,
     finish,
-    header,
+    front_script,
     host,
     node_scripts,
     url,
@@ -113,14 +113,12 @@ def render(t: Target, data: EngineData) -> Recipe:
                 ("--decoder-ports", [i.port for i in dec]),
             ],
         )
-        text = (
-            "#!/usr/bin/env bash\n"
-            + header(t, data, "Request proxy: prefill on a prefiller, then decode on a decoder.")
-            + "# toy_proxy_server.py: tests/v1/kv_connector/nixl_integration/ in the vLLM repository at the\n"
-            + f"# v{data.version}.0 tag (the NixlConnector guide's proxy; a production router replaces it).\n"
-            + "set -euo pipefail\n"
-            + proxy.shell()
-            + "\n"
+        source = (
+            "# toy_proxy_server.py: tests/v1/kv_connector/nixl_integration/ in the vLLM repository at the\n"
+            f"# v{data.version}.0 tag (the NixlConnector guide's proxy; a production router replaces it).\n"
+        )
+        text = front_script(
+            t, data, "Request proxy: prefill on a prefiller, then decode on a decoder.", proxy, source
         )
         files.append(RecipeFile(f"{directory(t, data)}/proxy.sh", text))
         cmds.append(proxy)
