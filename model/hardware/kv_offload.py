@@ -114,7 +114,8 @@ class KVOffload:
         """The spec line back, e.g. ``cpu:2 TB,nvme:30.7 TB`` (sizes rounded to 3 digits)."""
         parts = [f"{t.kind}:{format_bytes(t.capacity_bytes)}" for t in self.tiers]
         if self.working_set_tokens is not None:
-            parts.append(f"working-set:{self.working_set_tokens:.4g}")
+            w = self.working_set_tokens
+            parts.append(f"working-set:{w / 1e6:.4g}M" if w >= 1e6 else f"working-set:{w:.0f}")
         return ",".join(parts)
 
 
@@ -158,7 +159,9 @@ def _check_capacity(kind: str, size: float, node: Node, field: str) -> None:
             raise InputError(field, format_bytes(size), f"at most {format_bytes(MAX_REMOTE_BYTES)}")
         return
     limit, key = (
-        (node.host_memory_bytes, "host_memory") if kind == "cpu" else (node.nvme_capacity_bytes, "nvme_capacity")
+        (node.host_memory_bytes, "host_memory")
+        if kind == "cpu"
+        else (node.nvme_capacity_bytes, "nvme_capacity")
     )
     if limit is None:
         raise InputError(field, format_bytes(size), f"a node profile stating {key} ({node.name} states none)")

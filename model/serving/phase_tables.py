@@ -196,8 +196,9 @@ def instance_tables(
             prefill_cost(dep, prompt - cached, cached_tokens=cached, batch=2).time_s, dtype=float
         )
         fixed = np.clip(2.0 * pre - two, 0.0, pre)
+        pre = pre + reload
         return InstanceTables(
-            dep, fit, fits, reason, capacity, max_batch, pre + reload, dec, prefill_fixed_s=fixed, prefix=place
+            dep, fit, fits, reason, capacity, max_batch, pre, dec, prefill_fixed_s=fixed, prefix=place
         )
     if chunk_tokens is None or role != "colocated":
         return InstanceTables(dep, fit, fits, reason, capacity, max_batch, pre + reload, dec, prefix=place)
