@@ -30,7 +30,11 @@ def cells() -> list[tuple[str, str, object, SLO]]:
     h100, ib = get_gpu("h100-sxm"), get_link("ib-ndr-400")
     configs = (
         ("2 x TP1 prefill-first", ColocatedConfig(h100, 1, 2), SLO(0.5, 0.02)),
-        ("1 x TP1 prefill + 2 x TP1 decode", DisaggregatedConfig(h100, 1, 1, h100, 1, 2, ib), SLO(0.5, 0.015)),
+        (
+            "1 x TP1 prefill + 2 x TP1 decode",
+            DisaggregatedConfig(h100, 1, 1, h100, 1, 2, ib),
+            SLO(0.5, 0.015),
+        ),
     )
     return [(s, n, c, slo) for s in SPECS for n, c, slo in configs]
 
