@@ -26,6 +26,8 @@ from model.serving.enumeration import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS
 from model.units import Kind, parse_quantity
 from model.workload.plain import length_spec
 
+from .features import offload_text
+
 SAME = "same as prefill"
 CATALOG, CONFIG_UPLOAD = "catalog", "config.json upload"
 BUDGET, TARGET = "GPU budget", "target rate"
@@ -67,6 +69,7 @@ DEFAULTS: dict[str, Any] = {
     "prefill_layout": "",
     "decode_layout": "",
     "speculation": "",
+    "kv_offload": "",
     "layerwise": True,
     "margin": 0.10,
 }
@@ -240,6 +243,7 @@ TEXT_READERS: dict[str, Callable[[str], float | None]] = {
     "isl": lambda t: length_spec(t, "prompt tokens"),
     "osl": lambda t: length_spec(t, "output tokens"),
     "speculation": lambda t: _speculation(t),
+    "kv_offload": lambda t: offload_text(t),
     "prefill_layout": lambda t: _layout(t, "prefill_parallelism"),
     "decode_layout": lambda t: _layout(t, "decode_parallelism"),
 }

@@ -4,6 +4,7 @@ the prefix working set, reload times by hand, the planner's reason line and the 
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -170,3 +171,41 @@ def test_planner_and_simulator_agree_with_tiers():
     )
     assert g_plan == pytest.approx(g_sim, rel=0.12)
     assert np.isfinite(g_plan) and g_plan > 0
+
+
+def test_cli_plan_with_kv_offload_and_a_tier_too_large():
+    from tests.fuzz_common import cli_text
+
+    base = (
+        "plan --model llama-3.1-8b --gpu h200 --gpus 2 --workload chat --ttft-slo 1s --tpot-slo 50ms "
+        "--no-thresholds --tp 1 --chunks 2048 --json"
+    )
+    code, out, _ = cli_text(base + " --kv-offload cpu:1TB,working-set:5M")
+    assert code == 0 and json.loads(out)["verdict"]
+    code, out, err = cli_text(base + " --kv-offload cpu:3TB")
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1
+    assert "kv_offload.cpu" in lines[0] and "host_memory of node hgx-h200-8 (2 TB)" in lines[0]
+
+
+def test_scenario_file_and_app_carry_kv_offload(tmp_path):
+    pytest.importorskip("streamlit")
+    from app_support import inputs
+    from model.planner.compare import compare
+    from tests.test_app import DEFAULT, apply, assert_clean, errors_of, run_app, verdict_of
+
+    state = {**inputs.DEFAULTS, "kv_offload": "cpu:1TB,working-set:50M", "gpus": 8}
+    spec = inputs.Spec({"config_text": None, "trace_name": None})
+    path = tmp_path / "offload.json"
+    path.write_text(inputs.scenario_json(spec, state=state), encoding="utf-8")
+    got = compare(str(path), str(path)).a
+    expected = model.plan(
+        "llama-3.1-70b", "h100-sxm", gpus=8, kv_offload="cpu:1TB,working-set:50M", **DEFAULT
+    )
+    assert got.goodput_rps == pytest.approx(expected.best[expected.verdict].goodput_rps)
+    at = run_app()
+    at.text_input(key="kv_offload").set_value("cpu:3TB")
+    apply(at)
+    assert_clean(at)
+    assert verdict_of(at) is None
+    assert any("kv_offload.cpu" in e and "host_memory" in e for e in errors_of(at)), errors_of(at)

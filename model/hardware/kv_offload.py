@@ -171,17 +171,15 @@ def _check_capacity(kind: str, size: float, node: Node, field: str) -> None:
         )
 
 
-def parse_kv_offload(spec: str, node: str | Node, field: str = "kv_offload") -> KVOffload:
-    """Parse a tier spec line (grammar in the module docstring) against ``node``'s profile.
-
-    E.g. ``parse_kv_offload("cpu:1TB,nvme:8TB,working-set:50M", "hgx-h200-8")``. Each error names
-    the field (``kv_offload.cpu``, ...) and the allowed range."""
+def parse_tier_items(
+    spec: str, field: str = "kv_offload"
+) -> tuple[list[tuple[str, float, float | None]], float | None]:
+    """The grammar alone (no node): ([(tier, size bytes, bandwidth or None)], working set or None)."""
     if not isinstance(spec, str) or not spec.strip():
         raise InputError(field, spec, "tiers such as 'cpu:512GB,nvme:4TB'")
     if len(spec) > MAX_SPEC_CHARS:
         raise InputError(field, spec[:40] + "...", f"at most {MAX_SPEC_CHARS} characters")
-    nd = get_node(node)
-    tiers: list[KVTier] = []
+    items: list[tuple[str, float, float | None]] = []
     working_set = None
     for item in spec.split(","):
         key, sep, value = item.partition(":")
@@ -195,13 +193,26 @@ def parse_kv_offload(spec: str, node: str | Node, field: str = "kv_offload") -> 
             raise InputError(field, key, f"a tier: one of {', '.join(TIER_KINDS)}, or working-set")
         size_text, at, bw_text = value.partition("@")
         size = parse_quantity(size_text.strip(), Kind.BYTES, f"{field}.{key}")
+        bw = parse_quantity(bw_text.strip(), Kind.BANDWIDTH, f"{field}.{key} bandwidth") if at else None
+        if size <= 0 or (bw is not None and bw <= 0):
+            raise InputError(f"{field}.{key}", value.strip(), "a size and a bandwidth > 0")
+        items.append((key, size, bw))
+    return items, working_set
+
+
+def parse_kv_offload(spec: str, node: str | Node, field: str = "kv_offload") -> KVOffload:
+    """Parse a tier spec line (grammar in the module docstring) against ``node``'s profile.
+
+    E.g. ``parse_kv_offload("cpu:1TB,nvme:8TB,working-set:50M", "hgx-h200-8")``. Each error names
+    the field (``kv_offload.cpu``, ...) and the allowed range."""
+    items, working_set = parse_tier_items(spec, field)
+    nd = get_node(node)
+    tiers: list[KVTier] = []
+    for key, size, given_bw in items:
         _check_capacity(key, size, nd, f"{field}.{key}")
         bw, latency, source = _default_bandwidth(key, nd)
-        if at:
-            bw = parse_quantity(bw_text.strip(), Kind.BANDWIDTH, f"{field}.{key} bandwidth")
-            source = "given"
-        if size <= 0 or bw <= 0:
-            raise InputError(f"{field}.{key}", value.strip(), "a size and a bandwidth > 0")
+        if given_bw is not None:
+            bw, source = given_bw, "given"
         tiers.append(KVTier(key, size, bw, latency, source))
     return KVOffload(tuple(tiers), nd.name, nd.gpus_per_node, working_set)
 
