@@ -209,3 +209,15 @@ def test_scenario_file_and_app_carry_kv_offload(tmp_path):
     assert_clean(at)
     assert verdict_of(at) is None
     assert any("kv_offload.cpu" in e and "host_memory" in e for e in errors_of(at)), errors_of(at)
+
+
+def test_no_reused_prefix_means_no_reload():
+    """A prompt with no reused tokens (hit rate 0, or a one-token prompt) reloads nothing, in the
+    planner's mean and in the simulator's draws."""
+    dep = _dep70()
+    place = prefix_placement(dep, 0.0, parse_kv_offload("nvme:8TB,working-set:1M", H200_NODE))
+    assert place.stored == (0.0, 1.0)
+    assert np.all(place.reload_time_s(np.array([0.0, 0.0])) == 0.0)
+    off = parse_kv_offload("nvme:8TB,working-set:1M", H200_NODE)
+    steps = TieredPrefixSteps(RooflineSteps(dep), dep, 0.0, PrefixReuse(0.0, off))
+    assert steps.prefill_s([1000]) == pytest.approx(RooflineSteps(dep).prefill_s([1000]))

@@ -57,13 +57,14 @@ class PrefixPlacement:
 
     def reload_time_s(self, hit_tokens: np.ndarray | float) -> np.ndarray:
         """Expected reload time of a request whose reused prefix is ``hit_tokens`` long:
-        sum over tiers of s_i x (latency_i + hit_tokens x KV bytes per token per GPU / bandwidth_i)."""
+        sum over tiers of s_i x (latency_i + hit_tokens x KV bytes per token per GPU / bandwidth_i);
+        0 for a request with no reused prefix."""
         tokens = np.asarray(hit_tokens, dtype=float)
         total = np.zeros_like(tokens)
         for s, bw, lat in zip(self.stored[1:], self.bandwidths_bytes_per_s, self.latencies_s, strict=True):
             if s > 0:
                 total = total + s * (lat + tokens * self.kv_bytes_per_token_per_gpu / bw)
-        return total
+        return np.where(tokens > 0, total, 0.0)  # no reused prefix, nothing to reload
 
 
 def tier_tokens(dep: Deployment, offload: KVOffload) -> tuple[float, ...]:

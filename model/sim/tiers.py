@@ -59,6 +59,8 @@ class TieredPrefixSteps:
         self._cost: dict[tuple[int, int, int], float] = {}
 
     def __getattr__(self, name: str) -> Any:  # decode_s, mixed_s, decode_tokens, ...
+        if name == "inner":  # not yet set (copy, pickle): no recursion
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
     def _reload_s(self, tier: int, hit_tokens: float) -> float:
@@ -77,7 +79,7 @@ class TieredPrefixSteps:
         reload = sum(
             self._reload_s(int(w), float(c))
             for w, c in zip(where, cached, strict=True)
-            if 0 < w < len(self._cum)
+            if 0 < w < len(self._cum) and c > 0
         )
         k = len(p)
         key = (k, round(float(np.mean(p - cached))), round(float(np.mean(cached))))
