@@ -271,8 +271,7 @@ def _fields(c: dict[str, list[Any]], raw_uploads: dict[str, Any], upload_errors:
         _multiselect("Tensor-parallel degrees", "tps", c["tps"])
         _text("Prefill pool layout, e.g. 'tep=8' (blank = search TP/TEP/DEP)", "prefill_layout")
         _text("Decode pool layout, e.g. 'dep=32' (blank = search TP/TEP/DEP)", "decode_layout")
-        for label, key in features.FIELDS:
-            _text(label, key)
+        features.draw(_text)
         st.checkbox("Layer-wise KV transfer (overlaps prefill)", **_initial("layerwise"), key="layerwise")
         _slider("Margin disaggregation must win by", "margin", step=0.01)
 
@@ -491,8 +490,7 @@ def parse(raw: Raw) -> tuple[Spec | None, list[str]]:
     out["tp_options"] = sorted(int(x) for x in v["tps"])
     out["prefill_parallelism"] = attempt(TEXT_READERS["prefill_layout"], v["prefill_layout"])
     out["decode_parallelism"] = attempt(TEXT_READERS["decode_layout"], v["decode_layout"])
-    out["speculation"] = attempt(TEXT_READERS["speculation"], v["speculation"])
-    out["kv_offload"] = attempt(features.read_kv_offload, v["kv_offload"], v["gpu"])
+    out.update({key: attempt(TEXT_READERS[key], v[key]) for key in features.KEYS})
     out["layerwise"] = bool(v["layerwise"])
     out["margin"] = float(v["margin"])
     if errors:

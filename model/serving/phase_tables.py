@@ -183,10 +183,10 @@ def instance_tables(
     max_batch = min(kv_batch, float(scn.engine.max_num_seqs)) if fits else 0.0
     # KV offload tiers: the hits whose prefix this instance still holds, and their reload time
     place = prefix_placement(dep, capacity, scn.kv_offload)
+    reload = place.reload_time_s(cached)  # the reused prefix, reloaded when found in a tier
     hit_rate = scn.workload.prefix_cache_hit_rate * place.served_fraction
-    if scn.kv_offload is not None:
-        cached = cached_prompt_tokens(prompt, hit_rate)
-    reload = place.reload_time_s(cached_prompt_tokens(prompt, scn.workload.prefix_cache_hit_rate))
+    if place.served_fraction < 1.0:  # part of the working set fits nowhere: those hits are misses
+        cached = np.floor(cached * place.served_fraction)
     pre = np.asarray(prefill_cost(dep, prompt - cached, cached_tokens=cached).time_s, dtype=float)
     dec = _decode_table(dep, scn.decode_context_tokens) if role != "prefill" else np.zeros_like(BATCH_GRID)
     if role == "prefill":
