@@ -220,7 +220,11 @@ def parse_kv_offload(spec: str, node: str | Node, field: str = "kv_offload") -> 
 def resolve_kv_offload(value: str | KVOffload | None, node: Node | None, gpu: str) -> KVOffload | None:
     """A plan's ``kv_offload``: None, a KVOffload, or a spec line parsed against ``node`` (None:
     the catalog's node for ``gpu``, :func:`node_for_gpu`)."""
-    if value is None or isinstance(value, KVOffload):
+    if value is None:
+        return None
+    if isinstance(value, KVOffload):
+        if node is not None and value.node != node.name:
+            raise InputError("kv_offload", value.node, f"tiers of the plan's node {node.name}")
         return value
     if not isinstance(value, str):
         raise InputError("kv_offload", value, "a tier spec such as 'cpu:512GB,nvme:4TB' or a KVOffload")
