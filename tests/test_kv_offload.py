@@ -141,16 +141,19 @@ def test_simulator_draws_match_the_planners_mean():
     assert none.decode_s(4, 1000) == plain.decode_s(4, 1000)
 
 
-def test_tiers_recover_hits_an_hbm_only_cache_loses_and_the_reasons_say_so():
+def test_tiers_recover_lost_hits_flip_the_verdict_and_the_reasons_say_so():
     """Llama-3.1-70B on 8 x H200, chat with a 60% prefix hit rate over a 50M-token working set: HBM
     alone keeps a few % of it; CPU + NVMe tiers keep all of it, so prefill computes less at the
-    price of reloads, and the plan's goodput rises. The reasons name the tiers and the reload."""
+    price of reloads, and the plan's goodput rises. With little prefill work left, interference in
+    colocated serving shrinks and the verdict flips from disaggregated (HBM only: the split wins by
+    ~17%) to colocated-chunked. The reasons name the tiers and the reload."""
     wl = dataclasses.replace(get_workload("chat"), prefix_cache_hit_rate=0.6)
     kw = dict(gpus=8, node=H200_NODE, workload=wl, ttft_slo_s=1.0, tpot_slo_s=0.05, thresholds=False)
     hbm = model.plan("llama-3.1-70b", "h200", kv_offload="working-set:50M", **kw)
     tiers = model.plan("llama-3.1-70b", "h200", kv_offload="cpu:2TB,nvme:30TB,working-set:50M", **kw)
     best = lambda p: max(b.goodput_rps for b in p.best.values())  # noqa: E731
     assert best(tiers) > 1.2 * best(hbm)
+    assert hbm.verdict == "disaggregated" and tiers.verdict.startswith("colocated")
     line = next(r for r in tiers.reasons if r.startswith("KV offload"))
     assert "nvme" in line and "reloads" in line and "-> 60% served" in line
     hbm_line = next(r for r in hbm.reasons if r.startswith("KV offload"))
