@@ -101,6 +101,7 @@ def plan_arguments(spec: Spec) -> tuple[tuple[Any, ...], dict[str, Any]]:
         "objective": spec["objective"],
         "margin": spec["margin"],
         "speculation": model.parse_speculation(spec.values.get("speculation") or ""),
+        "kv_offload": spec.values.get("kv_offload"),
     }
     if spec["gpus"] is not None:
         kwargs["gpus"] = spec["gpus"]

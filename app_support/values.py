@@ -20,6 +20,7 @@ import model
 from model.errors import PdplanError
 from model.hardware.catalog import unique
 from model.hardware.formats import FORMATS, format_names
+from model.hardware.kv_offload import parse_tier_items
 from model.hardware.parallelism import parse_parallelism
 from model.physics.speculation import parse_speculation
 from model.serving.enumeration import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS
@@ -67,6 +68,7 @@ DEFAULTS: dict[str, Any] = {
     "prefill_layout": "",
     "decode_layout": "",
     "speculation": "",
+    "kv_offload": "",
     "layerwise": True,
     "margin": 0.10,
 }
@@ -228,6 +230,15 @@ def _speculation(text: str) -> str | None:
     return None if parse_speculation(text, "speculative decoding") is None else " ".join(text.split())
 
 
+def _kv_offload(text: str) -> str | None:
+    """KV offload tiers as one line (model.hardware.kv_offload grammar; the node checks the sizes
+    when the plan runs); blank = none."""
+    if not text.strip():
+        return None
+    parse_tier_items(text, "kv_offload")
+    return " ".join(text.split())
+
+
 TEXT_READERS: dict[str, Callable[[str], float | None]] = {
     "link_bw": lambda t: parse_quantity(t, Kind.BANDWIDTH, "link bandwidth"),
     "link_latency": lambda t: parse_quantity(t, Kind.TIME, "link latency", bare_unit="microsecond"),
@@ -240,6 +251,7 @@ TEXT_READERS: dict[str, Callable[[str], float | None]] = {
     "isl": lambda t: length_spec(t, "prompt tokens"),
     "osl": lambda t: length_spec(t, "output tokens"),
     "speculation": lambda t: _speculation(t),
+    "kv_offload": lambda t: _kv_offload(t),
     "prefill_layout": lambda t: _layout(t, "prefill_parallelism"),
     "decode_layout": lambda t: _layout(t, "decode_parallelism"),
 }

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import model
 from model.errors import InputError
 from model.hardware import formats
 from model.hardware.catalog import get_gpu
@@ -140,7 +141,7 @@ def test_default_kv_decided_once(dtype: str, kv: str) -> None:
 
 def test_bad_formats_are_one_clear_error() -> None:
     with pytest.raises(InputError) as err:
-        Precision.from_dtypes("bf16", "nvfp4")  # engines do not store KV in NVFP4 (yet)
+        Precision.from_dtypes("bf16", "mxfp4")  # engines do not store KV in MXFP4
     assert err.value.field == "kv_dtype"
     with pytest.raises(InputError) as err:
         Deployment(LLAMA_8B, get_gpu("h100-sxm"), weight_dtype="fp5")
@@ -215,3 +216,28 @@ def test_every_math_key_is_a_gpu_peak_key() -> None:
     from model.hardware.gpus import DTYPES_WITH_PEAK
 
     assert {f.math for f in FORMATS} <= set(DTYPES_WITH_PEAK)
+
+
+def test_nvfp4_kv_cache_bytes_and_blackwell_only() -> None:
+    """NVFP4 KV: 4 + 8 / 16 = 4.5 bits = 0.5625 bytes per element. Llama-3.1-8B: 2 (K, V) x 32 layers
+    x 8 KV heads x 128 = 65,536 elements per token -> 36,864 bytes (bf16: 131,072; fp8: 65,536).
+    Blackwell reads it (NVIDIA NVFP4 KV cache blog, 2025); an H100 refuses it naming kv_dtype, while
+    an FP8 KV cache stays accepted on an A100 (dequantised in the attention kernel, vLLM PR #2279)."""
+    b200 = Deployment(LLAMA_8B, get_gpu("b200"), kv_dtype="nvfp4")
+    assert b200.kv_bytes_per_token == 65_536 * 0.5625 == 36_864
+    assert Deployment(LLAMA_8B, get_gpu("b200"), kv_dtype="fp8").kv_bytes_per_token == 65_536
+    with pytest.raises(InputError) as err:
+        Deployment(LLAMA_8B, get_gpu("h100-sxm"), kv_dtype="nvfp4")
+    assert err.value.field == "kv_dtype" and "fp4 tensor cores" in str(err.value)
+    assert Deployment(LLAMA_8B, get_gpu("a100-80gb-sxm"), kv_dtype="fp8").kv_bytes_per_token == 65_536
+    with pytest.raises(InputError) as err:
+        model.plan(
+            "llama-3.1-8b",
+            "h100-sxm",
+            gpus=2,
+            workload="chat",
+            ttft_slo_s=1,
+            tpot_slo_s=0.05,
+            kv_dtype="nvfp4",
+        )
+    assert err.value.field == "kv_dtype"

@@ -28,6 +28,7 @@ EXPECTED = {
     "02_data_center.ipynb",
     "03_sensitivity.ipynb",
     "04_reproductions.ipynb",
+    "05_engine_features.ipynb",
     "06_day_of_traffic.ipynb",
 }
 # Hang detection, not a speed figure: a notebook runs in ~20-40 s on an idle 2-core machine and up to

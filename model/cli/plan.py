@@ -165,6 +165,10 @@ def add_plan_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-thresholds", action="store_true", help="skip the flip-threshold searches (faster)")
     p.add_argument(
+        "--kv-offload",
+        help="KV offload tiers per node and the prefix working set, e.g. 'cpu:1TB,nvme:8TB,working-set:50M'",
+    )
+    p.add_argument(
         "--top", default="5", help="alternatives listed overall and per style (1 to 50, default 5)"
     )
 
@@ -216,6 +220,7 @@ def plan_fields(args: argparse.Namespace) -> dict[str, Any]:
         margin=_float(args.margin, "margin", "a fraction in [0, 1)"),
         max_gpus=_whole(args.max_gpus, "max_gpus"),
         layerwise=not args.whole_request_transfer,
+        kv_offload=_name(args.kv_offload, "--kv-offload"),
         **scenario_kwargs(args),
     )
 

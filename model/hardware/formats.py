@@ -100,10 +100,12 @@ FORMATS: tuple[NumericFormat, ...] = (
         16,
         "fp4",
         False,
-        False,
+        True,
         "NVIDIA, 'Introducing NVFP4 for efficient and accurate low-precision inference' (developer "
         "blog, 2025) and TensorRT Model Optimizer: E2M1 elements, one FP8 E4M3 scale per 16 "
-        "(plus one fp32 per tensor): 4 + 8 / 16 = 4.5 bits",
+        "(plus one fp32 per tensor): 4 + 8 / 16 = 4.5 bits. As a KV cache: NVIDIA developer blog, "
+        "E. Alvarez, 'Optimizing Inference for Long Context and Large Batch Sizes with NVFP4 KV "
+        "Cache' (2025-12-08): Blackwell GPUs, dequantised to FP8 before attention",
     ),
     NumericFormat(
         "mxfp4",
@@ -237,6 +239,28 @@ def check_gpu_runs(fmt: NumericFormat, gpu_peaks: dict[str, float], gpu_name: st
         f"a format the {gpu_name} can run ({fmt.name} needs {fmt.math} tensor-core math): "
         + ", ".join(runnable),
     )
+
+
+def check_kv_runs(
+    fmt: NumericFormat, gpu_peaks: dict[str, float], gpu_name: str, field: str = "kv_dtype"
+) -> None:
+    """A clear error when the GPU cannot read a KV cache stored in ``fmt``.
+
+    A 4-bit KV cache (NVFP4) is read by Blackwell attention kernels that dequantise it with the FP4
+    tensor-core path (NVIDIA blog, 'Optimizing Inference ... with NVFP4 KV Cache', 2025: Blackwell
+    only), so the GPU needs ``fmt.math`` among its peaks. An 8-bit KV cache needs no FP8 math: the
+    attention kernel dequantises it to 16-bit on any GPU (vLLM PR #2279, 'Support FP8-E5M2 KV
+    Cache': "not limited on Hopper, Volta/Ampere are both ok", measured on an A100-40GB), so FP8 KV
+    on an A100 is accepted.
+    """
+    if fmt.element_bits < 8 and fmt.math not in gpu_peaks:
+        runnable = [f.name for f in FORMATS if f.kv_cache and (f.element_bits >= 8 or f.math in gpu_peaks)]
+        raise InputError(
+            field,
+            fmt.name,
+            f"a KV-cache format the {gpu_name} can read ({fmt.name} KV needs {fmt.math} tensor cores): "
+            + ", ".join(runnable),
+        )
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,14 @@ class Node:
     # Sequential read bandwidth of the node's local storage (bytes/s): how fast an instance starting
     # on it loads its weights (model.fleet.schedule). None: DEFAULT_STORAGE_BANDWIDTH_BYTES_PER_S.
     storage_bandwidth_bytes_per_s: float | None = None
+    # Host (CPU DRAM) memory of the node (bytes): the ceiling of a CPU KV-offload tier
+    # (model.hardware.kv_offload). None: the profile states none (a CPU tier is then refused).
+    host_memory_bytes: float | None = None
+    # Host-to-GPU bandwidth per GPU, per direction (bytes/s) when it is not the GPU's own PCIe link
+    # (GB200/GB300: NVLink-C2C to the Grace CPU). None: the GPU profile's PCIe bandwidth.
+    host_link_bandwidth_bytes_per_s: float | None = None
+    # Local NVMe capacity of the node (bytes): the ceiling of an NVMe KV-offload tier.
+    nvme_capacity_bytes: float | None = None
     sources: Sources = field(default=(), compare=False, repr=False)
     path: str = field(default="", compare=False, repr=False)
 
@@ -67,6 +75,9 @@ class Node:
             )
         if self.storage_bandwidth_bytes_per_s is not None:
             positive("storage_bandwidth", self.storage_bandwidth_bytes_per_s, owner)
+        for name in ("host_memory_bytes", "host_link_bandwidth_bytes_per_s", "nvme_capacity_bytes"):
+            if getattr(self, name) is not None:
+                positive(name, getattr(self, name), owner)
 
     @property
     def domain_gpus(self) -> int:
@@ -97,6 +108,9 @@ _NODE_SCHEMA: Schema = {
     ("", "nics_per_node"): (INT, None, True),
     ("", "nvlink_domain_gpus"): (INT, None, False),
     ("", "storage_bandwidth"): (QUANTITY, Kind.BANDWIDTH, False),
+    ("", "host_memory"): (QUANTITY, Kind.BYTES, False),
+    ("", "host_link_bandwidth"): (QUANTITY, Kind.BANDWIDTH, False),
+    ("", "nvme_capacity"): (QUANTITY, Kind.BYTES, False),
 }
 
 
@@ -115,6 +129,9 @@ def node_from_toml(path: Path, text: str | None = None) -> Node:
             v["nics_per_node"],
             nvlink_domain_gpus=v.get("nvlink_domain_gpus"),
             storage_bandwidth_bytes_per_s=v.get("storage_bandwidth"),
+            host_memory_bytes=v.get("host_memory"),
+            host_link_bandwidth_bytes_per_s=v.get("host_link_bandwidth"),
+            nvme_capacity_bytes=v.get("nvme_capacity"),
             sources=sources,
             path=str(path),
         ),

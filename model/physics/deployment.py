@@ -16,7 +16,7 @@ from functools import cached_property
 from model.errors import InputError
 from model.hardware.catalog import get_link
 from model.hardware.collectives import default_tp_link
-from model.hardware.formats import Precision, bytes_per_element, check_gpu_runs, get_format
+from model.hardware.formats import Precision, bytes_per_element, check_gpu_runs, check_kv_runs, get_format
 from model.hardware.gpus import GPU
 from model.hardware.links import Link
 from model.hardware.parallelism import Parallelism, as_parallelism
@@ -126,6 +126,7 @@ class Deployment:
         prec = self.resolved_precision  # validates dtype / kv_dtype against the format table
         for component in self.weight_components:  # every weight format's math must run on this GPU
             check_gpu_runs(prec.format(component), dict(self.gpu.peak_flops_per_s), self.gpu.name, "dtype")
+        check_kv_runs(prec.format("kv_cache"), dict(self.gpu.peak_flops_per_s), self.gpu.name)
         for name in ("prefill_mfu", "decode_mbu"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, int | float) and 0 < value <= 1):

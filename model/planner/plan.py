@@ -23,6 +23,7 @@ from model.errors import InputError, build_request
 from model.hardware.catalog import load_catalog
 from model.hardware.engines import DEFAULT_ENGINE, Engine
 from model.hardware.gpus import GPU
+from model.hardware.kv_offload import KVOffload, resolve_kv_offload
 from model.hardware.links import Link
 from model.hardware.nodes import Node
 from model.hardware.parallelism import Parallelism, as_parallelism
@@ -129,6 +130,7 @@ class PlanRequest:
     pp_options: Sequence[int] | None = None
     prefill_parallelism: str | Parallelism | None = None
     decode_parallelism: str | Parallelism | None = None
+    kv_offload: str | KVOffload | None = None  # offload tiers (model.hardware.kv_offload grammar)
 
 
 def resolve_inputs(request: PlanRequest) -> PlanInputs:
@@ -234,6 +236,7 @@ def resolve_inputs(request: PlanRequest) -> PlanInputs:
         arrival_scv=arrival_scv,
         engine=eng,
         speculation=request.speculation,
+        kv_offload=resolve_kv_offload(request.kv_offload, nd, g.name),
     )
     return PlanInputs(
         scn,
@@ -274,9 +277,7 @@ def budget_sets(
     configurations ``keep`` accepts, when given)."""
     out: dict[str, CandidateSet] = {}
     for style in styles():
-        configs = style.budget_configs(inp, gpus)
-        if keep is not None:
-            configs = [c for c in configs if keep(c)]
+        configs = [c for c in style.budget_configs(inp, gpus) if keep is None or keep(c)]
         if configs:
             out[style.name] = style.build_set(inp.scenario, configs)
     return out

@@ -184,6 +184,7 @@ def scenario_request(obj: Any, where: str = "scenario file") -> PlanRequest:
             _get(inputs, "speculation", str, where, ""), f"{where}: inputs.speculation"
         ),
     }
+    kwargs["kv_offload"] = _get(inputs, "kv_offload", str, where, "").strip() or None  # tier spec line
     kv = _get(inputs, "kv_dtype", str, where, AUTO_KV)
     kwargs["kv_dtype"] = None if kv == AUTO_KV else kv
     for key, fld in (("chunks", "chunk_options"), ("tps", "tp_options")):

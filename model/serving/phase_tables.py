@@ -20,6 +20,7 @@ from model.physics import decode_tokens
 from model.physics.affine import affine_max_sum, affine_terms
 from model.physics.attention import chunk_line_kink
 from model.physics.deployment import Deployment
+from model.physics.kv_tiers import PrefixPlacement, prefix_placement
 from model.physics.memory import MemoryFit, memory_fit
 from model.physics.steps import decode_step_cost, mixed_step_cost, prefill_cost
 from model.workload.scenario import Scenario, cached_prompt_tokens
@@ -50,6 +51,7 @@ class InstanceTables:
     chunk_batch_grid: np.ndarray | None = None  # [Gc] decode batches tabulated for chunking
     chunked_prefill_s: np.ndarray | None = None  # [Gc, S] chunked prefill time per request at batch
     prefill_fixed_s: np.ndarray | None = None  # [S] per-step part of prefill_s that batching shares
+    prefix: PrefixPlacement | None = None  # where the reused prefixes live (model.physics.kv_tiers)
 
     @property
     def decode_token_s(self) -> np.ndarray:
@@ -131,14 +133,16 @@ def chunked_prefill_sum_s(
     return np.asarray(total + tail, dtype=float)
 
 
-def _chunked_table(dep: Deployment, scn: Scenario, chunk: int, batch_grid: np.ndarray) -> np.ndarray:
+def _chunked_table(
+    dep: Deployment, scn: Scenario, chunk: int, batch_grid: np.ndarray, hit_rate: float
+) -> np.ndarray:
     """Chunked prefill time [Gc, S]: tabulated on a geometric grid of prompt lengths (with the
-    workload's cached prefix at each length), interpolated at every sampled prompt."""
+    cached prefix at ``hit_rate`` at each length), interpolated at every sampled prompt."""
     prompt = scn.prompt_tokens
     lengths = np.unique(
         np.geomspace(max(prompt.min(), 1.0), max(prompt.max(), 2.0), CHUNK_LENGTH_POINTS).round()
     )
-    cached = cached_prompt_tokens(lengths, scn.workload.prefix_cache_hit_rate)
+    cached = cached_prompt_tokens(lengths, hit_rate)
     room = np.maximum(chunk - batch_grid, chunk * MIN_CHUNK_FRACTION)[:, None]
     table = chunked_prefill_sum_s(
         dep,
@@ -177,6 +181,12 @@ def instance_tables(
         reason = f"KV cache holds {capacity:,.0f} tokens, less than the longest request ({longest:,.0f})"
     kv_batch = float(fit.max_batch(max(scn.decode_context_tokens, 1.0)))
     max_batch = min(kv_batch, float(scn.engine.max_num_seqs)) if fits else 0.0
+    # KV offload tiers: the hits whose prefix this instance still holds, and their reload time
+    place = prefix_placement(dep, capacity, scn.kv_offload)
+    reload = place.reload_time_s(cached)  # the reused prefix, reloaded when found in a tier
+    hit_rate = scn.workload.prefix_cache_hit_rate * place.served_fraction
+    if place.served_fraction < 1.0:  # part of the working set fits nowhere: those hits are misses
+        cached = np.floor(cached * place.served_fraction)
     pre = np.asarray(prefill_cost(dep, prompt - cached, cached_tokens=cached).time_s, dtype=float)
     dec = _decode_table(dep, scn.decode_context_tokens) if role != "prefill" else np.zeros_like(BATCH_GRID)
     if role == "prefill":
@@ -186,12 +196,18 @@ def instance_tables(
             prefill_cost(dep, prompt - cached, cached_tokens=cached, batch=2).time_s, dtype=float
         )
         fixed = np.clip(2.0 * pre - two, 0.0, pre)
-        return InstanceTables(dep, fit, fits, reason, capacity, max_batch, pre, dec, prefill_fixed_s=fixed)
+        pre = pre + reload
+        return InstanceTables(
+            dep, fit, fits, reason, capacity, max_batch, pre, dec, prefill_fixed_s=fixed, prefix=place
+        )
     if chunk_tokens is None or role != "colocated":
-        return InstanceTables(dep, fit, fits, reason, capacity, max_batch, pre, dec)
+        return InstanceTables(dep, fit, fits, reason, capacity, max_batch, pre + reload, dec, prefix=place)
     grid = BATCH_GRID[chunk_tokens * (1.0 - MIN_CHUNK_FRACTION) > BATCH_GRID]
     if fits:
-        table = _chunked_table(dep, scn, chunk_tokens, grid)
+        table = _chunked_table(dep, scn, chunk_tokens, grid, hit_rate) + reload[None, :]
     else:  # never evaluated (the planner drops infeasible candidates): skip the costly table
         table = np.broadcast_to(pre, (len(grid), len(pre))).copy()
-    return InstanceTables(dep, fit, fits, reason, capacity, max_batch, pre, dec, chunk_tokens, grid, table)
+    pre = pre + reload
+    return InstanceTables(
+        dep, fit, fits, reason, capacity, max_batch, pre, dec, chunk_tokens, grid, table, prefix=place
+    )

@@ -52,6 +52,7 @@ from model.sim.engine import (
 from model.sim.report import PoolStats, RequestRecords, SimSummary, records_from, summarise
 from model.sim.requests import poisson_requests, trace_requests
 from model.sim.steps import KVTransfer, RooflineSteps
+from model.sim.tiers import PrefixReuse, TieredPrefixSteps
 from model.workload.arrivals import scale_to_rate
 from model.workload.slo import SLO
 
@@ -98,12 +99,14 @@ def build_instance(
     step_overhead_s: float | None = None,
     field: str = "config",
     speculation: Speculation | None = None,
+    prefix: PrefixReuse | None = None,
 ) -> tuple[InstanceSpec, Deployment]:
     """An instance spec from the roofline (step times) and model.memory (KV capacity) for ``gpu``
     GPUs laid out as ``parallel`` (a Parallelism; a whole number = TP-only of that degree).
 
     ``step_overhead_s`` None: the GPU profile's. Raises InputError naming ``field`` when the weights
-    and workspace leave no room for KV.
+    and workspace leave no room for KV. ``prefix``: prefix hits (and KV offload tiers) drawn per
+    whole-prompt prefill (model.sim.tiers).
     """
     dep = Deployment(
         arch,
@@ -118,8 +121,11 @@ def build_instance(
     fit = memory_fit(dep, max_batched_tokens=workspace_tokens, gpu_memory_utilization=gpu_memory_utilization)
     if not bool(fit.fits):
         raise InputError(field, label, f"a configuration that fits in memory: {fit.reason}")
+    steps: Any = RooflineSteps(dep)
+    if prefix is not None:
+        steps = TieredPrefixSteps(steps, dep, float(fit.kv_capacity_tokens), prefix)
     spec = InstanceSpec(
-        RooflineSteps(dep),
+        steps,
         int(fit.kv_capacity_tokens),
         int(max_batched_tokens),
         max_num_seqs,
@@ -263,6 +269,7 @@ def simulate(
     max_num_seqs: int | None = None,
     options: SimOptions | None = None,
     speculation: Speculation | None = None,
+    prefix: PrefixReuse | None = None,
 ) -> SimResult:
     """Simulate ``requests`` on ``config`` serving ``model``; step times from the roofline layer.
 
@@ -271,7 +278,8 @@ def simulate(
     without chunking, colocated and the prefill pool; a longer prompt runs alone), ``max_num_seqs``
     (running sequences per instance) and the decode-only workspace; the two keywords override the
     profile. ``speculation``: speculative decoding on every instance (decode steps emit its mean
-    tokens per step, so a request needs ceil((O - 1) / tokens per step) decode steps). Raises
+    tokens per step, so a request needs ceil((O - 1) / tokens per step) decode steps). ``prefix``:
+    prefix hits and KV offload tiers on whole-prompt prefills (model.sim.tiers.PrefixReuse). Raises
     InputError if an instance does not fit.
     """
     arch = get_model(model)
@@ -294,6 +302,7 @@ def simulate(
         "gpu_memory_utilization": gpu_memory_utilization,
         "max_num_seqs": max_num_seqs,
         "speculation": speculation,
+        "prefix": prefix,
     }
     style = style_of(config)
     layout = style.sim_layout(config)

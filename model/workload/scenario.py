@@ -18,6 +18,7 @@ from model.errors import InputError
 from model.hardware.catalog import get_engine
 from model.hardware.engines import Engine
 from model.hardware.formats import Precision
+from model.hardware.kv_offload import KVOffload
 from model.llm.arch import LLMArch, kv_bytes_per_token
 from model.llm.attention import kv_bytes_per_request
 from model.llm.catalog import get_model
@@ -53,6 +54,7 @@ class Scenario:
     arrival_scv: float = 1.0  # squared CV of inter-arrival gaps: 1 = Poisson, > 1 bursty (e.g. from a trace)
     engine: Engine | None = None  # resolved to the default engine profile when None
     speculation: Speculation | None = None  # speculative decoding of every deployment (None: off)
+    kv_offload: KVOffload | None = None  # KV offload tiers and prefix working set (model.physics.kv_tiers)
 
     def __post_init__(self) -> None:
         if self.engine is None:
@@ -62,6 +64,8 @@ class Scenario:
         Precision.from_dtypes(self.weight_dtype, self.kv_dtype)  # format-table check of both
         if self.speculation is not None and not isinstance(self.speculation, Speculation):
             raise InputError("speculation", self.speculation, "a Speculation (model.Speculation) or None")
+        if self.kv_offload is not None and not isinstance(self.kv_offload, KVOffload):
+            raise InputError("kv_offload", self.kv_offload, "a KVOffload (model.parse_kv_offload) or None")
         if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or self.seed < 0:
             raise InputError("seed", self.seed, "a whole number >= 0")
         if not isinstance(self.arch, LLMArch):
