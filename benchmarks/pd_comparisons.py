@@ -218,7 +218,8 @@ def compare(row: Row, samples: int | None = None) -> Outcome:
     elif row.basis == "concurrency":
         osl = float(scn.workload.output_tokens.mean())
         vals = [
-            closed_loop_rate(c, scn, n) * osl / gpus(c) for c, n in ((co, row.co_concurrency), (pd, row.pd_concurrency))
+            closed_loop_rate(c, scn, n) * osl / gpus(c)
+            for c, n in ((co, row.co_concurrency), (pd, row.pd_concurrency))
         ]
         unit = "out tok/s/GPU"
     else:
@@ -265,7 +266,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--markdown", action="store_true", help="print the docs/validation.md table")
     ap.add_argument("--only", nargs="*", default=None, help="row ids to run")
-    ap.add_argument("--samples", type=int, default=None, help="request samples per scenario (default: pdplan's)")
+    ap.add_argument(
+        "--samples", type=int, default=None, help="request samples per scenario (default: pdplan's)"
+    )
     args = ap.parse_args()
     rows = [r for r in load_rows() if not args.only or r.id in args.only]
     t0 = time.perf_counter()
