@@ -76,12 +76,16 @@ def load_rows(path: Path = CSV_PATH) -> list[Row]:
     rows = []
     with open(path, newline="") as fh:
         for r in csv.DictReader(fh):
-            three = lambda a, b, c: (int(r[a]), int(r[b]), int(r[c]))  # noqa: E731
+
+            def three(a: str, b: str, c: str, r: dict[str, str] = r) -> tuple[int, int, int]:
+                return int(r[a]), int(r[b]), int(r[c])
+
             rows.append(
                 Row(
                     r["id"], r["citation"], r["model"], r["dtype"], r["kv_dtype"], r["gpu"], r["engine"],
                     three("co_replicas", "co_tp", "co_pp"), three("p_count", "p_tp", "p_pp"),
-                    three("d_count", "d_tp", "d_pp"), r["link"], r["isl"], r["osl"], float(r["prefix_hit"] or 0),
+                    three("d_count", "d_tp", "d_pp"), r["link"], r["isl"], r["osl"],
+                    float(r["prefix_hit"] or 0),
                     r["basis"], r["ttft_slo_s"], r["tpot_slo_s"], int(r["co_concurrency"] or 0),
                     int(r["pd_concurrency"] or 0), r["speculation"], r["metric"], float(r["measured_ratio"]),
                     r["ratio_kind"], r["notes"],

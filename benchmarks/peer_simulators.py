@@ -76,11 +76,12 @@ class Scenario:
 
 CHAT = ("lognormal:mean=700,cv=1.0", "lognormal:mean=250,cv=1.0")
 LONG = ("lognormal:mean=1500,cv=0.3", "lognormal:mean=150,cv=0.6")
+A100 = "a100-80gb-sxm"
 SCENARIOS = (
-    Scenario("opt-13b chat", "opt-13b", "a100-80gb-sxm", 1, 2, 1, 1, 1, 1, *CHAT, 0.25, 0.1, (1.0, 2.0, 3.0)),
-    Scenario("opt-13b chat, 3 GPUs", "opt-13b", "a100-80gb-sxm", 1, 1, 1, 3, 2, 1, *CHAT, 0.25, 0.1, (3.0, 6.0, 9.0)),
-    Scenario("opt-66b chat", "opt-66b", "a100-80gb-sxm", 4, 4, 4, 1, 1, 1, *CHAT, 2.5, 0.15, (1.0, 2.0, 4.0)),
-    Scenario("opt-66b long prompts", "opt-66b", "a100-80gb-sxm", 4, 4, 4, 1, 1, 1, *LONG, 15.0, 0.15, (0.5, 1.0, 1.5)),
+    Scenario("opt-13b chat", "opt-13b", A100, 1, 2, 1, 1, 1, 1, *CHAT, 0.25, 0.1, (1.0, 2.0, 3.0)),
+    Scenario("opt-13b chat, 3 GPUs", "opt-13b", A100, 1, 1, 1, 3, 2, 1, *CHAT, 0.25, 0.1, (3.0, 6.0, 9.0)),
+    Scenario("opt-66b chat", "opt-66b", A100, 4, 4, 4, 1, 1, 1, *CHAT, 2.5, 0.15, (1.0, 2.0, 4.0)),
+    Scenario("opt-66b long prompts", "opt-66b", A100, 4, 4, 4, 1, 1, 1, *LONG, 15.0, 0.15, (0.5, 1.0, 1.5)),
 )  # fmt: skip
 
 
@@ -112,7 +113,7 @@ def _pdplan_step_functions(co_steps: RooflineSteps, p_steps: RooflineSteps, d_st
     by_tp_prefill = {co_steps.dep.parallel.tp: co_steps, p_steps.dep.parallel.tp: p_steps}
     by_tp_decode = {co_steps.dep.parallel.tp: co_steps, d_steps.dep.parallel.tp: d_steps}
 
-    def prefill_ms(*_a: Any, TP: int = 1, prefill_len_list: list[int] | None = None, **_k: Any) -> float:  # noqa: N803
+    def prefill_ms(*_a: Any, TP: int = 1, prefill_len_list: list[int] | None = None, **_k: Any) -> float:
         return 1e3 * by_tp_prefill[TP].prefill_s(list(prefill_len_list or [1]))
 
     def decode_ms(
@@ -227,10 +228,34 @@ def goodput(
     return lo
 
 
+def runners(mods: dict[str, Any], sc: Scenario, cap: int) -> dict[str, dict[str, Run]]:
+    """Per style, the three runs of a request set: pdplan's simulator, simdistserve with pdplan's step
+    times, simdistserve with its own fitted step times."""
+    gpu = model.get_gpu(sc.gpu)
+    arch = model.get_model(sc.model)
+    co_s, p_s, d_s = (
+        RooflineSteps(model.Deployment(arch, gpu, tp, "fp16")) for tp in (sc.co_tp, sc.p_tp, sc.d_tp)
+    )
+    fns = _pdplan_step_functions(co_s, p_s, d_s)
+    link = model.get_link("nvlink3")
+    styles = {
+        "colocated": (model.ColocatedConfig(gpu, sc.co_tp, sc.co_n), False),
+        "disaggregated": (model.DisaggregatedConfig(gpu, sc.p_tp, sc.p_n, gpu, sc.d_tp, sc.d_n, link), True),
+    }
+    out: dict[str, dict[str, Run]] = {}
+    for style, (cfg, disagg) in styles.items():
+        out[style] = {
+            "pdplan": lambda r, c=cfg: run_pdplan(c, sc, r),
+            "simdistserve (pdplan steps)": lambda r, d=disagg: run_distserve(mods, d, sc, r, fns, cap),
+            "simdistserve (its fitted steps)": lambda r, d=disagg: run_distserve(mods, d, sc, r, None, cap),
+        }
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument(
-        "--distserve", default=os.environ.get("DISTSERVE_PATH"), help="checkout holding simdistserve/"
+        "--distserve", default=os.environ.get("DISTSERVE_PATH"), help="checkout with simdistserve/"
     )
     ap.add_argument("--requests", type=int, default=1000)
     ap.add_argument("--no-goodput", action="store_true", help="percentiles at fixed rates only")
@@ -240,41 +265,17 @@ def main() -> None:
     if mods is None:
         return
     t0 = time.perf_counter()
-    gpu = model.get_gpu("a100-80gb-sxm")
     cap = model.get_engine("vllm").prefill_token_cap
     print(
-        "| scenario | style | rate (req/s) | simulator | p50 TTFT (s) | p90 TTFT (s) | p50 TPOT (ms) | p90 TPOT (ms) | attainment |"
-    )  # noqa: E501
+        "| scenario | style | rate (req/s) | simulator | p50 TTFT (s) | p90 TTFT (s) | p50 TPOT (ms) | "
+        "p90 TPOT (ms) | attainment |"
+    )
     print("|---|---|---:|---|---:|---:|---:|---:|---:|")
     good_rows = []
     for sc in (s for s in SCENARIOS if not args.only or s.name in args.only):
-        arch = model.get_model(sc.model)
-        dep = lambda tp: model.Deployment(arch, gpu, tp, "fp16")  # noqa: E731
-        co_s, p_s, d_s = (
-            RooflineSteps(dep(sc.co_tp)),
-            RooflineSteps(dep(sc.p_tp)),
-            RooflineSteps(dep(sc.d_tp)),
-        )
-        fns = _pdplan_step_functions(co_s, p_s, d_s)
         wl = model.workload_from_lengths(isl_dist=sc.isl, osl_dist=sc.osl, name=sc.name)
         base = poisson_requests(wl, 1.0, args.requests, seed=0)
-        styles = {
-            "colocated": (model.ColocatedConfig(gpu, sc.co_tp, sc.co_n), False),
-            "disaggregated": (
-                model.DisaggregatedConfig(
-                    gpu, sc.p_tp, sc.p_n, gpu, sc.d_tp, sc.d_n, model.get_link("nvlink3")
-                ),
-                True,
-            ),
-        }
-        for style, (cfg, disagg) in styles.items():
-            runs = {
-                "pdplan": lambda r, c=cfg: run_pdplan(c, sc, r),
-                "simdistserve (pdplan steps)": lambda r, d=disagg: run_distserve(mods, d, sc, r, fns, cap),
-                "simdistserve (its fitted steps)": lambda r, d=disagg: run_distserve(
-                    mods, d, sc, r, None, cap
-                ),
-            }
+        for style, runs in runners(mods, sc, cap).items():
             for rate in sc.rates:
                 req = SimRequests(scale_to_rate(base.arrival_s, rate), base.prompt_tokens, base.output_tokens)
                 for name, run in runs.items():
@@ -285,19 +286,18 @@ def main() -> None:
                         flush=True,
                     )
             if not args.no_goodput:
-                g = {name: goodput(run, base, sc) for name, run in runs.items()}
-                good_rows.append((sc, style, g))
+                good_rows.append((sc, style, {name: goodput(run, base, sc) for name, run in runs.items()}))
     if good_rows:
         print(
-            "\n| scenario | SLO TTFT / TPOT | style | pdplan sim | simdistserve, pdplan steps | ratio | simdistserve, fitted steps |"
-        )  # noqa: E501
+            "\n| scenario | SLO TTFT / TPOT | style | pdplan sim | simdistserve, pdplan steps | ratio | "
+            "simdistserve, fitted steps |"
+        )
         print("|---|---|---|---:|---:|---:|---:|")
         for sc, style, g in good_rows:
             a, b, c = g["pdplan"], g["simdistserve (pdplan steps)"], g["simdistserve (its fitted steps)"]
-            print(
-                f"| {sc.name} | {sc.ttft_slo_s:g} s / {sc.tpot_slo_s * 1e3:g} ms | {style} | {a:.2f} | {b:.2f} | "
-                f"{b / a if a else math.nan:.2f} | {c:.2f} |"
-            )
+            slo = f"{sc.ttft_slo_s:g} s / {sc.tpot_slo_s * 1e3:g} ms"
+            ratio = b / a if a else math.nan
+            print(f"| {sc.name} | {slo} | {style} | {a:.2f} | {b:.2f} | {ratio:.2f} | {c:.2f} |")
     print(f"\n<!-- {time.perf_counter() - t0:.0f} s -->")
 
 

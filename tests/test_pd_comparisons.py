@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-import pd_comparisons as pc  # noqa: E402
+import pd_comparisons as pc
 
 ROWS = {r.id: r for r in pc.load_rows()}
 
