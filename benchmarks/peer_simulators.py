@@ -118,7 +118,7 @@ def _pdplan_step_functions(co_steps: RooflineSteps, p_steps: RooflineSteps, d_st
 
     def decode_ms(
         num_requests: int, *_a: Any, TP: int = 1, token_generated_list: list[int] | None = None, **_k: Any
-    ) -> float:  # noqa: N803, E501
+    ) -> float:
         return 1e3 * by_tp_decode[TP].decode_s(int(num_requests), int(sum(token_generated_list or [1])))
 
     return prefill_ms, decode_ms
@@ -208,9 +208,10 @@ def run_pdplan(cfg: Any, sc: Scenario, req: SimRequests) -> tuple[np.ndarray, np
     return np.nan_to_num(ttft, nan=np.inf), np.nan_to_num(tpot, nan=np.inf)
 
 
-def goodput(
-    run: Callable[[SimRequests], tuple[np.ndarray, np.ndarray]], base: SimRequests, sc: Scenario
-) -> float:
+Run = Callable[[SimRequests], tuple[np.ndarray, np.ndarray]]
+
+
+def goodput(run: Run, base: SimRequests, sc: Scenario) -> float:
     """Highest rate (req/s) whose attainment is >= ATTAINMENT, by bisection on the same request set."""
 
     def good(rate: float) -> bool:
