@@ -51,6 +51,7 @@ from model.workload.arrivals import scale_to_rate
 WARMUP_FRACTION = 0.1
 ATTAINMENT = 0.9
 BISECT_TOL = 0.02
+MIN_RATE_RPS = 0.01  # goodput below this is reported as 0 (the SLO is missed even when idle)
 SIM_TIME_LIMIT_S = 3600.0  # simulated seconds after the last arrival before a run counts as unstable
 
 
@@ -223,10 +224,10 @@ def goodput(run: Run, base: SimRequests, sc: Scenario) -> float:
         lo, hi = hi, hi * 2.0
         if hi > 1e4:
             return math.inf
-    while hi - lo > BISECT_TOL * max(hi, 1e-9):
+    while hi - lo > BISECT_TOL * hi and hi > MIN_RATE_RPS:
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if good(mid) else (lo, mid)
-    return lo
+    return lo if lo >= MIN_RATE_RPS else 0.0
 
 
 def runners(mods: dict[str, Any], sc: Scenario, cap: int) -> dict[str, dict[str, Run]]:
