@@ -99,7 +99,14 @@ def load_distserve(path: str | None) -> dict[str, Any] | None:
     try:
         mods = {
             name: importlib.import_module(f"simdistserve.{name}")
-            for name in ("base.worker", "base.request", "base.scheduler", "clusters.vllm", "clusters.disagg")
+            for name in (
+                "base.worker",
+                "base.request",
+                "base.scheduler",
+                "clusters.vllm",
+                "clusters.disagg",
+                "estimators.time_estimator",
+            )
         }
         mods["simpy"] = importlib.import_module("simpy")
     except ImportError as exc:  # simpy (or pandas, imported by simdistserve.base) missing
@@ -230,6 +237,47 @@ def goodput(run: Run, base: SimRequests, sc: Scenario) -> float:
     return lo if lo >= MIN_RATE_RPS else 0.0
 
 
+STEP_POINTS = (
+    ("prefill", 1, 512),
+    ("prefill", 1, 2048),
+    ("decode", 1, 1000),
+    ("decode", 32, 1000),
+    ("decode", 128, 1000),
+)
+"""(phase, batch, tokens per sequence) at which the step-time table compares the three sources."""
+
+
+def step_table(mods: dict[str, Any]) -> None:
+    """pdplan's roofline step (ms) next to DistServe's fitted A100 coefficients for its own engine and
+    for vLLM (simdistserve/estimators/profile_data), including simdistserve's Ray overhead."""
+    te = mods["estimators.time_estimator"]
+    overhead = lambda tokens: 2.0 + 1e-4 * tokens  # noqa: E731  (simdistserve Worker.add_ray_overhead)
+    gpu = model.get_gpu(A100)
+    print(
+        "| model | TP | step | pdplan roofline (ms) | DistServe engine, fitted (ms) | "
+        "vLLM (2023), fitted (ms) |"
+    )
+    print("|---|---:|---|---:|---:|---:|")
+    for name, key, tp in (("opt-13b", "OPT-13B", 1), ("opt-66b", "OPT-66B", 4)):
+        steps = RooflineSteps(model.Deployment(model.get_model(name), gpu, tp, "fp16"))
+        for phase, b, n in STEP_POINTS:
+            if phase == "prefill":
+                ours = 1e3 * steps.prefill_s([n] * b)
+                fit = [
+                    te.get_prefill_time(model_type=key, TP=tp, prefill_len_list=[n] * b, engine_type=e)
+                    for e in ("distserve", "vllm")
+                ]
+            else:
+                ours = 1e3 * steps.decode_s(b, b * n)
+                fit = [
+                    te.get_decode_time(b, model_type=key, TP=tp, token_generated_list=[n] * b, engine_type=e)
+                    for e in ("distserve", "vllm")
+                ]
+            fit = [f + overhead(b * n) for f in fit]
+            label = f"{phase} {b} x {n} tokens"
+            print(f"| {name} | {tp} | {label} | {ours:.1f} | {fit[0]:.1f} | {fit[1]:.1f} |")
+
+
 def runners(mods: dict[str, Any], sc: Scenario, cap: int) -> dict[str, dict[str, Run]]:
     """Per style, the three runs of a request set: pdplan's simulator, simdistserve with pdplan's step
     times, simdistserve with its own fitted step times."""
@@ -262,9 +310,13 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=1000)
     ap.add_argument("--no-goodput", action="store_true", help="percentiles at fixed rates only")
     ap.add_argument("--only", nargs="*", default=None, help="scenario names to run")
+    ap.add_argument("--steps", action="store_true", help="print the step-time comparison table only")
     args = ap.parse_args()
     mods = load_distserve(args.distserve)
     if mods is None:
+        return
+    if args.steps:
+        step_table(mods)
         return
     t0 = time.perf_counter()
     cap = model.get_engine("vllm").prefill_token_cap
