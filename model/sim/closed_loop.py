@@ -44,6 +44,8 @@ __all__ = [
     "ClosedLoopEvents",
     "ClosedLoopSimResult",
     "closed_loop_throughput",
+    "default_requests",
+    "default_warmup",
     "simulate_concurrency",
 ]
 
@@ -157,6 +159,16 @@ def closed_loop_throughput(records: RequestRecords, warmup: int) -> tuple[float,
     return float(done.sum()) / (t1 - t0), t1 - t0
 
 
+def default_requests(load: Concurrency) -> int:
+    """Requests of a closed-loop run by default: 20 per user, at least 2,000 (at most the cap)."""
+    return min(max(REQUESTS_PER_USER * load.users, DEFAULT_MIN_REQUESTS), MAX_SIM_REQUESTS)
+
+
+def default_warmup(load: Concurrency, requests: int) -> int:
+    """Warm-up requests by default: the first two rounds (2N), at most half the run."""
+    return min(2 * load.users, requests // 2)
+
+
 @dataclass(frozen=True, eq=False)
 class ClosedLoopSimResult:
     """A closed-loop run: the usual ``summary`` and ``records`` (model.sim.report), the users and
@@ -196,17 +208,13 @@ def simulate_concurrency(
     from model.sim.simulate import simulate
 
     load = as_concurrency(concurrency)
-    n = (
-        requests
-        if requests is not None
-        else min(max(REQUESTS_PER_USER * load.users, DEFAULT_MIN_REQUESTS), MAX_SIM_REQUESTS)
-    )
+    n = requests if requests is not None else default_requests(load)
     check_int("requests", n, load.users + 1, MAX_SIM_REQUESTS, "more requests than users")
     options = sim_kwargs.pop("options", None)
     if options is not None and not isinstance(options, SimOptions):
         raise InputError("options", type(options).__name__, "a SimOptions or None")
     if options is None:
-        options = SimOptions(warmup_requests=min(2 * load.users, n // 2))
+        options = SimOptions(warmup_requests=default_warmup(load, n))
     options = replace(options, closed_loop=ClosedLoop(load, seed))
     reqs: SimRequests = poisson_requests(workload, 1.0, n, seed=seed)
     res = simulate(config, model, reqs, slo=slo, options=options, **sim_kwargs)
