@@ -9,10 +9,12 @@ pdplan's ratio on the same basis:
 - ``basis = slo``: per-GPU goodput (``model.config_goodput`` / GPUs) of each style under the row's
   SLO (the rule ``mooncake`` derives it as Mooncake did: P90 TTFT <= 10 x and P90 TPOT <= 5 x their
   lowest-load values, here pdplan's batch-1 prefill of the mean prompt and batch-1 decode step);
-- ``basis = concurrency``: output tokens/s per GPU with N requests in flight. pdplan's planner has
-  no closed-loop mode on this branch yet, so N is converted with Little's law: the rate lambda
-  solving lambda x E2E(lambda) = N, E2E = mean TTFT + (OSL - 1) x mean TPOT from ``model.evaluate``
-  (an unstable rate counts as E2E = infinity, so lambda stays below the stability limit).
+- ``basis = concurrency``: output tokens/s per GPU with N users in flight (closed loop, no think
+  time), from ``model.evaluate_concurrency`` (pdplan's fixed-concurrency mode, docs/planner.md).
+  :func:`closed_loop_rate` is the plain Little's-law conversion used before that mode existed (the
+  rate lambda solving lambda x E2E(lambda) = N, E2E = mean TTFT + (OSL - 1) x mean TPOT from
+  ``model.evaluate``); it agrees with ``evaluate_concurrency`` within 1% on the rows here and stays
+  as a cross-check.
 
 Direction: the measured and the predicted ratio agree when both are above 1 (disaggregated wins)
 or both below 1. pdplan's verdict also has a 10% tie band (model.planner.verdict); a predicted ratio
@@ -220,10 +222,9 @@ def compare(row: Row, samples: int | None = None) -> Outcome:
         vals = [model.config_goodput(scn, c) / gpus(c) for c in (co, pd)]
         unit = "req/s/GPU"
     elif row.basis == "concurrency":
-        osl = float(scn.workload.output_tokens.mean())
+        loads = ((co, row.co_concurrency), (pd, row.pd_concurrency))
         vals = [
-            closed_loop_rate(c, scn, n) * osl / gpus(c)
-            for c, n in ((co, row.co_concurrency), (pd, row.pd_concurrency))
+            model.evaluate_concurrency(c, scn, n).at_users.output_tokens_per_s / gpus(c) for c, n in loads
         ]
         unit = "out tok/s/GPU"
     else:
