@@ -55,3 +55,13 @@ def test_recomputed_rows_keep_the_measured_direction(row_id: str) -> None:
     out = pc.compare(ROWS[row_id])
     assert math.isfinite(out.ratio) and out.co_value > 0 and out.pd_value > 0
     assert out.agrees, f"{row_id}: pdplan {out.ratio:.2f} vs measured {out.row.measured_ratio:.2f}"
+
+
+def test_littles_law_matches_the_fixed_concurrency_mode() -> None:
+    """The Little's-law conversion and model.evaluate_concurrency agree within 5%
+    for a colocated and a disaggregated configuration at N = 16 users."""
+    row = ROWS["dynamo-402-llama70b"]
+    scn = pc.scenario(row)
+    for cfg in pc.configs(row):
+        closed = pc.model.evaluate_concurrency(cfg, scn, 16).at_users.throughput_rps
+        assert pc.closed_loop_rate(cfg, scn, 16) == pytest.approx(closed, rel=0.05)
