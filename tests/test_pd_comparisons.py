@@ -65,3 +65,13 @@ def test_littles_law_matches_the_fixed_concurrency_mode() -> None:
     for cfg in pc.configs(row):
         closed = pc.model.evaluate_concurrency(cfg, scn, 16).at_users.throughput_rps
         assert pc.closed_loop_rate(cfg, scn, 16) == pytest.approx(closed, rel=0.05)
+
+
+def test_peer_simulator_benchmark_skips_cleanly_without_a_checkout(tmp_path: Path, capsys) -> None:
+    """benchmarks/peer_simulators.py calls DistServe's simulator from a checkout; without one it says
+    so and returns (no exception, nothing imported from it)."""
+    import peer_simulators
+
+    assert peer_simulators.load_distserve(None) is None
+    assert peer_simulators.load_distserve(str(tmp_path)) is None
+    assert "skipping" in capsys.readouterr().out
