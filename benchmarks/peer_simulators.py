@@ -27,7 +27,9 @@ Compared: p50/p90 TTFT and TPOT at fixed rates, SLO attainment, and goodput (hig
 attainment >= 90%, bisection to 2% on both sides with the same request set).
 
 Run: ``DISTSERVE_PATH=/tmp/distserve PYTHONPATH=/tmp/peerpkgs .venv/bin/python -m
-benchmarks.peer_simulators [--requests N] [--markdown]`` (a few minutes on one core).
+benchmarks.peer_simulators [--requests N] [--only NAME ...] [--no-goodput] [--steps]`` (about 18
+minutes with 500 requests on one shared core; ``--steps`` prints the step-time table only).
+Results and their explanation: docs/validation.md, "Peer simulator".
 """
 
 from __future__ import annotations
