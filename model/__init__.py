@@ -90,6 +90,15 @@ _EXPORTS: dict[str, str] = {
     "PlanRequest": "model.planner.plan",
     "pool_map": "model.planner.plan",
     "plan_dict": "model.planner.report",
+    "ConcurrencyEvaluation": "model.planner.concurrency",
+    "ConcurrencyPlan": "model.planner.concurrency",
+    "ConcurrencyPoint": "model.planner.concurrency",
+    "concurrency_curve": "model.planner.concurrency",
+    "concurrency_plan_dict": "model.planner.concurrency",
+    "evaluate_concurrency": "model.planner.concurrency",
+    "plan_concurrency": "model.planner.concurrency",
+    "ClosedLoopSimResult": "model.sim.closed_loop",
+    "simulate_concurrency": "model.sim.closed_loop",
     "Robustness": "model.planner.robustness",
     "robustness": "model.planner.robustness",
     "rate_sweep": "model.planner.report",
@@ -120,6 +129,7 @@ _EXPORTS: dict[str, str] = {
     "list_workloads": "model.workload.presets",
     "workload_from_lengths": "model.workload.plain",
     "Scenario": "model.workload.scenario",
+    "Concurrency": "model.workload.concurrency",
     "SLO": "model.workload.slo",
 }
 

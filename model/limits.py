@@ -86,6 +86,14 @@ or run them on a Ray cluster in parts."""
 MAX_PARALLEL = 1024
 """Largest TP / PP / EP degree: past any NVLink domain (GB200 NVL72) and any pipeline depth."""
 
+MAX_CONCURRENCY = 20_000
+"""Most concurrent users in a closed-loop (fixed-concurrency) plan or simulation: benchmark
+clients (vLLM bench, genai-perf) run at most a few thousand; the mean-value recursion of
+model.queueing.closed_loop takes one vectorised step per user, so 20k stays well under a second."""
+
+MAX_THINK_TIME_S = 86_400.0
+"""Longest mean think time between a user's requests (one day): past any interactive session."""
+
 
 def check_int(field: str, value: object, low: int, high: int, why: str = "") -> int:
     """``value`` as an int in [low, high] (bool and non-integers refused); InputError otherwise."""

@@ -17,6 +17,7 @@ from model.cli.common import (
     print_json,
     print_table,
 )
+from model.cli.concurrency import add_concurrency_args, concurrency_from_args, run_plan
 from model.cli.speculation import add_speculation_args, spec_tokens, speculation_for
 from model.errors import InputError
 from model.limits import MAX_OPTIONS
@@ -135,6 +136,7 @@ def register(sub: Any) -> None:
         help="also sample the verdict over the model's measured error (default 128 worlds)",
     )
     add_speculation_args(p, search=True)
+    add_concurrency_args(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=run)
 
@@ -238,6 +240,11 @@ def _top(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     ks = spec_tokens(args)
     fields = plan_fields(args)
+    load = concurrency_from_args(args)
+    if load is not None:  # fixed concurrency (closed loop): model.planner.concurrency
+        if len(ks) > 1:
+            raise InputError("--spec-tokens", args.spec_tokens, "one value with --concurrency")
+        return run_plan(args, fields | {"speculation": speculation_for(args, ks[0])}, load)
     searched = None
     if args.spec is not None and len(ks) > 1:
         from model.planner.speculative import search_speculation

@@ -15,6 +15,7 @@ from model.cli.common import (
     print_table,
     to_jsonable,
 )
+from model.cli.concurrency import add_concurrency_args, concurrency_from_args, simulation_json
 from model.cli.speculation import add_speculation_args, spec_tokens, speculation_for
 from model.errors import InputError
 from model.hardware.catalog import get_engine, get_gpu
@@ -86,7 +87,13 @@ def register(sub: Any) -> None:
     p.add_argument("--tpot-slo", default=None, help="TPOT target, e.g. 50ms (bare number = seconds)")
     p.add_argument("--dtype", default="bf16", help="weight format (default bf16)")
     p.add_argument("--kv-dtype", default=None, help="KV-cache format (default: from the weight format)")
-    p.add_argument("--warmup", type=int, default=0, help="first N requests left out of the statistics")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=None,
+        help="first N requests left out of the statistics (default 0; 2 x users with --concurrency)",
+    )
+    add_concurrency_args(p)
     p.add_argument("--json", action="store_true", help="machine-readable summary")
     p.add_argument("--per-request", metavar="FILE", default=None, help="write per-request records to a CSV")
     p.add_argument("--progress", action="store_true", help="progress bar on stderr even when it is not a TTY")
@@ -211,13 +218,18 @@ def run(args: argparse.Namespace) -> int:
             args.requests,
             f"a whole number in [2, {MAX_REQUESTS}] (two arrivals give a rate; the cap bounds run time)",
         )
-    if args.warmup < 0:
+    if args.warmup is not None and args.warmup < 0:
         raise InputError("--warmup", args.warmup, "a whole number >= 0")
     if args.per_request is not None and not args.per_request.strip():
         raise InputError("--per-request", args.per_request, "a CSV file path")
     if args.seed < 0:
         raise InputError("--seed", args.seed, "a whole number >= 0")
     lengths = lengths_workload(args)  # first: an --osl beside --workload/--trace is an error
+    load = concurrency_from_args(args)
+    if load is not None:
+        if rate is not None:
+            raise InputError("--rate", args.rate, "no rate with --concurrency (the users set the rate)")
+        return _run_closed(args, config, slo, engine, lengths, load)
     if args.trace:
         requests = trace_requests(load_trace(args.trace), n=args.requests, rate_rps=rate)
     else:
@@ -227,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
             lengths or args.workload, rate, args.requests or DEFAULT_REQUESTS, seed=args.seed
         )
     show = args.progress or sys.stderr.isatty()
-    options = SimOptions(warmup_requests=args.warmup, progress=_progress_bar() if show else None)
+    options = SimOptions(warmup_requests=args.warmup or 0, progress=_progress_bar() if show else None)
     res = simulate(
         config,
         args.model,
@@ -245,4 +257,45 @@ def run(args: argparse.Namespace) -> int:
         print_json(_summary_json(res))
     else:
         _print(res)
+    return 0
+
+
+def _run_closed(
+    args: argparse.Namespace, config: Any, slo: SLO | None, engine: Engine, lengths: Any, load: Any
+) -> int:
+    """``--concurrency N``: the closed-loop run (model.sim.closed_loop); lengths from the workload,
+    the --isl/--osl lengths or the trace's length distribution."""
+    from model.sim.closed_loop import default_requests, default_warmup, simulate_concurrency
+    from model.workload.presets import Workload
+
+    workload = Workload.from_trace(load_trace(args.trace)) if args.trace else lengths or args.workload
+    show = args.progress or sys.stderr.isatty()
+    n = args.requests if args.requests is not None else default_requests(load)
+    warmup = args.warmup if args.warmup is not None else default_warmup(load, n)
+    options = SimOptions(warmup_requests=warmup, progress=_progress_bar() if show else None)
+    res = simulate_concurrency(
+        config,
+        args.model,
+        workload,
+        load,
+        requests=n,
+        seed=args.seed,
+        slo=slo,
+        weight_dtype=args.dtype,
+        kv_dtype=args.kv_dtype,
+        engine=engine,
+        options=options,
+        speculation=speculation_for(args, _one_k(args)),
+    )
+    if args.per_request:
+        res.records.write_csv(args.per_request)
+    if args.json:
+        print_json(_summary_json(res) | simulation_json(res))
+        return 0
+    _print(res)
+    print(
+        f"  closed loop, {load.label()}: {format_rate(res.throughput_rps)} over the {res.window_s:.4g} s "
+        f"with all users active ({res.output_tokens_per_s:,.0f} output tokens/s), mean response "
+        f"{format_time(res.response_mean_s)}"
+    )
     return 0

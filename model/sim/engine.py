@@ -34,6 +34,7 @@ __all__ = [
     "SimOptions",
     "SimRequests",
     "StepTimes",
+    "new_run",
 ]
 
 
@@ -124,12 +125,15 @@ class SimOptions:
     ``warmup_requests``: the first this-many requests (by arrival) are served but left out of the
     summary statistics (the system starts empty).
     ``progress``: called as progress(arrived, total) about every 1% of arrivals.
+    ``closed_loop``: None (open loop: the requests' arrival times), or a closed-loop source
+    (model.sim.closed_loop.ClosedLoop) whose users send each request when their last one ends.
     """
 
     max_queued_requests: int = DEFAULT_MAX_QUEUED_REQUESTS
     max_sim_time_s: float | None = None
     warmup_requests: int = 0
     progress: Callable[[int, int], None] | None = field(default=None, compare=False)
+    closed_loop: Any = None
 
     def __post_init__(self) -> None:
         check_whole("max_queued_requests", self.max_queued_requests, 1)
@@ -137,6 +141,8 @@ class SimOptions:
         t = self.max_sim_time_s
         if t is not None and not (isinstance(t, int | float) and not isinstance(t, bool) and t > 0):
             raise InputError("max_sim_time_s", t, "a time > 0 s or None")
+        if self.closed_loop is not None and not callable(getattr(self.closed_loop, "event_loop", None)):
+            raise InputError("closed_loop", type(self.closed_loop).__name__, "a ClosedLoop or None")
 
 
 @dataclass(frozen=True, eq=False)
@@ -251,6 +257,15 @@ class Recorder:
         self.log_start = [-1] * n  # index of token 2 in the instance's token log
         self.last_step = [-1] * n  # index of the decode step emitting the last token
         self.rejected = [False] * n
+
+
+def new_run(requests: SimRequests, options: SimOptions) -> tuple[Recorder, EventLoop]:
+    """The recorder and event loop of one run: arrivals at the requests' times, or driven by
+    completions when ``options.closed_loop`` is set (model.sim.closed_loop)."""
+    rec = Recorder(requests)
+    if options.closed_loop is not None:
+        return rec, options.closed_loop.event_loop(rec, options)
+    return rec, EventLoop(rec.arrival, options)
 
 
 def per_step_tokens(steps: Any) -> DecodeTokens:

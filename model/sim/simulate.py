@@ -48,6 +48,7 @@ from model.sim.engine import (
     SimOptions,
     SimRequests,
     StepTimes,
+    new_run,
 )
 from model.sim.report import PoolStats, RequestRecords, SimSummary, records_from, summarise
 from model.sim.requests import poisson_requests, trace_requests
@@ -160,8 +161,7 @@ def simulate_colocated(
     """
     replicas = check_whole("replicas", replicas)
     opts = options or SimOptions()
-    rec = Recorder(requests)
-    loop = EventLoop(rec.arrival, opts)
+    rec, loop = new_run(requests, opts)
     pool = run_colocated(spec, replicas, chunked, loop, rec)
     makespan = _makespan(rec, loop)
     records = records_from(rec, [r.log for r in pool], opts.warmup_requests)
@@ -213,8 +213,7 @@ def simulate_disaggregated(
     n_prefill = check_whole("n_prefill", n_prefill)
     n_decode = check_whole("n_decode", n_decode)
     opts = options or SimOptions()
-    rec = Recorder(requests)
-    loop = EventLoop(rec.arrival, opts)
+    rec, loop = new_run(requests, opts)
     ppool, dpool = run_disaggregated(
         prefill, n_prefill, decode, n_decode, transfer, layerwise, layers, loop, rec
     )
