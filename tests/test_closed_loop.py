@@ -14,6 +14,7 @@ throughput X = sum_n min(n, c) mu p_n and mean response R = N / X - Z (response-
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -29,6 +30,7 @@ from model.sim.closed_loop import ClosedLoop, closed_loop_throughput
 from model.sim.engine import CallableSteps, InstanceSpec, SimOptions, SimRequests
 from model.sim.simulate import simulate_colocated
 from model.workload.concurrency import Concurrency
+from tests.fuzz_common import cli_text
 
 
 def finite_source(users: int, think_s: float, mu: float, servers: int = 1) -> tuple[float, float]:
@@ -275,3 +277,59 @@ def test_plan_concurrency_needs_a_budget_and_a_valid_count() -> None:
         model.plan_concurrency("llama-3.1-8b", "h100-sxm", concurrency=0, gpus=2, **common)
     with pytest.raises(InputError, match="think_time"):
         model.plan_concurrency("llama-3.1-8b", "h100-sxm", concurrency=8, think_time_s=-2.0, gpus=2, **common)
+
+
+# ------------------------------------------------------------------------------ the CLI
+
+PLAN = "plan --model llama-3.1-8b --gpu h100-sxm --workload chat --ttft-slo 500ms --tpot-slo 50ms"
+SIM = "simulate --model llama-3.1-8b --gpu h100-sxm --style colocated --replicas 1 --workload chat"
+
+
+def test_cli_plan_concurrency_json_matches_the_api() -> None:
+    code, out, err = cli_text(f"{PLAN} --gpus 2 --concurrency 16 --think-time 1s --json")
+    assert code == 0, err
+    data = json.loads(out)
+    api = model.plan_concurrency(
+        "llama-3.1-8b",
+        "h100-sxm",
+        concurrency=model.Concurrency(16, 1.0),
+        gpus=2,
+        workload="chat",
+        ttft_slo_s=0.5,
+        tpot_slo_s=0.05,
+    )
+    assert data["mode"] == "concurrency" and data["verdict"] == api.verdict
+    assert data["concurrency"] == {"users": 16, "think_time_s": 1.0, "think": "exponential"}
+    for name, b in api.best.items():
+        assert data["best"][name]["max_concurrency"] == b.max_concurrency
+        assert data["best"][name]["at_users"]["throughput_rps"] == pytest.approx(b.at_users.throughput_rps)
+
+
+def test_cli_simulate_concurrency_reports_the_closed_loop_throughput() -> None:
+    code, out, err = cli_text(f"{SIM} --concurrency 8 --requests 400 --ttft-slo 1s --tpot-slo 100ms --json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["concurrency"]["users"] == 8
+    assert data["closed_loop_throughput_rps"] > 0 and data["measured"] == 400 - 16
+    code, out, _ = cli_text(f"{SIM} --concurrency 8 --requests 400")
+    assert code == 0 and "closed loop, 8 users" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (f"{PLAN} --gpus 2 --concurrency 0", "--concurrency"),
+        (f"{PLAN} --gpus 2 --concurrency 20001", "--concurrency"),
+        (f"{PLAN} --gpus 2 --concurrency many", "--concurrency"),
+        (f"{PLAN} --gpus 2 --concurrency 4 --think-time=-1s", "--think-time"),
+        (f"{PLAN} --gpus 2 --think-time 2s", "--think-time"),
+        (f"{PLAN} --target-rate 2 --concurrency 4", "--gpus"),
+        (f"{SIM} --concurrency 0", "--concurrency"),
+        (f"{SIM} --concurrency 4 --rate 2", "--rate"),
+        (f"{SIM} --concurrency 50 --requests 40", "requests"),
+    ],
+)
+def test_cli_bad_concurrency_is_one_error_line(args: str, flag: str) -> None:
+    code, out, err = cli_text(args)
+    assert code == 2 and not out
+    assert err.count("\n") == 1 and flag in err and "Traceback" not in err
