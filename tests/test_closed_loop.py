@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import math
+from functools import cache
+from typing import Any
 
 import numpy as np
 import pytest
@@ -23,6 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import model
+from model.cli.common import to_jsonable
 from model.errors import InputError
 from model.queueing.closed_loop import ResponseCurve, closed_loop_mva, open_rate_grid
 from model.queueing.mgc import erlang_c
@@ -30,7 +33,7 @@ from model.sim.closed_loop import ClosedLoop, closed_loop_throughput
 from model.sim.engine import CallableSteps, InstanceSpec, SimOptions, SimRequests
 from model.sim.simulate import simulate_colocated
 from model.workload.concurrency import Concurrency
-from tests.fuzz_common import cli_text
+from tests.fuzz_common import call_api, check_json, cli_text, fuzz_settings, hostile_value
 
 
 def finite_source(users: int, think_s: float, mu: float, servers: int = 1) -> tuple[float, float]:
@@ -333,3 +336,44 @@ def test_cli_bad_concurrency_is_one_error_line(args: str, flag: str) -> None:
     code, out, err = cli_text(args)
     assert code == 2 and not out
     assert err.count("\n") == 1 and flag in err and "Traceback" not in err
+
+
+# ------------------------------------------------------------------------------ hostile input
+
+
+@cache
+def _fuzz_calls() -> dict[str, tuple[Any, dict[str, Any]]]:
+    arch = model.get_model("llama-3.1-8b")
+    gpu = model.get_gpu("h100-sxm")
+    scn = model.Scenario(arch, model.get_workload("short"), model.SLO(2.0, 0.1), samples=64)
+    cfg = model.ColocatedConfig(gpu, 1, 1)
+    return {
+        "Concurrency": (model.Concurrency, {"users": 4, "think_time_s": 1.0, "think": "fixed"}),
+        "evaluate_concurrency": (
+            model.evaluate_concurrency,
+            {"config": cfg, "scenario": scn, "concurrency": 4, "think_time_s": 0.5, "think": "exponential"},
+        ),
+        "concurrency_curve": (
+            model.concurrency_curve,
+            {"config": cfg, "scenario": scn, "levels": [1, 4], "think_time_s": 0.0},
+        ),
+        "simulate_concurrency": (
+            model.simulate_concurrency,
+            {"config": cfg, "model": arch, "workload": "short", "concurrency": 3, "requests": 30, "seed": 1},
+        ),
+    }
+
+
+@fuzz_settings(fast=40, full=400)
+@given(st.sampled_from(sorted(_fuzz_calls())), st.data())
+def test_closed_loop_api_with_one_hostile_argument(name: str, data: st.DataObject) -> None:
+    """Only pdplan's own one-line errors escape, and a result's latencies and rates are finite and
+    non-negative."""
+    fn, kwargs = _fuzz_calls()[name]
+    arg = data.draw(st.sampled_from(sorted(kwargs)), label="argument")
+    value = data.draw(hostile_value, label="value")
+    result = call_api(fn, **{**kwargs, arg: value})
+    if isinstance(result, model.ConcurrencyEvaluation):
+        check_json(to_jsonable(result.at_users))
+    elif isinstance(result, model.ClosedLoopSimResult):
+        assert result.throughput_rps >= 0 and result.window_s >= 0
