@@ -141,11 +141,11 @@ def _probe(cands: CandidateSet, rate: np.ndarray) -> np.ndarray:
     return np.maximum(rate, PROBE_RPS_PER_GPU * np.asarray(cands.n_gpus, dtype=float))
 
 
-def response_curve(cands: CandidateSet, limit_rps: np.ndarray) -> ResponseCurve:
+def response_curve(cands: CandidateSet, limit_rps: np.ndarray, to_limit: bool = False) -> ResponseCurve:
     """The open model's mean response at the rates of model.queueing.closed_loop.open_rate_grid
     (one vectorised evaluation per grid column). A point that is not stable (rounding at the
     limit) repeats the last stable one."""
-    rates = open_rate_grid(limit_rps)
+    rates = open_rate_grid(limit_rps, to_limit)
     resp = np.empty_like(rates)
     for k in range(rates.shape[1]):
         rates[:, k] = _probe(cands, rates[:, k])
@@ -165,11 +165,18 @@ class _Analysis:
     load: Concurrency
 
 
-def _analyse(cands: CandidateSet, scn: Scenario, load: Concurrency, levels: list[int]) -> _Analysis:
-    """Goodput, response curve and MVA (at ``levels`` and on to the maximum concurrency) of the
-    candidates of ``cands``, all of which must be stable at a vanishing load."""
-    good = goodput_rps(cands, scn.slo)
-    curve = response_curve(cands, stability_limit_rps(cands))
+def _analyse(
+    cands: CandidateSet,
+    scn: Scenario,
+    load: Concurrency,
+    levels: list[int],
+    known: tuple[np.ndarray, np.ndarray] | None = None,
+) -> _Analysis:
+    """Goodput and stability limit (unless ``known``), response curve and MVA (at ``levels`` and on
+    to the maximum concurrency) of the candidates of ``cands``, all of which must be stable at a
+    vanishing load."""
+    good, limit = known if known is not None else (goodput_rps(cands, scn.slo), stability_limit_rps(cands))
+    curve = response_curve(cands, limit)
     mva = closed_loop_mva(curve, load.think_time_s, levels, limit_rps=good)
     return _Analysis(cands, good, mva, load)
 
@@ -250,13 +257,21 @@ def _usable(cands: CandidateSet, infeasible: Counter) -> CandidateSet:
     return cands.subset(fits)
 
 
-def _best_index(an: _Analysis, j: int) -> int:
-    """The highest maximum concurrency; ties: higher throughput at level ``j``, fewer GPUs, lower cost."""
-    gpus = np.asarray(an.cands.n_gpus, dtype=float)
-    cost = np.asarray(an.cands.price_usd_per_hour, dtype=float)
-    x = an.mva.levels.throughput_rps[:, j]
-    order = np.lexsort((cost, gpus, -x, -an.mva.max_users.astype(float)))
-    return int(order[0])
+def _best_index(cands: CandidateSet, scn: Scenario, load: Concurrency) -> tuple[int, float]:
+    """The candidate holding the most users within the SLOs; ties: higher throughput at the asked
+    users, fewer GPUs, lower cost. The ranking needs each response curve only up to the candidate's
+    goodput (the maximum concurrency is where the equivalent rate reaches it), so the whole set is
+    tabulated there (25 rates, no stability search); the throughput used for ties past that
+    point is the curve's extrapolation (the chosen candidate is then solved on its full curve).
+    Returns the index and its goodput."""
+    good = goodput_rps(cands, scn.slo)
+    curve = response_curve(cands, good, to_limit=True)
+    mva = closed_loop_mva(curve, load.think_time_s, [load.users], limit_rps=good)
+    gpus = np.asarray(cands.n_gpus, dtype=float)
+    cost = np.asarray(cands.price_usd_per_hour, dtype=float)
+    x = mva.levels.throughput_rps[:, 0]
+    i = int(np.lexsort((cost, gpus, -x, -mva.max_users.astype(float)))[0])
+    return i, float(good[i])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -333,15 +348,15 @@ def plan_concurrency(
     for style, cands in budget_sets(inp, inp.gpus).items():
         n += len(cands.configs)
         usable = _usable(cands, infeasible)
-        if len(usable.configs):
-            stable = stability_limit_rps(usable) > 0
-            infeasible["unstable at every rate"] += int((~stable).sum())
-            usable = usable.subset(stable)
         if not len(usable.configs):
             continue
-        an = _analyse(usable, scn, load, [load.users])
-        i = _best_index(an, 0)
-        best[style] = _evaluation(an, i, scn)
+        i, good = _best_index(usable, scn, load)
+        one = only_set(usable, i)
+        limit = stability_limit_rps(one)
+        if float(limit[0]) <= 0:  # the best meets no SLO and is never stable
+            continue
+        an = _analyse(one, scn, load, [load.users], (np.array([good]), limit))
+        best[style] = _evaluation(an, 0, scn)
     verdict, tie, gain, reasons = _decide(inp, best, load)
     return ConcurrencyPlan(verdict, tuple(reasons), best, load, tie, gain, dict(infeasible), n, inp)
 

@@ -44,13 +44,16 @@ from model.limits import MAX_CONCURRENCY
 __all__ = ["ClosedLoopResult", "ResponseCurve", "closed_loop_mva", "open_rate_grid"]
 
 
-def open_rate_grid(limit_rps: np.ndarray) -> np.ndarray:
-    """Rates at which to tabulate the open model, [C, K]: 0, then utilisations 0.05 .. 0.9 of each
-    candidate's stability limit, then 1 - 0.1 x 2^(-j/2) up to 1 - 1e-4 (the population grows like
-    1 / (1 - rho), so the top points reach populations in the thousands)."""
-    low = np.linspace(0.0, 0.9, 19)
-    high = 1.0 - 0.1 * 2.0 ** (-np.arange(1, 27) / 2.0)
-    rho = np.concatenate([low, high])
+def open_rate_grid(limit_rps: np.ndarray, to_limit: bool = False) -> np.ndarray:
+    """Rates at which to tabulate the open model, [C, K]. Up to a stability limit (default): 0,
+    then utilisations 0.05 .. 0.9 of the limit, then 1 - 0.1 x 2^(-j/2) up to 1 - 1e-4 (the
+    population grows like 1 / (1 - rho), so the top points reach populations in the thousands).
+    ``to_limit``: 25 even steps from 0 to the limit itself (a rate known to be stable, such as the
+    goodput)."""
+    if to_limit:
+        rho = np.linspace(0.0, 1.0, 25)
+    else:
+        rho = np.concatenate([np.linspace(0.0, 0.9, 19), 1.0 - 0.1 * 2.0 ** (-np.arange(1, 27) / 2.0)])
     return np.asarray(limit_rps, dtype=float)[:, None] * rho[None, :]
 
 
