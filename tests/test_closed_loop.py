@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 import model
 from model.cli.common import to_jsonable
 from model.errors import InputError
-from model.queueing.closed_loop import ResponseCurve, closed_loop_mva, open_rate_grid
+from model.limits import MAX_CONCURRENCY
+from model.queueing.closed_loop import EXACT_USERS, ResponseCurve, closed_loop_mva, open_rate_grid
 from model.queueing.mgc import erlang_c
 from model.sim.closed_loop import ClosedLoop, closed_loop_throughput
 from model.sim.engine import CallableSteps, InstanceSpec, SimOptions, SimRequests
@@ -152,6 +153,27 @@ def test_closed_loop_run_keeps_n_users() -> None:
     # every later arrival coincides with an earlier completion (think time 0)
     ends = set(rec.end_s.tolist())
     assert all(t in ends for t in rec.arrival_s[7:])
+
+
+def test_large_populations_join_the_exact_recursion_without_a_step() -> None:
+    """Past EXACT_USERS the approximate MVA continues the exact recursion: throughput and response
+    still rise with N, throughput stays within the capacity c mu, and the maximum concurrency found
+    by bisection there is where the equivalent rate crosses the limit."""
+    curve = mmc_curve(1.0, 8)
+    n0 = EXACT_USERS
+    levels = [n0 - 1, n0, n0 + 1, n0 + 2, 2 * n0, 5000]
+    for think in (0.0, 100.0, 2000.0):
+        res = closed_loop_mva(curve, think, levels)
+        x, r = res.levels.throughput_rps[0], res.levels.response_s[0]
+        assert np.all(np.diff(x) >= -1e-9 * x[1:]) and np.all(np.diff(r) >= -1e-9 * r[1:]), (think, x, r)
+        assert np.all(x <= 8.0 * (1 + 1e-3))
+    limit = np.array([7.9])  # reached near N = Z c mu = 2000 x 8 users with Z = 2000 s
+    found = closed_loop_mva(curve, 2000.0, [1], limit_rps=limit)
+    top = int(found.max_users[0])
+    assert n0 < top < MAX_CONCURRENCY and not found.capped[0]
+    around = closed_loop_mva(curve, 2000.0, [top, top + 1])
+    assert around.levels.rate_rps[0, 0] <= 7.9 < around.levels.rate_rps[0, 1]
+    assert found.at_max.throughput_rps[0] == pytest.approx(around.levels.throughput_rps[0, 0], rel=1e-9)
 
 
 # ------------------------------------------------------------------------------ properties

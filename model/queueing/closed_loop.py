@@ -18,7 +18,10 @@ R(n) from its *open-loop* model (:class:`ResponseCurve`): the mean response at t
 lambda whose open-loop mean population lambda R_open(lambda) equals Q(n-1) (what the arrival
 sees). For M/M/1 this is again (1 + Q) / mu, so the method is exact there; for M/M/c and for the
 serving models it is an approximation (accuracy against the exact M/M/c//N and the simulator:
-docs/planner.md, "Fixed concurrency"). The think-time distribution does not enter: MVA uses only
+docs/planner.md, "Fixed concurrency"). Past :data:`EXACT_USERS` users the recursion's one step
+per user gives way to Schweitzer-Bard approximate MVA at each user count asked (Q(N-1) taken as
+(N-1)/N Q(N), corrected by its exact error at the last recursion step scaled as 1/N), whose error
+fades as N grows. The think-time distribution does not enter: MVA uses only
 the mean (the delay station is insensitive to its distribution in product-form networks, Baskett,
 Chandy, Muntz & Palacios 1975, J. ACM 22(2)).
 
@@ -41,7 +44,15 @@ import numpy as np
 from model.errors import InputError
 from model.limits import MAX_CONCURRENCY
 
-__all__ = ["ClosedLoopResult", "ResponseCurve", "closed_loop_mva", "open_rate_grid"]
+__all__ = [
+    "EXACT_USERS",
+    "ClosedLoopResult",
+    "ClosedLoopState",
+    "ResponseCurve",
+    "closed_loop_mva",
+    "open_rate_grid",
+    "schweitzer_state",
+]
 
 
 def open_rate_grid(limit_rps: np.ndarray, to_limit: bool = False) -> np.ndarray:
@@ -149,6 +160,43 @@ class ClosedLoopResult:
     capped: np.ndarray
 
 
+EXACT_USERS = 1024
+"""The exact MVA recursion runs up to this many users (one vectorised step each); larger user
+counts use the Schweitzer-Bard approximation, whose error vanishes as N grows (module docstring)."""
+
+_STATE_BISECTIONS = 50
+
+
+def _state(curve: ResponseCurve, think_s: float, n: np.ndarray, seen: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(X, R, seen, rate, extra) at ``n`` users for an arrival that finds ``seen`` requests."""
+    r, lam, extra = curve.at_population(seen)
+    return n / (think_s + r), r, seen, lam, extra
+
+
+def schweitzer_state(
+    curve: ResponseCurve, think_s: float, users: np.ndarray, offset: np.ndarray | float = 0.0
+) -> tuple[np.ndarray, ...]:
+    """Approximate MVA at ``users`` [C] users (Schweitzer 1979; Bard 1979; Lazowska et al. 1984,
+    sec. 6.4.2): the arrival sees Q(N - 1) ~ (N - 1) / N Q(N) (+ ``offset``), so Q(N) solves
+    Q = N R(seen) / (Z + R(seen)), found by bisection on [0, N] (the right side rises with Q and
+    stays within [0, N]). :func:`closed_loop_mva` passes as ``offset`` the approximation's exact
+    error at the last user count of its exact recursion (scaled as 1 / N), so the two join without
+    a step.
+    Returns (X, R, seen, rate, extra) as :func:`closed_loop_mva`."""
+    n = np.asarray(users, dtype=float)
+
+    def seen(q: np.ndarray) -> np.ndarray:
+        return np.maximum(q * (n - 1.0) / n + offset, 0.0)
+
+    lo, hi = np.zeros_like(n), n.copy()
+    for _ in range(_STATE_BISECTIONS):
+        q = 0.5 * (lo + hi)
+        r = curve.at_population(seen(q))[0]
+        up = n * r / (think_s + r) > q
+        lo, hi = np.where(up, q, lo), np.where(up, hi, q)
+    return _state(curve, think_s, n, seen(0.5 * (lo + hi)))
+
+
 def closed_loop_mva(
     curve: ResponseCurve,
     think_s: float,
@@ -156,9 +204,10 @@ def closed_loop_mva(
     limit_rps: np.ndarray | None = None,
     cap: int = MAX_CONCURRENCY,
 ) -> ClosedLoopResult:
-    """Closed-network MVA over n = 1 .. max(levels) (and, with ``limit_rps``, on until every
-    candidate's equivalent rate passes its limit or ``cap`` users): see the module docstring.
-    One vectorised step (over candidates) per user count."""
+    """Closed-network MVA at the user counts ``levels`` and, with ``limit_rps``, the largest user
+    count whose equivalent rate stays within it (up to ``cap``): the exact recursion over
+    n = 1 .. :data:`EXACT_USERS` (one vectorised step over candidates per user), then
+    :func:`schweitzer_state` per level and a bisection over user counts for the maximum."""
     if not (isinstance(think_s, int | float) and np.isfinite(think_s) and think_s >= 0):
         raise InputError("think_time", think_s, "a mean think time >= 0 s")
     want = sorted({int(n) for n in levels})
@@ -171,24 +220,49 @@ def closed_loop_mva(
     limit = None if limit_rps is None else np.asarray(limit_rps, dtype=float)
     max_users = np.full(c, -1 if limit is None else 0, dtype=np.int64)
     searching = np.ones(c, dtype=bool) if limit is not None else np.zeros(c, dtype=bool)
-    seen = np.zeros(c)
+
+    def within(state: tuple[np.ndarray, ...]) -> np.ndarray:
+        return (limit > 0) & (state[3] <= limit) & (state[4] <= 0)
+
+    seen = last_seen = np.zeros(c)
     n = 0
-    while n < want[-1] or (searching.any() and n < cap):
+    stop = min(EXACT_USERS, cap)
+    while n < min(want[-1], stop) or (searching.any() and n < stop):
         n += 1
-        r, lam, extra = curve.at_population(seen)
-        x = n / (think_s + r)
-        state = (x, r, seen, lam, extra)
+        state = _state(curve, think_s, np.full(c, float(n)), seen)
         j = index.get(n)
         if j is not None:
             for arr, value in zip(at_levels, state, strict=True):
                 arr[:, j] = value
         if limit is not None:
-            ok = searching & (limit > 0) & (lam <= limit) & (extra <= 0)
+            ok = searching & within(state)
             max_users = np.where(ok, n, max_users)
             for arr, value in zip(at_max, state, strict=True):
                 arr[ok] = value[ok]
             searching = ok
-        seen = x * r
+        last_seen, seen = seen, state[0] * state[1]
+    # Schweitzer's error at n, Q(n-1) - (n-1)/n Q(n) = Q(n)/n - dQ/dn, carried on as ~1/N: it is
+    # ~0 below the knee (Q proportional to N) and -X Z / N above it (dQ/dN ~ 1, Q ~ N - X Z).
+    error_at_n = last_seen - seen * (n - 1.0) / n
+
+    def approx(users: np.ndarray) -> tuple[np.ndarray, ...]:
+        return schweitzer_state(curve, think_s, users, error_at_n * n / users)
+
+    for users in (u for u in want if u > n):
+        for arr, value in zip(at_levels, approx(np.full(c, float(users))), strict=True):
+            arr[:, index[users]] = value
+    if limit is not None and searching.any() and n < cap:
+        lo = np.where(searching, n, 0).astype(np.int64)  # known within the limit
+        hi = np.where(searching, cap + 1, 0).astype(np.int64)  # assumed past it
+        while np.any(hi - lo > 1):
+            mid = (lo + hi) // 2
+            ok = within(approx(np.maximum(mid, 1).astype(float)))
+            lo, hi = np.where(searching & ok, mid, lo), np.where(searching & ~ok, mid, hi)
+        max_users = np.where(searching, lo, max_users)
+        top = approx(np.maximum(lo, 1).astype(float))
+        for arr, value in zip(at_max, top, strict=True):
+            arr[searching] = value[searching]
+        searching = searching & (lo >= cap)
     return ClosedLoopResult(
         np.array(want), ClosedLoopState(*at_levels), max_users, ClosedLoopState(*at_max), searching.copy()
     )
