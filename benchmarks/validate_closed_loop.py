@@ -6,7 +6,8 @@ open-loop model) against the simulator's closed-loop run (model.simulate_concurr
 same think-time mean, exponential). Prints a Markdown table and the share of cells whose simulated
 throughput is within 10% of the planner's (docs/planner.md, "Fixed concurrency").
 
-Run: ``.venv/bin/python benchmarks/validate_closed_loop.py [--quick] [--json FILE]``.
+Run: ``.venv/bin/python benchmarks/validate_closed_loop.py [--quick] [--all-gpus] [--json FILE]``
+(60 cells on H100 by default; ``--all-gpus`` adds the A100).
 
 Choices: 4 instances per style at the model's TP (colocated R = 4, chunked with a 2,048-token budget,
 disaggregated 2 prefill + 2 decode over InfiniBand NDR 400); users 4, 32, 128 and 512 with Z = 0
@@ -72,35 +73,41 @@ def cell(model: str, gpu: str, workload: str, style: str, cfg: object, users: in
     }
 
 
+def row_text(r: dict) -> str:
+    """One Markdown table row of a cell."""
+    return (
+        f"| {r['model']} | {r['gpu']} | {r['workload']} | {r['style']} | {r['users']} | "
+        f"{r['think_s']:g} | {r['plan_rps']:.3g} | {r['sim_rps']:.3g} | {r['ratio']:.2f} | "
+        f"{r['plan_response_s']:.3g} | {r['sim_response_s']:.3g} | {r['plan_ttft_p90_s']:.3g} | "
+        f"{r['sim_ttft_p90_s']:.3g} | {r['plan_tpot_p90_s'] * 1e3:.3g} ms | "
+        f"{r['sim_tpot_p90_s'] * 1e3:.3g} ms |"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one model, one GPU, one workload")
+    ap.add_argument("--all-gpus", action="store_true", help=f"every GPU of {GPUS} (default: the first)")
     ap.add_argument("--json", help="write the cells to this JSON file")
     args = ap.parse_args()
     models = dict(list(MODELS.items())[:1]) if args.quick else MODELS
-    gpus = GPUS[:1] if args.quick else GPUS
+    gpus = GPUS if args.all_gpus and not args.quick else GPUS[:1]
     workloads = WORKLOADS[:1] if args.quick else WORKLOADS
     rows = []
     start = time.perf_counter()
+    print(
+        "| model | GPU | workload | style | N | Z s | X plan | X sim | sim/plan | R plan | R sim | "
+        "TTFT p90 plan | sim | TPOT p90 plan | sim |"
+    )
+    print("|" + "---|" * 15, flush=True)
     for model, tp in models.items():
         for gpu in gpus:
             for workload in workloads:
                 for style, cfg in configs(gpu, tp).items():
                     for users, think in LOADS:
-                        rows.append(cell(model, gpu, workload, style, cfg, users, think))
-    print(
-        "| model | GPU | workload | style | N | Z s | X plan | X sim | sim/plan | R plan | R sim | "
-        "TTFT p90 plan | sim | TPOT p90 plan | sim |"
-    )
-    print("|" + "---|" * 15)
-    for r in rows:
-        print(
-            f"| {r['model']} | {r['gpu']} | {r['workload']} | {r['style']} | {r['users']} | "
-            f"{r['think_s']:g} | "
-            f"{r['plan_rps']:.3g} | {r['sim_rps']:.3g} | {r['ratio']:.2f} | {r['plan_response_s']:.3g} | "
-            f"{r['sim_response_s']:.3g} | {r['plan_ttft_p90_s']:.3g} | {r['sim_ttft_p90_s']:.3g} | "
-            f"{r['plan_tpot_p90_s'] * 1e3:.3g} ms | {r['sim_tpot_p90_s'] * 1e3:.3g} ms |"
-        )
+                        r = cell(model, gpu, workload, style, cfg, users, think)
+                        rows.append(r)
+                        print(row_text(r), flush=True)
     within = sum(0.9 <= r["ratio"] <= 1.1 for r in rows)
     print(f"\n{within} of {len(rows)} cells within 10% ({time.perf_counter() - start:.0f} s)")
     if args.json:
