@@ -28,8 +28,11 @@ import model
 from model.cli.common import to_jsonable
 from model.errors import InputError
 from model.limits import MAX_CONCURRENCY
+from model.planner.concurrency import response_curve
+from model.planner.goodput import stability_limit_rps
 from model.queueing.closed_loop import EXACT_USERS, ResponseCurve, closed_loop_mva, open_rate_grid
 from model.queueing.mgc import erlang_c
+from model.serving.registry import build_set
 from model.sim.closed_loop import ClosedLoop, closed_loop_throughput
 from model.sim.engine import CallableSteps, InstanceSpec, SimOptions, SimRequests
 from model.sim.simulate import simulate_colocated
@@ -55,7 +58,7 @@ def mmc_curve(mu: float, servers: int) -> ResponseCurve:
     """The open M/M/c mean response 1/mu + C(c, a) / (c mu - lambda) on the planner's rate grid."""
     rates = open_rate_grid(np.array([servers * mu]))
     resp = 1.0 / mu + erlang_c(servers, rates / mu) / (servers * mu - rates)
-    return ResponseCurve.build(rates, resp)
+    return ResponseCurve.build(rates, resp, np.array([servers * mu]))
 
 
 # ------------------------------------------------------------------------------ exact results
@@ -236,6 +239,36 @@ def test_planner_curve_is_monotone_on_a_real_configuration(scenario: model.Scena
     assert top >= 1 and ev.at_max is not None and ev.at_max.meets_slo
     beyond = model.concurrency_curve(cfg, scenario, [top + 1], 1.0)[0]
     assert beyond.equivalent_rate_rps > ev.goodput_rps or not beyond.meets_slo
+
+
+@cache
+def _real_curve(name: str) -> tuple[ResponseCurve, float]:
+    """The response curve of one real configuration (Llama-3.1-8B chat, H100) and its stability limit."""
+    scn = model.Scenario.build("llama-3.1-8b", "chat", model.SLO(0.5, 0.05), samples=512)
+    cands = build_set(scn, [_configs()[name]])
+    limit = stability_limit_rps(cands)
+    return response_curve(cands, limit), float(limit[0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    name=st.sampled_from(["colocated", "chunked", "disaggregated"]),
+    think=st.floats(0.0, 120.0),
+    levels=st.lists(st.integers(1, 3000), min_size=2, max_size=6, unique=True),
+)
+def test_real_configurations_rise_with_users_within_their_bounds(
+    name: str, think: float, levels: list
+) -> None:
+    """On the planner's own response curves: X(N) and R(N) nondecreasing in N, X(N) <= N / (Z +
+    R(1)) and X(N) <= the open-loop stability limit (up to the approximations' 1e-3)."""
+    curve, limit = _real_curve(name)
+    levels = sorted(levels)
+    res = closed_loop_mva(curve, think, levels)
+    x, r = res.levels.throughput_rps[0], res.levels.response_s[0]
+    assert np.all(np.diff(x) >= -1e-9 * x[1:]) and np.all(np.diff(r) >= -1e-9 * r[1:])
+    r_min = closed_loop_mva(curve, think, [1]).levels.response_s[0, 0]
+    assert np.all(x <= np.array(levels) / (think + r_min) * (1 + 1e-9))
+    assert np.all(x <= limit * (1 + 1e-3))
 
 
 @pytest.mark.parametrize(

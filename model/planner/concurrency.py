@@ -154,7 +154,7 @@ def response_curve(cands: CandidateSet, limit_rps: np.ndarray, to_limit: bool = 
         bad = ~np.isfinite(resp[:, k])
         rates[bad, k] = rates[bad, k - 1]
         resp[bad, k] = resp[bad, k - 1]
-    return ResponseCurve.build(rates, resp)
+    return ResponseCurve.build(rates, resp, None if to_limit else limit_rps)
 
 
 @dataclass(frozen=True, eq=False)

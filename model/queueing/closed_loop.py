@@ -30,7 +30,10 @@ Latency *distributions* at N users are the open model's at that equivalent rate 
 so its tails are somewhat longer than the closed system's (conservative). Beyond the last tabulated
 rate (the open model near its stability limit) the extra population waits ahead of the request:
 R = R_K + (Q - L_K) / lambda_K, the queue draining at the highest stable rate (bottleneck law,
-Lazowska et al. sec. 5.2); ``extra_wait_s`` reports that part.
+Lazowska et al. sec. 5.2); ``extra_wait_s`` reports that part. The throughput is held at the
+service capacity (the open model's stability limit; asymptotic bound X <= 1 / D_max, ibid.):
+without it the open-model closure would give X = lambda_eq N / (N - 1) at Z = 0, up to 1 / (N - 1)
+past the capacity near saturation.
 """
 
 from __future__ import annotations
@@ -71,14 +74,19 @@ def open_rate_grid(limit_rps: np.ndarray, to_limit: bool = False) -> np.ndarray:
 @dataclass(frozen=True, eq=False)
 class ResponseCurve:
     """The open-loop mean response time of C candidates tabulated at K rates each ([C, K] arrays,
-    rates increasing from 0, all stable): ``population`` = rate x response (Little's law)."""
+    rates increasing from 0, all stable): ``population`` = rate x response (Little's law);
+    ``capacity_rps`` [C], the service capacity (stability limit) that bounds the closed-loop
+    throughput (default: the last tabulated rate)."""
 
     rate_rps: np.ndarray
     response_s: np.ndarray
     population: np.ndarray
+    capacity_rps: np.ndarray
 
     @classmethod
-    def build(cls, rate_rps: np.ndarray, response_s: np.ndarray) -> ResponseCurve:
+    def build(
+        cls, rate_rps: np.ndarray, response_s: np.ndarray, capacity_rps: np.ndarray | None = None
+    ) -> ResponseCurve:
         """From rates and mean responses ([C, K], K >= 2); responses must be finite and > 0.
         Responses and populations are made nondecreasing along the rates (a queue only grows
         with load; this removes rounding wiggles of the numeric model)."""
@@ -93,7 +101,12 @@ class ResponseCurve:
             raise InputError("rate_rps", "unsorted or negative", "rates >= 0, increasing along each row")
         resp = np.maximum.accumulate(resp, axis=1)
         pop = np.maximum.accumulate(rate * resp, axis=1)
-        return cls(rate, resp, pop)
+        cap = rate[:, -1] if capacity_rps is None else np.asarray(capacity_rps, dtype=float).reshape(-1)
+        if cap.shape != rate[:, -1].shape or not np.all(cap >= rate[:, -1]):
+            raise InputError(
+                "capacity_rps", "below the tabulated rates", "one capacity >= the last rate per row"
+            )
+        return cls(rate, resp, pop, cap)
 
     def at_population(self, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(response_s, equivalent rate_rps, extra_wait_s) per candidate for a request that finds
@@ -168,9 +181,19 @@ _STATE_BISECTIONS = 50
 
 
 def _state(curve: ResponseCurve, think_s: float, n: np.ndarray, seen: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(X, R, seen, rate, extra) at ``n`` users for an arrival that finds ``seen`` requests."""
+    """(X, R, seen, rate, extra) at ``n`` users for an arrival that finds ``seen`` requests. The
+    throughput is held at the service capacity (the asymptotic bound X <= 1 / D_max, Lazowska et al.
+    sec. 5.2), the response then following from the response-time law R = N / X - Z: the open-model
+    closure gives X = lambda_eq N / (N - 1) at Z = 0, which near saturation would pass the capacity
+    by up to 1 / (N - 1). The difference joins ``extra``."""
     r, lam, extra = curve.at_population(seen)
-    return n / (think_s + r), r, seen, lam, extra
+    x = n / (think_s + r)
+    cap = curve.capacity_rps
+    over = x > cap
+    x_held = np.where(over, cap, x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r_held = np.where(over, n / np.where(over, cap, 1.0) - think_s, r)
+    return x_held, r_held, seen, lam, extra + (r_held - r)
 
 
 def schweitzer_state(
