@@ -292,12 +292,21 @@ def evaluate_concurrency(
     if not isinstance(scenario, Scenario):
         raise InputError("scenario", scenario, "a Scenario (model.Scenario.build(...))")
     load = as_concurrency(concurrency, think_time_s, think)
+    cands, limit = _one(config, scenario)
+    known = (goodput_rps(cands, scenario.slo), limit)
+    return _evaluation(_analyse(cands, scenario, load, [load.users], known), 0, scenario)
+
+
+def _one(config: Any, scenario: Scenario) -> tuple[CandidateSet, np.ndarray]:
+    """The candidate set of one configuration and its stability limit; InputError naming
+    ``config`` when it does not fit or is stable at no load."""
     cands = build_set(scenario, [config])
     if not bool(np.asarray(cands.fits())[0]):
         raise InputError("config", config.label(), f"a configuration that fits: {cands.infeasible_reason(0)}")
-    if float(stability_limit_rps(cands)[0]) <= 0:
+    limit = stability_limit_rps(cands)
+    if float(limit[0]) <= 0:
         raise InputError("config", config.label(), "a configuration whose queues are stable at some load")
-    return _evaluation(_analyse(cands, scenario, load, [load.users]), 0, scenario)
+    return cands, limit
 
 
 def concurrency_curve(
@@ -311,10 +320,8 @@ def concurrency_curve(
     if isinstance(levels, str) or not isinstance(levels, Sequence) or not 1 <= len(levels) <= 1000:
         raise InputError("levels", levels, "a list of 1 to 1000 user counts")
     loads = [as_concurrency(n, think_time_s) for n in levels]
-    cands = build_set(scenario, [config])
-    if float(stability_limit_rps(cands)[0]) <= 0 or not bool(np.asarray(cands.fits())[0]):
-        raise InputError("config", config.label(), "a configuration that fits and is stable at some load")
-    curve = response_curve(cands, stability_limit_rps(cands))
+    cands, limit = _one(config, scenario)
+    curve = response_curve(cands, limit)
     mva = closed_loop_mva(curve, loads[0].think_time_s, [c.users for c in loads])
     out = {}
     for j, users in enumerate(mva.users):
