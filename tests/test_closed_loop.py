@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from functools import cache
 from typing import Any
 
@@ -37,7 +38,15 @@ from model.sim.closed_loop import ClosedLoop, closed_loop_throughput
 from model.sim.engine import CallableSteps, InstanceSpec, SimOptions, SimRequests
 from model.sim.simulate import simulate_colocated
 from model.workload.concurrency import Concurrency
-from tests.fuzz_common import call_api, check_json, cli_text, fuzz_settings, hostile_value
+from tests.fuzz_common import (
+    call_api,
+    check_cli_contract,
+    check_json,
+    cli_text,
+    fuzz_settings,
+    hostile_text,
+    hostile_value,
+)
 
 
 def finite_source(users: int, think_s: float, mu: float, servers: int = 1) -> tuple[float, float]:
@@ -250,7 +259,7 @@ def _real_curve(name: str) -> tuple[ResponseCurve, float]:
     return response_curve(cands, limit), float(limit[0])
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(
     name=st.sampled_from(["colocated", "chunked", "disaggregated"]),
     think=st.floats(0.0, 120.0),
@@ -344,7 +353,7 @@ SIM = "simulate --model llama-3.1-8b --gpu h100-sxm --style colocated --replicas
 
 
 def test_cli_plan_concurrency_json_matches_the_api() -> None:
-    code, out, err = cli_text(f"{PLAN} --gpus 2 --concurrency 16 --think-time 1s --json")
+    code, out, err = cli_text(f"{PLAN} --gpus 2 --tp 1 --chunks 512 --concurrency 16 --think-time 1s --json")
     assert code == 0, err
     data = json.loads(out)
     api = model.plan_concurrency(
@@ -355,6 +364,8 @@ def test_cli_plan_concurrency_json_matches_the_api() -> None:
         workload="chat",
         ttft_slo_s=0.5,
         tpot_slo_s=0.05,
+        tp_options=(1,),
+        chunk_options=(512,),
     )
     assert data["mode"] == "concurrency" and data["verdict"] == api.verdict
     assert data["concurrency"] == {"users": 16, "think_time_s": 1.0, "think": "exponential"}
@@ -432,3 +443,19 @@ def test_closed_loop_api_with_one_hostile_argument(name: str, data: st.DataObjec
         check_json(to_jsonable(result.at_users))
     elif isinstance(result, model.ClosedLoopSimResult):
         assert result.throughput_rps >= 0 and result.window_s >= 0
+
+
+@fuzz_settings(fast=25, full=300)
+@given(
+    base=st.sampled_from(["plan", "simulate"]),
+    flag=st.sampled_from(["--concurrency", "--think-time"]),
+    value=hostile_text,
+)
+def test_cli_concurrency_flags_keep_the_error_contract(base: str, flag: str, value: str) -> None:
+    """A hostile --concurrency or --think-time: exit 0 with clean JSON, or one error line."""
+    argv = [*shlex.split(PLAN if base == "plan" else SIM), "--json"]
+    argv += ["--gpus", "2", "--tp", "1", "--chunks", "512"] if base == "plan" else ["--requests", "60"]
+    argv += (
+        ["--concurrency", value] if flag == "--concurrency" else ["--concurrency", "3", "--think-time", value]
+    )
+    check_cli_contract(argv)
