@@ -99,6 +99,8 @@ def print_plan(result: Any) -> None:
                 "yes" if p.meets_slo else "no",
             )
         )
+    if not rows:
+        return
     n = result.concurrency.users
     print()
     print_table(

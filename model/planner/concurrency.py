@@ -365,6 +365,8 @@ def plan_concurrency(
         an = _analyse(one, scn, load, [load.users], (np.array([good]), limit))
         best[style] = _evaluation(an, 0, scn)
     verdict, tie, gain, reasons = _decide(inp, best, load)
+    if verdict == "none" and infeasible:
+        reasons += [f"{count} configuration(s) cannot run: {why}" for why, count in infeasible.most_common(3)]
     return ConcurrencyPlan(verdict, tuple(reasons), best, load, tie, gain, dict(infeasible), n, inp)
 
 
@@ -403,7 +405,10 @@ def _decide(
     lines = [_line(b) for b in best.values()]
     margin = inp.margin
     if col is None and dis is None:
-        why = f"No configuration on {inp.gpus} GPUs meets the SLOs even for one user."
+        why = (
+            f"No configuration on {inp.gpus} GPUs meets the SLOs even for one user (the open-loop plan, "
+            "model.plan / pdplan plan without --concurrency, says what would)."
+        )
         return "none", False, None, [why, *lines]
     if dis is None or col is None:
         only = dis or col
