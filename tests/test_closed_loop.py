@@ -336,6 +336,16 @@ def test_bad_concurrency_is_one_clear_error(kwargs: dict, field: str) -> None:
     assert "\n" not in str(err.value)
 
 
+def test_plan_concurrency_none_names_why() -> None:
+    """Llama-3.1-70B on 2 x L40S (48 GB): nothing fits, so the verdict is "none" with the memory
+    reasons (141 GB of BF16 weights on one GPU, 70.6 GB per GPU at TP2)."""
+    p = model.plan_concurrency(
+        "llama-3.1-70b", "l40s", concurrency=8, gpus=2, workload="chat", ttft_slo_s=1.0, tpot_slo_s=0.1
+    )
+    assert p.verdict == "none" and not p.best and p.gain is None
+    assert any("weights per GPU" in r for r in p.reasons)
+
+
 def test_plan_concurrency_needs_a_budget_and_a_valid_count() -> None:
     common = {"workload": "chat", "ttft_slo_s": 0.5, "tpot_slo_s": 0.05}
     with pytest.raises(InputError, match="gpus"):
