@@ -16,6 +16,7 @@ from app_support import (
     alternatives,
     charts,
     compute,
+    concurrency,
     frontier,
     guard,
     inputs,
@@ -73,6 +74,7 @@ def main() -> None:
         )
     panels.verdict_card(plan, evals, spec)
     compare_panel(plan)
+    concurrency.section(spec)
 
     tabs = st.tabs(TABS, key="view", on_change="rerun", bind=inputs.BIND)
     is_open = {name: tab.open is not False for name, tab in zip(TABS, tabs, strict=True)}

@@ -9,7 +9,7 @@ from typing import Any
 
 from model.cli.common import print_json, print_table, to_jsonable
 from model.errors import InputError
-from model.limits import MAX_CONCURRENCY
+from model.limits import MAX_CONCURRENCY, MAX_THINK_TIME_S
 from model.units import Kind, format_rate, format_time, parse_quantity
 from model.workload.concurrency import THINK_DISTRIBUTIONS, Concurrency
 
@@ -43,17 +43,15 @@ def concurrency_from_args(args: argparse.Namespace) -> Concurrency | None:
             raise InputError("--think-time", args.think_time, "only with --concurrency N")
         return None
     allowed = f"a whole number of users in [1, {MAX_CONCURRENCY}]"
-    try:
-        users = int(str(args.concurrency).strip())
-    except ValueError:
-        raise InputError("--concurrency", args.concurrency, allowed) from None
-    if not 1 <= users <= MAX_CONCURRENCY:
+    text = str(args.concurrency).strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 6 and 1 <= int(text) <= MAX_CONCURRENCY):
         raise InputError("--concurrency", args.concurrency, allowed)
+    users = int(text)
     think = 0.0
     if args.think_time is not None:
         think = parse_quantity(args.think_time, Kind.TIME, "--think-time", bare_unit="second")
-        if not (math.isfinite(think) and think >= 0):
-            raise InputError("--think-time", args.think_time, "a time >= 0 s")
+        if not (math.isfinite(think) and 0 <= think <= MAX_THINK_TIME_S):
+            raise InputError("--think-time", args.think_time, f"a time in [0, {MAX_THINK_TIME_S:g}] s")
     return Concurrency(users, think, args.think)
 
 
@@ -101,6 +99,8 @@ def print_plan(result: Any) -> None:
                 "yes" if p.meets_slo else "no",
             )
         )
+    if not rows:
+        return
     n = result.concurrency.users
     print()
     print_table(

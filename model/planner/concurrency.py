@@ -141,11 +141,11 @@ def _probe(cands: CandidateSet, rate: np.ndarray) -> np.ndarray:
     return np.maximum(rate, PROBE_RPS_PER_GPU * np.asarray(cands.n_gpus, dtype=float))
 
 
-def response_curve(cands: CandidateSet, limit_rps: np.ndarray) -> ResponseCurve:
+def response_curve(cands: CandidateSet, limit_rps: np.ndarray, to_limit: bool = False) -> ResponseCurve:
     """The open model's mean response at the rates of model.queueing.closed_loop.open_rate_grid
     (one vectorised evaluation per grid column). A point that is not stable (rounding at the
     limit) repeats the last stable one."""
-    rates = open_rate_grid(limit_rps)
+    rates = open_rate_grid(limit_rps, to_limit)
     resp = np.empty_like(rates)
     for k in range(rates.shape[1]):
         rates[:, k] = _probe(cands, rates[:, k])
@@ -154,7 +154,7 @@ def response_curve(cands: CandidateSet, limit_rps: np.ndarray) -> ResponseCurve:
         bad = ~np.isfinite(resp[:, k])
         rates[bad, k] = rates[bad, k - 1]
         resp[bad, k] = resp[bad, k - 1]
-    return ResponseCurve.build(rates, resp)
+    return ResponseCurve.build(rates, resp, None if to_limit else limit_rps)
 
 
 @dataclass(frozen=True, eq=False)
@@ -165,11 +165,18 @@ class _Analysis:
     load: Concurrency
 
 
-def _analyse(cands: CandidateSet, scn: Scenario, load: Concurrency, levels: list[int]) -> _Analysis:
-    """Goodput, response curve and MVA (at ``levels`` and on to the maximum concurrency) of the
-    candidates of ``cands``, all of which must be stable at a vanishing load."""
-    good = goodput_rps(cands, scn.slo)
-    curve = response_curve(cands, stability_limit_rps(cands))
+def _analyse(
+    cands: CandidateSet,
+    scn: Scenario,
+    load: Concurrency,
+    levels: list[int],
+    known: tuple[np.ndarray, np.ndarray] | None = None,
+) -> _Analysis:
+    """Goodput and stability limit (unless ``known``), response curve and MVA (at ``levels`` and on
+    to the maximum concurrency) of the candidates of ``cands``, all of which must be stable at a
+    vanishing load."""
+    good, limit = known if known is not None else (goodput_rps(cands, scn.slo), stability_limit_rps(cands))
+    curve = response_curve(cands, limit)
     mva = closed_loop_mva(curve, load.think_time_s, levels, limit_rps=good)
     return _Analysis(cands, good, mva, load)
 
@@ -250,13 +257,21 @@ def _usable(cands: CandidateSet, infeasible: Counter) -> CandidateSet:
     return cands.subset(fits)
 
 
-def _best_index(an: _Analysis, j: int) -> int:
-    """The highest maximum concurrency; ties: higher throughput at level ``j``, fewer GPUs, lower cost."""
-    gpus = np.asarray(an.cands.n_gpus, dtype=float)
-    cost = np.asarray(an.cands.price_usd_per_hour, dtype=float)
-    x = an.mva.levels.throughput_rps[:, j]
-    order = np.lexsort((cost, gpus, -x, -an.mva.max_users.astype(float)))
-    return int(order[0])
+def _best_index(cands: CandidateSet, scn: Scenario, load: Concurrency) -> tuple[int, float]:
+    """The candidate holding the most users within the SLOs; ties: higher throughput at the asked
+    users, fewer GPUs, lower cost. The ranking needs each response curve only up to the candidate's
+    goodput (the maximum concurrency is where the equivalent rate reaches it), so the whole set is
+    tabulated there (25 rates, no stability search); the throughput used for ties past that
+    point is the curve's extrapolation (the chosen candidate is then solved on its full curve).
+    Returns the index and its goodput."""
+    good = goodput_rps(cands, scn.slo)
+    curve = response_curve(cands, good, to_limit=True)
+    mva = closed_loop_mva(curve, load.think_time_s, [load.users], limit_rps=good)
+    gpus = np.asarray(cands.n_gpus, dtype=float)
+    cost = np.asarray(cands.price_usd_per_hour, dtype=float)
+    x = mva.levels.throughput_rps[:, 0]
+    i = int(np.lexsort((cost, gpus, -x, -mva.max_users.astype(float)))[0])
+    return i, float(good[i])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -277,12 +292,21 @@ def evaluate_concurrency(
     if not isinstance(scenario, Scenario):
         raise InputError("scenario", scenario, "a Scenario (model.Scenario.build(...))")
     load = as_concurrency(concurrency, think_time_s, think)
+    cands, limit = _one(config, scenario)
+    known = (goodput_rps(cands, scenario.slo), limit)
+    return _evaluation(_analyse(cands, scenario, load, [load.users], known), 0, scenario)
+
+
+def _one(config: Any, scenario: Scenario) -> tuple[CandidateSet, np.ndarray]:
+    """The candidate set of one configuration and its stability limit; InputError naming
+    ``config`` when it does not fit or is stable at no load."""
     cands = build_set(scenario, [config])
     if not bool(np.asarray(cands.fits())[0]):
         raise InputError("config", config.label(), f"a configuration that fits: {cands.infeasible_reason(0)}")
-    if float(stability_limit_rps(cands)[0]) <= 0:
+    limit = stability_limit_rps(cands)
+    if float(limit[0]) <= 0:
         raise InputError("config", config.label(), "a configuration whose queues are stable at some load")
-    return _evaluation(_analyse(cands, scenario, load, [load.users]), 0, scenario)
+    return cands, limit
 
 
 def concurrency_curve(
@@ -296,10 +320,8 @@ def concurrency_curve(
     if isinstance(levels, str) or not isinstance(levels, Sequence) or not 1 <= len(levels) <= 1000:
         raise InputError("levels", levels, "a list of 1 to 1000 user counts")
     loads = [as_concurrency(n, think_time_s) for n in levels]
-    cands = build_set(scenario, [config])
-    if float(stability_limit_rps(cands)[0]) <= 0 or not bool(np.asarray(cands.fits())[0]):
-        raise InputError("config", config.label(), "a configuration that fits and is stable at some load")
-    curve = response_curve(cands, stability_limit_rps(cands))
+    cands, limit = _one(config, scenario)
+    curve = response_curve(cands, limit)
     mva = closed_loop_mva(curve, loads[0].think_time_s, [c.users for c in loads])
     out = {}
     for j, users in enumerate(mva.users):
@@ -333,16 +355,18 @@ def plan_concurrency(
     for style, cands in budget_sets(inp, inp.gpus).items():
         n += len(cands.configs)
         usable = _usable(cands, infeasible)
-        if len(usable.configs):
-            stable = stability_limit_rps(usable) > 0
-            infeasible["unstable at every rate"] += int((~stable).sum())
-            usable = usable.subset(stable)
         if not len(usable.configs):
             continue
-        an = _analyse(usable, scn, load, [load.users])
-        i = _best_index(an, 0)
-        best[style] = _evaluation(an, i, scn)
+        i, good = _best_index(usable, scn, load)
+        one = only_set(usable, i)
+        limit = stability_limit_rps(one)
+        if float(limit[0]) <= 0:  # the best meets no SLO and is never stable
+            continue
+        an = _analyse(one, scn, load, [load.users], (np.array([good]), limit))
+        best[style] = _evaluation(an, 0, scn)
     verdict, tie, gain, reasons = _decide(inp, best, load)
+    if verdict == "none" and infeasible:
+        reasons += [f"{count} configuration(s) cannot run: {why}" for why, count in infeasible.most_common(3)]
     return ConcurrencyPlan(verdict, tuple(reasons), best, load, tie, gain, dict(infeasible), n, inp)
 
 
@@ -381,7 +405,10 @@ def _decide(
     lines = [_line(b) for b in best.values()]
     margin = inp.margin
     if col is None and dis is None:
-        why = f"No configuration on {inp.gpus} GPUs meets the SLOs even for one user."
+        why = (
+            f"No configuration on {inp.gpus} GPUs meets the SLOs even for one user (the open-loop plan, "
+            "model.plan / pdplan plan without --concurrency, says what would)."
+        )
         return "none", False, None, [why, *lines]
     if dis is None or col is None:
         only = dis or col

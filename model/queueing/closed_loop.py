@@ -18,7 +18,10 @@ R(n) from its *open-loop* model (:class:`ResponseCurve`): the mean response at t
 lambda whose open-loop mean population lambda R_open(lambda) equals Q(n-1) (what the arrival
 sees). For M/M/1 this is again (1 + Q) / mu, so the method is exact there; for M/M/c and for the
 serving models it is an approximation (accuracy against the exact M/M/c//N and the simulator:
-docs/planner.md, "Fixed concurrency"). The think-time distribution does not enter: MVA uses only
+docs/planner.md, "Fixed concurrency"). Past :data:`EXACT_USERS` users the recursion's one step
+per user gives way to Schweitzer-Bard approximate MVA at each user count asked (Q(N-1) taken as
+(N-1)/N Q(N), corrected by its exact error at the last recursion step scaled as 1/N), whose error
+fades as N grows. The think-time distribution does not enter: MVA uses only
 the mean (the delay station is insensitive to its distribution in product-form networks, Baskett,
 Chandy, Muntz & Palacios 1975, J. ACM 22(2)).
 
@@ -27,7 +30,10 @@ Latency *distributions* at N users are the open model's at that equivalent rate 
 so its tails are somewhat longer than the closed system's (conservative). Beyond the last tabulated
 rate (the open model near its stability limit) the extra population waits ahead of the request:
 R = R_K + (Q - L_K) / lambda_K, the queue draining at the highest stable rate (bottleneck law,
-Lazowska et al. sec. 5.2); ``extra_wait_s`` reports that part.
+Lazowska et al. sec. 5.2); ``extra_wait_s`` reports that part. The throughput is held at the
+service capacity (the open model's stability limit; asymptotic bound X <= 1 / D_max, ibid.):
+without it the open-model closure would give X = lambda_eq N / (N - 1) at Z = 0, up to 1 / (N - 1)
+past the capacity near saturation.
 """
 
 from __future__ import annotations
@@ -41,30 +47,46 @@ import numpy as np
 from model.errors import InputError
 from model.limits import MAX_CONCURRENCY
 
-__all__ = ["ClosedLoopResult", "ResponseCurve", "closed_loop_mva", "open_rate_grid"]
+__all__ = [
+    "EXACT_USERS",
+    "ClosedLoopResult",
+    "ClosedLoopState",
+    "ResponseCurve",
+    "closed_loop_mva",
+    "open_rate_grid",
+    "schweitzer_state",
+]
 
 
-def open_rate_grid(limit_rps: np.ndarray) -> np.ndarray:
-    """Rates at which to tabulate the open model, [C, K]: 0, then utilisations 0.05 .. 0.9 of each
-    candidate's stability limit, then 1 - 0.1 x 2^(-j/2) up to 1 - 1e-4 (the population grows like
-    1 / (1 - rho), so the top points reach populations in the thousands)."""
-    low = np.linspace(0.0, 0.9, 19)
-    high = 1.0 - 0.1 * 2.0 ** (-np.arange(1, 27) / 2.0)
-    rho = np.concatenate([low, high])
+def open_rate_grid(limit_rps: np.ndarray, to_limit: bool = False) -> np.ndarray:
+    """Rates at which to tabulate the open model, [C, K]. Up to a stability limit (default): 0,
+    then utilisations 0.05 .. 0.9 of the limit, then 1 - 0.1 x 2^(-j/2) up to 1 - 1e-4 (the
+    population grows like 1 / (1 - rho), so the top points reach populations in the thousands).
+    ``to_limit``: 25 even steps from 0 to the limit itself (a rate known to be stable, such as the
+    goodput)."""
+    if to_limit:
+        rho = np.linspace(0.0, 1.0, 25)
+    else:
+        rho = np.concatenate([np.linspace(0.0, 0.9, 19), 1.0 - 0.1 * 2.0 ** (-np.arange(1, 27) / 2.0)])
     return np.asarray(limit_rps, dtype=float)[:, None] * rho[None, :]
 
 
 @dataclass(frozen=True, eq=False)
 class ResponseCurve:
     """The open-loop mean response time of C candidates tabulated at K rates each ([C, K] arrays,
-    rates increasing from 0, all stable): ``population`` = rate x response (Little's law)."""
+    rates increasing from 0, all stable): ``population`` = rate x response (Little's law);
+    ``capacity_rps`` [C], the service capacity (stability limit) that bounds the closed-loop
+    throughput (default: the last tabulated rate)."""
 
     rate_rps: np.ndarray
     response_s: np.ndarray
     population: np.ndarray
+    capacity_rps: np.ndarray
 
     @classmethod
-    def build(cls, rate_rps: np.ndarray, response_s: np.ndarray) -> ResponseCurve:
+    def build(
+        cls, rate_rps: np.ndarray, response_s: np.ndarray, capacity_rps: np.ndarray | None = None
+    ) -> ResponseCurve:
         """From rates and mean responses ([C, K], K >= 2); responses must be finite and > 0.
         Responses and populations are made nondecreasing along the rates (a queue only grows
         with load; this removes rounding wiggles of the numeric model)."""
@@ -79,7 +101,12 @@ class ResponseCurve:
             raise InputError("rate_rps", "unsorted or negative", "rates >= 0, increasing along each row")
         resp = np.maximum.accumulate(resp, axis=1)
         pop = np.maximum.accumulate(rate * resp, axis=1)
-        return cls(rate, resp, pop)
+        cap = rate[:, -1] if capacity_rps is None else np.asarray(capacity_rps, dtype=float).reshape(-1)
+        if cap.shape != rate[:, -1].shape or not np.all(cap >= rate[:, -1]):
+            raise InputError(
+                "capacity_rps", "below the tabulated rates", "one capacity >= the last rate per row"
+            )
+        return cls(rate, resp, pop, cap)
 
     def at_population(self, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(response_s, equivalent rate_rps, extra_wait_s) per candidate for a request that finds
@@ -146,6 +173,53 @@ class ClosedLoopResult:
     capped: np.ndarray
 
 
+EXACT_USERS = 1024
+"""The exact MVA recursion runs up to this many users (one vectorised step each); larger user
+counts use the Schweitzer-Bard approximation, whose error vanishes as N grows (module docstring)."""
+
+_STATE_BISECTIONS = 50
+
+
+def _state(curve: ResponseCurve, think_s: float, n: np.ndarray, seen: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(X, R, seen, rate, extra) at ``n`` users for an arrival that finds ``seen`` requests. The
+    throughput is held at the service capacity (the asymptotic bound X <= 1 / D_max, Lazowska et al.
+    sec. 5.2), the response then following from the response-time law R = N / X - Z: the open-model
+    closure gives X = lambda_eq N / (N - 1) at Z = 0, which near saturation would pass the capacity
+    by up to 1 / (N - 1). The difference joins ``extra``."""
+    r, lam, extra = curve.at_population(seen)
+    x = n / (think_s + r)
+    cap = curve.capacity_rps
+    over = x > cap
+    x_held = np.where(over, cap, x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r_held = np.where(over, n / np.where(over, cap, 1.0) - think_s, r)
+    return x_held, r_held, seen, lam, extra + (r_held - r)
+
+
+def schweitzer_state(
+    curve: ResponseCurve, think_s: float, users: np.ndarray, offset: np.ndarray | float = 0.0
+) -> tuple[np.ndarray, ...]:
+    """Approximate MVA at ``users`` [C] users (Schweitzer 1979; Bard 1979; Lazowska et al. 1984,
+    sec. 6.4.2): the arrival sees Q(N - 1) ~ (N - 1) / N Q(N) (+ ``offset``), so Q(N) solves
+    Q = N R(seen) / (Z + R(seen)), found by bisection on [0, N] (the right side rises with Q and
+    stays within [0, N]). :func:`closed_loop_mva` passes as ``offset`` the approximation's exact
+    error at the last user count of its exact recursion (scaled as 1 / N), so the two join without
+    a step.
+    Returns (X, R, seen, rate, extra) as :func:`closed_loop_mva`."""
+    n = np.asarray(users, dtype=float)
+
+    def seen(q: np.ndarray) -> np.ndarray:
+        return np.maximum(q * (n - 1.0) / n + offset, 0.0)
+
+    lo, hi = np.zeros_like(n), n.copy()
+    for _ in range(_STATE_BISECTIONS):
+        q = 0.5 * (lo + hi)
+        r = curve.at_population(seen(q))[0]
+        up = n * r / (think_s + r) > q
+        lo, hi = np.where(up, q, lo), np.where(up, hi, q)
+    return _state(curve, think_s, n, seen(0.5 * (lo + hi)))
+
+
 def closed_loop_mva(
     curve: ResponseCurve,
     think_s: float,
@@ -153,9 +227,10 @@ def closed_loop_mva(
     limit_rps: np.ndarray | None = None,
     cap: int = MAX_CONCURRENCY,
 ) -> ClosedLoopResult:
-    """Closed-network MVA over n = 1 .. max(levels) (and, with ``limit_rps``, on until every
-    candidate's equivalent rate passes its limit or ``cap`` users): see the module docstring.
-    One vectorised step (over candidates) per user count."""
+    """Closed-network MVA at the user counts ``levels`` and, with ``limit_rps``, the largest user
+    count whose equivalent rate stays within it (up to ``cap``): the exact recursion over
+    n = 1 .. :data:`EXACT_USERS` (one vectorised step over candidates per user), then
+    :func:`schweitzer_state` per level and a bisection over user counts for the maximum."""
     if not (isinstance(think_s, int | float) and np.isfinite(think_s) and think_s >= 0):
         raise InputError("think_time", think_s, "a mean think time >= 0 s")
     want = sorted({int(n) for n in levels})
@@ -168,24 +243,49 @@ def closed_loop_mva(
     limit = None if limit_rps is None else np.asarray(limit_rps, dtype=float)
     max_users = np.full(c, -1 if limit is None else 0, dtype=np.int64)
     searching = np.ones(c, dtype=bool) if limit is not None else np.zeros(c, dtype=bool)
-    seen = np.zeros(c)
+
+    def within(state: tuple[np.ndarray, ...]) -> np.ndarray:
+        return (limit > 0) & (state[3] <= limit) & (state[4] <= 0)
+
+    seen = last_seen = np.zeros(c)
     n = 0
-    while n < want[-1] or (searching.any() and n < cap):
+    stop = min(EXACT_USERS, cap)
+    while n < min(want[-1], stop) or (searching.any() and n < stop):
         n += 1
-        r, lam, extra = curve.at_population(seen)
-        x = n / (think_s + r)
-        state = (x, r, seen, lam, extra)
+        state = _state(curve, think_s, np.full(c, float(n)), seen)
         j = index.get(n)
         if j is not None:
             for arr, value in zip(at_levels, state, strict=True):
                 arr[:, j] = value
         if limit is not None:
-            ok = searching & (limit > 0) & (lam <= limit) & (extra <= 0)
+            ok = searching & within(state)
             max_users = np.where(ok, n, max_users)
             for arr, value in zip(at_max, state, strict=True):
                 arr[ok] = value[ok]
             searching = ok
-        seen = x * r
+        last_seen, seen = seen, state[0] * state[1]
+    # Schweitzer's error at n, Q(n-1) - (n-1)/n Q(n) = Q(n)/n - dQ/dn, carried on as ~1/N: it is
+    # ~0 below the knee (Q proportional to N) and -X Z / N above it (dQ/dN ~ 1, Q ~ N - X Z).
+    error_at_n = last_seen - seen * (n - 1.0) / n
+
+    def approx(users: np.ndarray) -> tuple[np.ndarray, ...]:
+        return schweitzer_state(curve, think_s, users, error_at_n * n / users)
+
+    for users in (u for u in want if u > n):
+        for arr, value in zip(at_levels, approx(np.full(c, float(users))), strict=True):
+            arr[:, index[users]] = value
+    if limit is not None and searching.any() and n < cap:
+        lo = np.where(searching, n, 0).astype(np.int64)  # known within the limit
+        hi = np.where(searching, cap + 1, 0).astype(np.int64)  # assumed past it
+        while np.any(hi - lo > 1):
+            mid = (lo + hi) // 2
+            ok = within(approx(np.maximum(mid, 1).astype(float)))
+            lo, hi = np.where(searching & ok, mid, lo), np.where(searching & ~ok, mid, hi)
+        max_users = np.where(searching, lo, max_users)
+        top = approx(np.maximum(lo, 1).astype(float))
+        for arr, value in zip(at_max, top, strict=True):
+            arr[searching] = value[searching]
+        searching = searching & (lo >= cap)
     return ClosedLoopResult(
         np.array(want), ClosedLoopState(*at_levels), max_users, ClosedLoopState(*at_max), searching.copy()
     )

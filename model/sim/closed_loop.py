@@ -11,13 +11,15 @@ the given arrival times are ignored.
 
 Start and end: every user starts with one think time (none when the mean is 0: all N requests
 arrive at t = 0, as a benchmark client starts), so the first rounds are not steady: the first
-``warmup`` requests (default 2N) are left out of the statistics. Once the last request is issued
-(at t_end) users stop, and the population drains. The closed-loop throughput is therefore measured
-over the window in which all N users are active: completions between the first measured arrival
-and t_end, divided by that time (Lazowska et al. 1984, *Quantitative System Performance*, sec. 3.2,
-operational throughput X = C / T over a measurement interval). TTFT/TPOT percentiles and SLO
-attainment are over the measured requests (model.sim.report), the last N of which finish while the
-population drains (a small optimistic bias; use many more requests than users).
+``warmup`` requests (default 2N) are left out of the statistics. Once the last request has been
+scheduled (at the completion that starts its user's think time), each later completion takes its
+user out, and the population drains. The closed-loop throughput is therefore measured over the
+window in which all N users are active: completions between the first measured arrival and that
+moment, divided by that time (Lazowska et al. 1984, *Quantitative System Performance*, sec. 3.2,
+operational throughput X = C / T over a measurement interval).
+TTFT/TPOT percentiles and SLO attainment are over the measured requests (model.sim.report), the
+last N of which run while the population drains (a small optimistic bias; use many more requests
+than users).
 """
 
 from __future__ import annotations
@@ -145,17 +147,20 @@ class ClosedLoopEvents(EventLoop):
             self.at(self.now + self._think_s(), self._arrive, self.user[r])
 
 
-def closed_loop_throughput(records: RequestRecords, warmup: int) -> tuple[float, float]:
-    """(throughput req/s, window s): completions between the arrival of request ``warmup`` and
-    the last arrival (all users active), divided by that time; (nan, 0) when the window is empty."""
+def closed_loop_throughput(records: RequestRecords, warmup: int, users: int) -> tuple[float, float]:
+    """(throughput req/s, window s) over the time all ``users`` are active: from the arrival of
+    request ``warmup`` to the completion that scheduled the last request (the (n - N)-th, counting
+    a rejection as a completion at its arrival), after which users leave; (nan, 0) when empty."""
     arrival = records.arrival_s
-    if not 0 <= warmup < arrival.size - 1:
+    n = arrival.size
+    finish = np.where(records.rejected, arrival, records.end_s)
+    finish = np.sort(finish[np.isfinite(finish)])
+    if not 0 <= warmup < n - users <= finish.size:
         return math.nan, 0.0
-    t0, t1 = float(arrival[warmup]), float(np.nanmax(arrival))
+    t0, t1 = float(arrival[warmup]), float(finish[n - users - 1])
     if not t1 > t0:
         return math.nan, 0.0
-    end = records.end_s
-    done = np.isfinite(end) & (end > t0) & (end <= t1)
+    done = (finish > t0) & (finish <= t1)
     return float(done.sum()) / (t1 - t0), t1 - t0
 
 
@@ -219,7 +224,7 @@ def simulate_concurrency(
     reqs: SimRequests = poisson_requests(workload, 1.0, n, seed=seed)
     res = simulate(config, model, reqs, slo=slo, options=options, **sim_kwargs)
     rec = res.records
-    x, window = closed_loop_throughput(rec, options.warmup_requests)
+    x, window = closed_loop_throughput(rec, options.warmup_requests, load.users)
     m = rec.measured & rec.completed
     response = float(np.mean(rec.end_s[m] - rec.arrival_s[m])) if m.any() else math.nan
     tokens = float(np.mean(rec.output_tokens[m])) if m.any() else math.nan
