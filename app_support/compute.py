@@ -101,6 +101,7 @@ def plan_arguments(spec: Spec) -> tuple[tuple[Any, ...], dict[str, Any]]:
         "objective": spec["objective"],
         "margin": spec["margin"],
         "speculation": model.parse_speculation(spec.values.get("speculation") or ""),
+        "prefix_hit_rate": spec.values.get("prefix_hit_rate"),
     }
     if spec["gpus"] is not None:
         kwargs["gpus"] = spec["gpus"]

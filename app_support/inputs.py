@@ -25,7 +25,7 @@ import streamlit as st
 import model
 from model.errors import PdplanError
 
-from . import uploads
+from . import features, uploads
 from .values import (  # noqa: F401  (re-exported: app.py and the tests read them from here)
     AUTO,
     BIND,  # the view tabs' binding (app.py); the inputs are written to the URL by sync_url
@@ -271,9 +271,7 @@ def _fields(c: dict[str, list[Any]], raw_uploads: dict[str, Any], upload_errors:
         _multiselect("Tensor-parallel degrees", "tps", c["tps"])
         _text("Prefill pool layout, e.g. 'tep=8' (blank = search TP/TEP/DEP)", "prefill_layout")
         _text("Decode pool layout, e.g. 'dep=32' (blank = search TP/TEP/DEP)", "decode_layout")
-        _text(
-            "Speculative decoding, e.g. 'eagle k=3 a=0.8' or 'mtp k=1 tau=1.9' (blank = off)", "speculation"
-        )
+        features.draw(_text)
         st.checkbox("Layer-wise KV transfer (overlaps prefill)", **_initial("layerwise"), key="layerwise")
         _slider("Margin disaggregation must win by", "margin", step=0.01)
 
@@ -492,7 +490,7 @@ def parse(raw: Raw) -> tuple[Spec | None, list[str]]:
     out["tp_options"] = sorted(int(x) for x in v["tps"])
     out["prefill_parallelism"] = attempt(TEXT_READERS["prefill_layout"], v["prefill_layout"])
     out["decode_parallelism"] = attempt(TEXT_READERS["decode_layout"], v["decode_layout"])
-    out["speculation"] = attempt(TEXT_READERS["speculation"], v["speculation"])
+    out.update({key: attempt(TEXT_READERS[key], v[key]) for key in features.KEYS})
     out["layerwise"] = bool(v["layerwise"])
     out["margin"] = float(v["margin"])
     if errors:

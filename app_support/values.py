@@ -25,6 +25,7 @@ from model.physics.speculation import parse_speculation
 from model.serving.enumeration import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS
 from model.units import Kind, parse_quantity
 from model.workload.plain import length_spec
+from model.workload.prefix import parse_hit_rate
 
 SAME = "same as prefill"
 CATALOG, CONFIG_UPLOAD = "catalog", "config.json upload"
@@ -67,6 +68,7 @@ DEFAULTS: dict[str, Any] = {
     "prefill_layout": "",
     "decode_layout": "",
     "speculation": "",
+    "prefix_hit_rate": "",
     "layerwise": True,
     "margin": 0.10,
 }
@@ -240,6 +242,7 @@ TEXT_READERS: dict[str, Callable[[str], float | None]] = {
     "isl": lambda t: length_spec(t, "prompt tokens"),
     "osl": lambda t: length_spec(t, "output tokens"),
     "speculation": lambda t: _speculation(t),
+    "prefix_hit_rate": lambda t: parse_hit_rate(t, "prefix-cache hit rate"),
     "prefill_layout": lambda t: _layout(t, "prefill_parallelism"),
     "decode_layout": lambda t: _layout(t, "decode_parallelism"),
 }

@@ -17,6 +17,7 @@ from model.cli.common import (
     print_json,
     print_table,
 )
+from model.cli.prefix import add_prefix_args, prefix_hit_rate
 from model.cli.speculation import add_speculation_args, spec_tokens, speculation_for
 from model.errors import InputError
 from model.limits import MAX_OPTIONS
@@ -167,6 +168,7 @@ def add_plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--top", default="5", help="alternatives listed overall and per style (1 to 50, default 5)"
     )
+    add_prefix_args(p)
 
 
 def _search_rows(searched: Any) -> list[dict[str, Any]]:
@@ -216,6 +218,8 @@ def plan_fields(args: argparse.Namespace) -> dict[str, Any]:
         margin=_float(args.margin, "margin", "a fraction in [0, 1)"),
         max_gpus=_whole(args.max_gpus, "max_gpus"),
         layerwise=not args.whole_request_transfer,
+        prefix_hit_rate=prefix_hit_rate(args),
+        prefix_routing=args.prefix_routing or "cache-aware",
         **scenario_kwargs(args),
     )
 

@@ -18,6 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from model.planner.goodput import config_goodput, goodput_rps
+from model.planner.prefix import prefix_reason
 from model.planner.speculation_effect import speculation_reason
 from model.planner.types import BestConfig, FlipThreshold, PlanInputs
 from model.serving.evaluation import summarise
@@ -215,9 +216,9 @@ def decide(
             f"TPOT {format_time(col.at_goodput.tpot_mean_s)} "
             f"against {format_time(col.at_goodput.decode_step_s)} for decode alone ({intf:+.0%})."
         )
-    spec_line = speculation_reason(inp.scenario, best[verdict])
-    if spec_line:
-        reasons.append(spec_line)
+    for line in (speculation_reason(inp.scenario, best[verdict]), prefix_reason(inp.scenario, best[verdict])):
+        if line:
+            reasons.append(line)
     for style in styles():
         if style.name in best:
             reasons.append(_style_line(best[style.name]))

@@ -156,7 +156,7 @@ def simulate_colocated(
     opts = options or SimOptions()
     rec = Recorder(requests)
     loop = EventLoop(rec.arrival, opts)
-    pool = run_colocated(spec, replicas, chunked, loop, rec)
+    pool = run_colocated(spec, replicas, chunked, loop, rec, opts.prefix_routing)
     makespan = _makespan(rec, loop)
     records = records_from(rec, [r.log for r in pool], opts.warmup_requests)
     busy = sum(r.busy_s for r in pool)
@@ -210,7 +210,7 @@ def simulate_disaggregated(
     rec = Recorder(requests)
     loop = EventLoop(rec.arrival, opts)
     ppool, dpool = run_disaggregated(
-        prefill, n_prefill, decode, n_decode, transfer, layerwise, layers, loop, rec
+        prefill, n_prefill, decode, n_decode, transfer, layerwise, layers, loop, rec, opts.prefix_routing
     )
     makespan = _makespan(rec, loop)
     records = records_from(rec, [d.log for d in dpool], opts.warmup_requests)
@@ -429,12 +429,7 @@ def goodput(
     def trial(rate: float) -> SimSummary:
         nonlocal runs
         if rate not in cache:
-            req = SimRequests(
-                scale_to_rate(requests.arrival_s, rate),
-                requests.prompt_tokens,
-                requests.output_tokens,
-                requests.source,
-            )
+            req = requests.at_times(scale_to_rate(requests.arrival_s, rate))
             cache[rate] = simulate(config, model, req, slo=slo, **sim_kwargs).summary  # type: ignore[arg-type]
             runs += 1
         return cache[rate]

@@ -1,0 +1,21 @@
+"""Sidebar inputs for serving-engine features (speculative decoding, prefix caching): drawn inside
+the *Advanced* expander by app_support.inputs, read with values.TEXT_READERS like every text input."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+# The feature inputs, in the order they are drawn; each is a TEXT_READERS key and a DEFAULTS key.
+KEYS = ("speculation", "prefix_hit_rate")
+
+_LABELS = {
+    "speculation": "Speculative decoding, e.g. 'eagle k=3 a=0.8' or 'mtp k=1 tau=1.9' (blank = off)",
+    "prefix_hit_rate": "Prefix-cache hit rate, e.g. '0.6' or '60%' (blank = the workload's own)",
+}
+
+
+def draw(text_input: Callable[..., Any]) -> None:
+    """Draw each feature's text field with ``text_input(label, key)`` (inputs._text)."""
+    for key in KEYS:
+        text_input(_LABELS[key], key)
