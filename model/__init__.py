@@ -116,6 +116,11 @@ _EXPORTS: dict[str, str] = {
     "get_workload": "model.workload.presets",
     "list_workloads": "model.workload.presets",
     "workload_from_lengths": "model.workload.plain",
+    "PrefixReplay": "model.workload.prefix",
+    "parse_hit_rate": "model.workload.prefix",
+    "replay_prefix_cache": "model.workload.prefix",
+    "SessionShape": "model.workload.sessions",
+    "implied_hit_rates": "model.workload.sessions",
     "Scenario": "model.workload.scenario",
     "SLO": "model.workload.slo",
 }

@@ -23,7 +23,6 @@ from model.physics.deployment import Deployment
 from model.physics.memory import memory_fit
 from model.planner.types import BestConfig
 from model.serving.registry import style_of
-from model.units import format_count
 from model.workload.prefix import MOONCAKE_BLOCK_TOKENS, check_hit_rate, check_routing, replay_prefix_cache
 from model.workload.presets import Workload
 from model.workload.scenario import Scenario
@@ -60,7 +59,9 @@ def with_prefix_hit_rate(
     routing = check_routing(request.prefix_routing, "prefix_routing")
     if request.prefix_hit_rate is not None:
         h = check_hit_rate(request.prefix_hit_rate, "prefix_hit_rate")
-        return replace(wl, prefix_cache_hit_rate=h)
+        # A given rate holds wherever prefill runs; decode instances hold nothing (as the simulator's
+        # fixed-rate mode, model.sim.prefix_cache).
+        return replace(wl, prefix_cache_hit_rate=h, prefill_pool_hit_rate=None, decode_prefix_hit_rate=0.0)
     if wl.block_hashes is None:
         return wl
     prompt = wl.pairs[:, 0] if wl.pairs is not None else None
@@ -73,23 +74,33 @@ def with_prefix_hit_rate(
 
 def prefix_reason(scn: Scenario, best: BestConfig) -> str | None:
     """One sentence on prefix caching in the recommended configuration (None when the hit rate is 0):
-    the prompt tokens prefill computes and, disaggregated, the KV bytes that cross the link."""
-    h = scn.workload.prefix_cache_hit_rate
-    if not h > 0:
+    the prompt tokens prefill computes, where the two styles' hit rates differ (a disaggregated
+    prefill instance holds earlier prompts but not the answers decoded elsewhere) and, disaggregated,
+    how much KV the decode instance already holds."""
+    wl = scn.workload
+    h = wl.prefix_cache_hit_rate
+    pool = wl.prefill_pool_hit_rate
+    if not (h > 0 or (pool or 0.0) > 0):
         return None
-    prompt = scn.mean_prompt_tokens
-    computed = float(np.mean(scn.prompt_tokens - scn.cached_tokens))
+    dis = style_of(best.config).family == "disaggregated"
+    cached = scn.prefill_pool_cached_tokens if dis else scn.cached_tokens
+    here = pool if dis and pool is not None else h
+    computed = float(np.mean(scn.prompt_tokens - cached))
     line = (
-        f"Prefix caching: {h:.0%} of prompt tokens are found in the cache, so prefill computes "
-        f"{format_count(computed, 'token')} of the {format_count(prompt, 'token')} mean prompt "
-        f"(attention still reads the cached prefix); "
+        f"Prefix caching in {best.label}: {here:.0%} of prompt tokens are found in the cache, so prefill "
+        f"computes {computed:,.0f} of the {scn.mean_prompt_tokens:,.0f} tokens of a mean prompt "
+        "(attention still reads the cached prefix)"
     )
-    if style_of(best.config).family == "disaggregated":
-        hd = scn.workload.decode_prefix_hit_rate
-        moved = (
-            f"the decode instance already holds {hd:.0%} of each prompt's KV and receives the rest"
-            if hd > 0
-            else "the decode instance still receives each prompt's whole KV over the link"
+    if pool is not None and abs(pool - h) >= 0.005:
+        line += (
+            f"; a colocated replica finds {h:.0%} and a disaggregated prefill instance {pool:.0%} "
+            "(it holds earlier prompts, not the answers decoded elsewhere)"
         )
-        return line + moved + f" ({best.label})."
-    return line + f"{best.label} reuses it on each replica, with no KV transfer."
+    if dis:
+        hd = wl.decode_prefix_hit_rate
+        line += (
+            f"; the decode instance already holds {hd:.0%} of each prompt's KV and receives only the rest"
+            if hd > 0
+            else "; the decode instance still receives each prompt's whole KV"
+        )
+    return line + "."

@@ -49,10 +49,10 @@ from model.sim.engine import (
     SimRequests,
     StepTimes,
 )
+from model.sim.prefix_cache import rescale_requests
 from model.sim.report import PoolStats, RequestRecords, SimSummary, records_from, summarise
 from model.sim.requests import poisson_requests, trace_requests
 from model.sim.steps import KVTransfer, RooflineSteps
-from model.workload.arrivals import scale_to_rate
 from model.workload.slo import SLO
 
 __all__ = [
@@ -413,7 +413,8 @@ def goodput(
     """Largest rate at which the run meets ``slo`` (attainment and percentile targets; stable).
 
     The arrival times of ``requests`` are rescaled to each trial rate (model.workload.arrivals.scale_to_rate,
-    which keeps the burst shape); lengths stay. Search: double or halve from ``start_rps`` to a
+    which keeps the burst shape; sessions keep their turns' spacing, model.sim.prefix_cache.rescale_requests);
+    lengths stay. Search: double or halve from ``start_rps`` to a
     bracket, then bisect to ``rel_tol`` (DistServe's goodput, Zhong et al. OSDI 2024, sec. 2.1).
     A configuration that does not fit has goodput 0 with the reason.
     """
@@ -429,7 +430,7 @@ def goodput(
     def trial(rate: float) -> SimSummary:
         nonlocal runs
         if rate not in cache:
-            req = requests.at_times(scale_to_rate(requests.arrival_s, rate))
+            req = rescale_requests(requests, rate)
             cache[rate] = simulate(config, model, req, slo=slo, **sim_kwargs).summary  # type: ignore[arg-type]
             runs += 1
         return cache[rate]

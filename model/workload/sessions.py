@@ -5,8 +5,9 @@ A session starts with a shared system prompt (``system_tokens``, the same for ev
 chat service's instructions, an agent's tool definitions) and a first user message; turn t + 1's
 prompt is turn t's prompt, its answer and a new message (the user's next question, or a tool's
 output in an agent loop): P_{t+1} = P_t + O_t + U_{t+1}. The turn count is geometric with mean
-``turns_mean`` (at least 1), think times are exponential with mean ``think_time_s`` and a session
-ends early once its context passes ``max_context_tokens``.
+``turns_mean`` (at least 1), think times are exponential with mean ``think_time_s`` (counted from
+the end of the answer, streamed at ``answer_s_per_token``) and a session ends early once its
+context passes ``max_context_tokens``.
 
 Hit rate implied by the structure (a cache that still holds the session when its next turn arrives;
 vLLM and SGLang cache whole blocks only):
@@ -56,6 +57,7 @@ class SessionShape:
     think_time_s: float
     max_context_tokens: int = 131072
     block_tokens: int = SESSION_BLOCK_TOKENS
+    answer_s_per_token: float = 0.03
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -68,9 +70,10 @@ class SessionShape:
         t = self.turns_mean
         if isinstance(t, bool) or not isinstance(t, int | float) or not 1.0 <= t <= MAX_TURNS:
             raise InputError("turns_mean", t, f"a mean turn count in [1, {MAX_TURNS}]")
-        s = self.think_time_s
-        if isinstance(s, bool) or not isinstance(s, int | float) or not (math.isfinite(s) and s >= 0):
-            raise InputError("think_time_s", s, "a time >= 0 s")
+        for name in ("think_time_s", "answer_s_per_token"):
+            s = getattr(self, name)
+            if isinstance(s, bool) or not isinstance(s, int | float) or not (math.isfinite(s) and s >= 0):
+                raise InputError(name, s, "a time >= 0 s")
 
     @property
     def hit_rate(self) -> float:
@@ -134,8 +137,10 @@ def _block_ids(shape: SessionShape, s: int, t: int, prompt: int, output: int) ->
 
 def session_trace(shape: SessionShape, rate_rps: float, n: int, seed: int = 0) -> SessionTrace:
     """``n`` requests of sessions starting as a Poisson process of rate ``rate_rps`` / (mean turns
-    per session) so that requests arrive at about ``rate_rps``; turn t + 1 arrives a think time after
-    turn t (open loop: the answer's own latency is not waited for)."""
+    per session); turn t + 1 arrives O_t x ``answer_s_per_token`` (the answer's streaming time at
+    that TPOT, e.g. the SLO's) plus a think time after turn t. Open loop: the simulator replays these
+    times and does not wait for the actual answer, so a session whose answer is slower than assumed
+    sends its next turn early (it then finds only the previous prompt cached)."""
     n = check_whole("requests", n, 1)
     if not (isinstance(rate_rps, int | float) and math.isfinite(rate_rps) and rate_rps > 0):
         raise InputError("rate_rps", rate_rps, "a rate > 0 req/s")
@@ -150,7 +155,7 @@ def session_trace(shape: SessionShape, rate_rps: float, n: int, seed: int = 0) -
             t_arr = start
             for t, (p, o, think) in enumerate(sess):
                 rows.append((t_arr, s, t, p, o))
-                t_arr += think
+                t_arr += o * shape.answer_s_per_token + think
             s += 1
     rows.sort(key=lambda x: (x[0], x[1], x[2]))
     rows = rows[:n]
