@@ -71,7 +71,7 @@ def add_scenario_args(p: argparse.ArgumentParser, engine_flag: bool = True) -> N
     p.add_argument("--node", help="node profile: pools that fit in one node use its intra-node link")
     add_workload_source(
         p,
-        "workload preset: chat, code, summarization, rag, short, mixed",
+        "workload preset: chat, code, summarization, rag, short, mixed, multiturn-chat, agentic",
         "request trace file (Azure CSV, Mooncake JSONL, BurstGPT CSV)",
     )
     p.add_argument("--ttft-slo", required=True, help="TTFT target, e.g. 500ms (a bare number is seconds)")

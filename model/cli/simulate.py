@@ -72,7 +72,7 @@ def register(sub: Any) -> None:
     add_prefix_args(p)
     add_workload_source(
         p,
-        "workload preset (chat, code, summarization, rag, short, mixed)",
+        "workload preset (chat, code, summarization, rag, short, mixed, multiturn-chat, agentic)",
         "trace file (Azure, BurstGPT CSV or Mooncake JSONL)",
     )
     p.add_argument(
