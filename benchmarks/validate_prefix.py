@@ -46,17 +46,27 @@ def cells(requests: int = 1500):
 
 
 def compare(label: str, wl, slo: SLO, cfg, requests: int = 1500, seed: int = 0) -> tuple[float, float]:
-    """(planner goodput, simulator goodput), req/s."""
+    """(planner goodput, simulator goodput), req/s. Sessions are regenerated at each trial rate (think
+    times do not shrink with the load) with a third of the run as warm-up (the caches start empty)."""
     scn = Scenario.build("llama-3.1-8b", wl, slo)
     g_plan = config_goodput(scn, cfg)
-    base = session_or_poisson_requests(wl, 1.0, requests, seed=seed)
+    if wl.sessions is not None:
+        n = 3 * requests
+
+        def base(rate: float):
+            return session_or_poisson_requests(wl, rate, n, seed=seed)
+
+        warmup = n // 3
+    else:
+        base = session_or_poisson_requests(wl, 1.0, requests, seed=seed)
+        warmup = requests // 10
     g_sim = goodput(
         cfg,
         "llama-3.1-8b",
         base,
         slo,
         start_rps=max(g_plan, 0.1),
-        options=SimOptions(warmup_requests=requests // 10),
+        options=SimOptions(warmup_requests=warmup),
         rel_tol=0.03,
     ).rate_rps
     return g_plan, g_sim

@@ -22,8 +22,8 @@ from model.planner.plan import resolve_inputs
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.serving.phase_tables import instance_tables
 from model.sim.engine import CallableSteps, InstanceSpec, SimRequests
-from model.sim.prefix_cache import rescale_requests, session_requests, with_hit_rate
-from model.sim.simulate import simulate, simulate_colocated, simulate_disaggregated
+from model.sim.prefix_cache import session_requests, with_hit_rate
+from model.sim.simulate import SimOptions, simulate, simulate_colocated, simulate_disaggregated
 from model.workload.lengths import Fixed
 from model.workload.prefix import BlockCache, parse_hit_rate, replay_prefix_cache
 from model.workload.presets import Workload, get_workload
@@ -276,16 +276,24 @@ def test_disaggregated_sim_skips_what_the_decode_instance_holds():
     assert res.records.prefill_s.tolist() == pytest.approx([0.008, 0.008])
 
 
-def test_fixed_hit_rate_requests_and_session_rescaling():
+def test_fixed_hit_rate_requests_and_steady_session_traces():
     req = SimRequests(np.array([0.0, 1.0, 2.0]), np.array([100, 10, 1]), np.array([5, 5, 5]))
     assert with_hit_rate(req, 0.5).cached_tokens.tolist() == [50, 5, 0]
-    sess = session_requests(get_workload("multiturn-chat"), 2.0, 300)
-    fast = rescale_requests(sess, 8.0)
-    # a session's turns keep their spacing while session starts are compressed
-    s0 = sess.session_ids[0]
-    gaps = np.diff(sess.arrival_s[sess.session_ids == s0])
-    assert np.allclose(np.diff(fast.arrival_s[fast.session_ids == s0]), gaps)
-    assert fast.span_s < sess.span_s
+    # the session trace starts in steady state: later turns from its first seconds, rate as asked
+    sess = session_requests(get_workload("multiturn-chat"), 4.0, 2000)
+    first = sess.arrival_s < sess.span_s / 4
+    assert np.mean(session_trace_turns(sess)[first] > 0) > 0.3
+    assert (len(sess) - 1) / sess.span_s == pytest.approx(4.0, rel=0.15)
+
+
+def session_trace_turns(req: SimRequests) -> np.ndarray:
+    """Turn index of each request within its session (0 = first turn seen in the trace)."""
+    seen: dict = {}
+    out = []
+    for s in req.session_ids.tolist():
+        out.append(seen.get(s, 0))
+        seen[s] = seen.get(s, 0) + 1
+    return np.array(out)
 
 
 def test_simulated_session_hit_rates_match_the_implied_ones():
@@ -293,12 +301,16 @@ def test_simulated_session_hit_rates_match_the_implied_ones():
     LRU caches reach the hit rates the session structure implies (colocated: earlier prompts and answers;
     disaggregated prefill: earlier prompts only)."""
     wl = get_workload("multiturn-chat")
-    req = session_requests(wl, 5.0, 1500)
-    col = simulate(ColocatedConfig(H100, 1, 1, 2048), "llama-3.1-8b", req)
-    dis = simulate(DisaggregatedConfig(H100, 1, 1, H100, 1, 1, get_link("ib-ndr-400")), "llama-3.1-8b", req)
+    req = session_requests(wl, 5.0, 2000)
+    warm = SimOptions(warmup_requests=600)  # the caches start empty: about rate x a session's span
+    col = simulate(ColocatedConfig(H100, 1, 1, 2048), "llama-3.1-8b", req, options=warm)
+    dis = simulate(
+        DisaggregatedConfig(H100, 1, 1, H100, 1, 1, get_link("ib-ndr-400")), "llama-3.1-8b", req, options=warm
+    )
     assert col.records.prefix_hit_rate == pytest.approx(wl.prefix_cache_hit_rate, abs=0.03)
     assert dis.records.prefix_hit_rate == pytest.approx(wl.prefill_pool_hit_rate, abs=0.03)
-    held = dis.records.decode_held_tokens.sum() / dis.records.prompt_tokens.sum()
+    m = dis.records.measured
+    held = dis.records.decode_held_tokens[m].sum() / dis.records.prompt_tokens[m].sum()
     assert held == pytest.approx(wl.decode_prefix_hit_rate, abs=0.05)
 
 

@@ -26,7 +26,6 @@ import numpy as np
 from model.errors import InputError
 from model.sim.engine import Recorder, SimRequests
 from model.sim.requests import poisson_requests
-from model.workload.arrivals import scale_to_rate
 from model.workload.prefix import BlockCache, cached_from_blocks, check_hit_rate, check_routing, route
 from model.workload.presets import Workload
 from model.workload.scenario import cached_prompt_tokens
@@ -34,7 +33,6 @@ from model.workload.sessions import session_trace
 
 __all__ = [
     "PoolCaches",
-    "rescale_requests",
     "session_or_poisson_requests",
     "session_requests",
     "with_hit_rate",
@@ -123,34 +121,3 @@ def session_or_poisson_requests(workload: Workload, rate_rps: float, n: int, see
     if workload.sessions is not None:
         return session_requests(workload, rate_rps, n, seed)
     return poisson_requests(workload, rate_rps, n, seed)
-
-
-def rescale_requests(requests: SimRequests, rate_rps: float) -> SimRequests:
-    """``requests`` at mean rate ``rate_rps``: arrival times scaled (model.workload.arrivals.scale_to_rate)
-    or, for requests in sessions, each session's start scaled and its turns kept at their offsets from
-    it (think times and answer times do not shrink with the load; the achieved rate is then a little
-    below ``rate_rps`` while the last sessions finish)."""
-    if requests.session_ids is None or len(requests) < 2:
-        return requests.at_times(scale_to_rate(requests.arrival_s, rate_rps))
-    t = requests.arrival_s
-    sids = requests.session_ids
-    first: dict = {}
-    for i, s in enumerate(sids.tolist()):
-        first.setdefault(s, t[i])
-    start = np.array([first[s] for s in sids.tolist()])
-    base = (len(t) - 1) / max(float(t[-1] - t[0]), 1e-12)
-    new = start * (base / rate_rps) + (t - start)
-    order = np.argsort(new, kind="stable")
-
-    def take(x):
-        return None if x is None else np.asarray(x)[order]
-
-    return dataclasses.replace(
-        requests,
-        arrival_s=new[order] - new[order][0],
-        prompt_tokens=requests.prompt_tokens[order],
-        output_tokens=requests.output_tokens[order],
-        cached_tokens=take(requests.cached_tokens),
-        hash_ids=None if requests.hash_ids is None else tuple(requests.hash_ids[i] for i in order),
-        session_ids=take(sids),
-    )

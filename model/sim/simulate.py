@@ -21,6 +21,7 @@ Entry points:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,10 +50,10 @@ from model.sim.engine import (
     SimRequests,
     StepTimes,
 )
-from model.sim.prefix_cache import rescale_requests
 from model.sim.report import PoolStats, RequestRecords, SimSummary, records_from, summarise
 from model.sim.requests import poisson_requests, trace_requests
 from model.sim.steps import KVTransfer, RooflineSteps
+from model.workload.arrivals import scale_to_rate
 from model.workload.slo import SLO
 
 __all__ = [
@@ -403,7 +404,7 @@ class GoodputResult:
 def goodput(
     config: Any,
     model: str | LLMArch,
-    requests: SimRequests,
+    requests: SimRequests | Callable[[float], SimRequests],
     slo: SLO,
     *,
     start_rps: float = 1.0,
@@ -413,14 +414,16 @@ def goodput(
     """Largest rate at which the run meets ``slo`` (attainment and percentile targets; stable).
 
     The arrival times of ``requests`` are rescaled to each trial rate (model.workload.arrivals.scale_to_rate,
-    which keeps the burst shape; sessions keep their turns' spacing, model.sim.prefix_cache.rescale_requests);
-    lengths stay. Search: double or halve from ``start_rps`` to a
-    bracket, then bisect to ``rel_tol`` (DistServe's goodput, Zhong et al. OSDI 2024, sec. 2.1).
+    which keeps the burst shape); lengths stay. ``requests`` may instead be a function of the rate
+    returning the requests of each trial (sessions, whose think times must not shrink with the load:
+    ``lambda r: model.sim.prefix_cache.session_requests(workload, r, n)``). Search: double or halve
+    from ``start_rps`` to a bracket, then bisect to ``rel_tol`` (DistServe's goodput, Zhong et al.
+    OSDI 2024, sec. 2.1).
     A configuration that does not fit has goodput 0 with the reason.
     """
     if not isinstance(slo, SLO):
         raise InputError("slo", slo, "an SLO")
-    if len(requests) < 2:
+    if not callable(requests) and len(requests) < 2:
         raise InputError("requests", len(requests), "at least two requests to rescale in time")
     if not (isinstance(start_rps, int | float) and math.isfinite(start_rps) and start_rps > 0):
         raise InputError("start_rps", start_rps, "a rate > 0 req/s")
@@ -430,7 +433,11 @@ def goodput(
     def trial(rate: float) -> SimSummary:
         nonlocal runs
         if rate not in cache:
-            req = rescale_requests(requests, rate)
+            req = (
+                requests(rate)
+                if callable(requests)
+                else requests.at_times(scale_to_rate(requests.arrival_s, rate))
+            )
             cache[rate] = simulate(config, model, req, slo=slo, **sim_kwargs).summary  # type: ignore[arg-type]
             runs += 1
         return cache[rate]

@@ -135,26 +135,39 @@ def _block_ids(shape: SessionShape, s: int, t: int, prompt: int, output: int) ->
     return tuple(ids)
 
 
+def _session_span_s(shape: SessionShape) -> float:
+    """Mean duration of a session: its turns' answer and think times (the generator's lead-in)."""
+    return shape.turns_mean * (shape.output_tokens.mean() * shape.answer_s_per_token + shape.think_time_s)
+
+
 def session_trace(shape: SessionShape, rate_rps: float, n: int, seed: int = 0) -> SessionTrace:
     """``n`` requests of sessions starting as a Poisson process of rate ``rate_rps`` / (mean turns
     per session); turn t + 1 arrives O_t x ``answer_s_per_token`` (the answer's streaming time at
     that TPOT, e.g. the SLO's) plus a think time after turn t. Open loop: the simulator replays these
     times and does not wait for the actual answer, so a session whose answer is slower than assumed
-    sends its next turn early (it then finds only the previous prompt cached)."""
+    sends its next turn early (it then finds only the previous prompt cached). The trace starts in
+    steady state (sessions that began before 0 s contribute their later turns); a run's caches still
+    start empty, so the first requests of a run (about rate x a session's span) are warm-up."""
     n = check_whole("requests", n, 1)
     if not (isinstance(rate_rps, int | float) and math.isfinite(rate_rps) and rate_rps > 0):
         raise InputError("rate_rps", rate_rps, "a rate > 0 req/s")
     rng = check_rng(np.random.default_rng(seed))
     rows: list[tuple[float, int, int, int, int]] = []
-    start = 0.0
+    # Start in steady state: sessions begin from -lead on, and only arrivals at t >= 0 are kept, so
+    # the trace has later turns of older sessions from its first second (no ramp of first turns).
+    lead = _session_span_s(shape) * 3.0
+    start = -lead
     mean_turns = shape.turns_mean
     s = 0
-    while len(rows) < n:
+    kept = 0
+    while kept < n or start < 0 or start < sorted(r[0] for r in rows)[n - 1]:
         for sess in session_rows(shape, 64, rng):
             start += rng.exponential(mean_turns / rate_rps)
             t_arr = start
             for t, (p, o, think) in enumerate(sess):
-                rows.append((t_arr, s, t, p, o))
+                if t_arr >= 0:
+                    rows.append((t_arr, s, t, p, o))
+                    kept += 1
                 t_arr += o * shape.answer_s_per_token + think
             s += 1
     rows.sort(key=lambda x: (x[0], x[1], x[2]))
