@@ -121,6 +121,7 @@ _EXPORTS: dict[str, str] = {
     "replay_prefix_cache": "model.workload.prefix",
     "SessionShape": "model.workload.sessions",
     "implied_hit_rates": "model.workload.sessions",
+    "capacity_hit_rate": "model.workload.sessions",
     "Scenario": "model.workload.scenario",
     "SLO": "model.workload.slo",
 }

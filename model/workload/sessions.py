@@ -35,7 +35,15 @@ import numpy as np
 from model.errors import InputError, check_whole
 from model.workload.lengths import LengthDist, check_rng
 
-__all__ = ["HitRates", "SessionShape", "SessionTrace", "implied_hit_rates", "session_rows", "session_trace"]
+__all__ = [
+    "HitRates",
+    "SessionShape",
+    "SessionTrace",
+    "capacity_hit_rate",
+    "implied_hit_rates",
+    "session_rows",
+    "session_trace",
+]
 
 # A session stops after this many turns whatever the geometric draw (bounds generated work).
 MAX_TURNS = 256
@@ -190,6 +198,7 @@ class HitRates:
     colocated: float  # the whole previous turn cached where the next prefill runs
     prefill_pool: float  # only the previous prompt (disaggregated prefill instance)
     decode: float  # held by the decode instance of the previous turn (not transferred again)
+    system: float = 0.0  # the shared system prompt's part alone (hit whatever the cache size)
 
 
 def implied_hit_rates(
@@ -199,12 +208,13 @@ def implied_hit_rates(
     prompt - 1 tokens per turn (the last prompt token is always computed)."""
     b = shape.block_tokens
     sys_cached = (shape.system_tokens // b) * b
-    prompt_sum = col = pre = 0.0
+    prompt_sum = col = pre = sys = 0.0
     for rows in session_rows(shape, sessions, np.random.default_rng(seed)):
         prev = None
         for p, o, _ in rows:
             prompt_sum += p
             cap = p - 1
+            sys += min(sys_cached, cap)
             if prev is None:
                 col += min(sys_cached, cap)
                 pre += min(sys_cached, cap)
@@ -213,4 +223,57 @@ def implied_hit_rates(
                 pre += min(max((prev[0] // b) * b, sys_cached), cap)
             prev = (p, o)
     h_col, h_pre = col / prompt_sum, pre / prompt_sum
-    return HitRates(h_col, h_pre, h_col)
+    return HitRates(h_col, h_pre, h_col, sys / prompt_sum)
+
+
+# Fixed-point iterations of the characteristic-time hit rate (converges in a few).
+_CHE_ITERATIONS = 20
+
+
+def capacity_hit_rate(
+    shape: SessionShape, rate_per_instance_rps: float, capacity_tokens: float, implied: float | None = None
+) -> float:
+    """The hit rate where a session's turns return to one instance whose LRU cache holds
+    ``capacity_tokens``, at ``rate_per_instance_rps`` requests per second on it.
+
+    Characteristic-time approximation of LRU (Che, Tung and Wang, IEEE JSAC 20(7), 2002; Fricker,
+    Robert and Roberts, ITC 2012): a block survives if it is used again within T_C, the time the
+    instance takes to insert ``capacity_tokens`` new tokens: T_C = C / (lambda_i x (E[P] (1 - h) +
+    E[O])) (every request inserts its uncached prompt tokens and its answer). A session's history was
+    last used by its previous turn, a gap of a = E[O] x answer_s_per_token plus an exponential think
+    time of mean theta ago: it survives with probability s = 1 - exp(-(T_C - a) / theta) (0 when
+    T_C <= a). The system prompt, used by every request, always survives: h = h_sys + s (h_implied -
+    h_sys), solved by fixed-point iteration (h_implied: the colocated rate unless given).
+    """
+    rates = implied_hit_rates(shape)
+    h_full = rates.colocated if implied is None else float(implied)
+    h_sys = min(rates.system, h_full)
+    lam = float(rate_per_instance_rps)
+    if not (math.isfinite(lam) and lam >= 0 and math.isfinite(capacity_tokens) and capacity_tokens >= 0):
+        raise InputError(
+            "rate_per_instance_rps / capacity_tokens", (lam, capacity_tokens), "finite values >= 0"
+        )
+    if lam == 0:
+        return h_full
+    mean_p, mean_o = _mean_turn_lengths(shape)
+    a = mean_o * shape.answer_s_per_token
+    theta = shape.think_time_s
+    h = h_full
+    for _ in range(_CHE_ITERATIONS):
+        t_c = capacity_tokens / (lam * (mean_p * (1.0 - h) + mean_o))
+        gap = t_c - a  # time left for thinking before the history is evicted
+        s = 0.0 if gap <= 0 else (1.0 - math.exp(-gap / theta) if theta > 0 else 1.0)
+        h = 0.5 * h + 0.5 * (h_sys + s * (h_full - h_sys))
+    return h
+
+
+def _mean_turn_lengths(shape: SessionShape) -> tuple[float, float]:
+    """(mean prompt, mean output) per turn over the seeded sample of :func:`implied_hit_rates`."""
+    p = o = 0.0
+    k = 0
+    for rows in session_rows(shape, IMPLIED_SAMPLE_SESSIONS, np.random.default_rng(0)):
+        for pp, oo, _ in rows:
+            p += pp
+            o += oo
+            k += 1
+    return p / k, o / k
