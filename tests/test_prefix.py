@@ -422,3 +422,35 @@ def test_bad_sim_requests_name_the_field():
     ):
         with pytest.raises(PdplanError, match=field):
             SimRequests(np.array([0.0]), np.array([5]), np.array([1]), **kwargs)
+
+
+def test_simulator_cached_prefill_step_matches_the_roofline():
+    """RooflineSteps prices k prompts after cached prefixes from lines in the mean cached prefix: exact
+    against prefill_cost(dep, T / k, cached_tokens=C / k, batch=k) for a full-attention model."""
+    from model.sim.steps import RooflineSteps
+
+    dep = Deployment(get_model("llama-3.1-8b"), H100, parallel=1)
+    steps = RooflineSteps(dep)
+    got = steps.prefill_s([600, 400], [300, 100])
+    want = float(prefill_cost(dep, 500.0, cached_tokens=200.0, batch=2).time_s)
+    assert got == pytest.approx(want, rel=1e-9)
+    assert steps.prefill_s([700]) == pytest.approx(float(prefill_cost(dep, 700).time_s), rel=1e-12)
+
+
+def test_simulate_cli_replays_a_trace_with_hash_ids(tmp_path):
+    rows = [
+        {"timestamp": 500 * i, "input_length": 2048, "output_length": 16, "hash_ids": [1, 2, 3, 100 + i]}
+        for i in range(30)
+    ]
+    path = _jsonl(tmp_path, rows)
+    base = (
+        f"simulate --model llama-3.1-8b --gpu h100-sxm --style colocated --replicas 2 --trace {path} --json"
+    )
+    # cache-aware: every request after the first finds 3 of its 4 blocks on the replica holding them
+    code, out, _ = cli_text(base)
+    assert code == 0 and json.loads(out)["prefix_hit_rate"] == pytest.approx(29 * 1536 / (30 * 2048))
+    # 1 ms apart, least-loaded alternates the replicas while the first prefills run: each replica
+    # misses once, and the requests queued behind its first prefill hit
+    fast = _jsonl(tmp_path, [{**r, "timestamp": i} for i, r in enumerate(rows)], "fast.jsonl")
+    code, out, _ = cli_text(base.replace(str(path), str(fast)) + " --prefix-routing least-loaded")
+    assert code == 0 and json.loads(out)["prefix_hit_rate"] == pytest.approx(28 * 1536 / (30 * 2048))

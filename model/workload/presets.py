@@ -159,11 +159,13 @@ class Workload:
         wls = [p[1] for p in parts]
         tok = np.array([wl.mean_prompt_tokens for wl in wls]) * w
         hit = float(np.sum(tok * np.array([wl.prefix_cache_hit_rate for wl in wls])) / tok.sum())
+        held = float(np.sum(tok * np.array([wl.decode_prefix_hit_rate for wl in wls])) / tok.sum())
         return cls(
             name=name,
             prompt_tokens=Mixture(tuple(w), tuple(wl.prompt_tokens for wl in wls)),
             output_tokens=Mixture(tuple(w), tuple(wl.output_tokens for wl in wls)),
             prefix_cache_hit_rate=hit,
+            decode_prefix_hit_rate=held,
             source=source or " + ".join(f"{wi:.0%} {wl.name}" for wi, wl in zip(w, wls, strict=True)),
             parts=tuple((float(wi), wl) for wi, wl in zip(w, wls, strict=True)),
         )
