@@ -26,6 +26,7 @@ from model.physics.speculation import parse_speculation
 from model.serving.enumeration import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS
 from model.units import Kind, parse_quantity
 from model.workload.plain import length_spec
+from model.workload.prefix import parse_hit_rate
 
 SAME = "same as prefill"
 CATALOG, CONFIG_UPLOAD = "catalog", "config.json upload"
@@ -69,6 +70,7 @@ DEFAULTS: dict[str, Any] = {
     "decode_layout": "",
     "speculation": "",
     "kv_offload": "",
+    "prefix_hit_rate": "",
     "layerwise": True,
     "margin": 0.10,
 }
@@ -252,6 +254,7 @@ TEXT_READERS: dict[str, Callable[[str], float | None]] = {
     "osl": lambda t: length_spec(t, "output tokens"),
     "speculation": lambda t: _speculation(t),
     "kv_offload": lambda t: _kv_offload(t),
+    "prefix_hit_rate": lambda t: parse_hit_rate(t, "prefix-cache hit rate"),
     "prefill_layout": lambda t: _layout(t, "prefill_parallelism"),
     "decode_layout": lambda t: _layout(t, "decode_parallelism"),
 }

@@ -10,6 +10,7 @@ Run: .venv/bin/python benchmarks/bench_robustness.py
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import model
 
@@ -25,12 +26,18 @@ def timed(fn):
 
 def main() -> None:
     for workload, ttft_s, tpot_s in CASES:
-        plan = lambda: model.plan(  # noqa: E731
-            "llama-3.1-70b", "h100-sxm", workload=workload, ttft_slo_s=ttft_s, tpot_slo_s=tpot_s, gpus=16
+        plan = partial(
+            model.plan,
+            "llama-3.1-70b",
+            "h100-sxm",
+            workload=workload,
+            ttft_slo_s=ttft_s,
+            tpot_slo_s=tpot_s,
+            gpus=16,
         )
         p = plan()
         plan_runs = [timed(plan)[:2] for _ in range(3)]
-        rob_runs = [timed(lambda: model.robustness(p)) for _ in range(3)]
+        rob_runs = [timed(partial(model.robustness, p)) for _ in range(3)]
         pw, pc = min(r[0] for r in plan_runs), min(r[1] for r in plan_runs)
         rw, rc = min(r[0] for r in rob_runs), min(r[1] for r in rob_runs)
         print(

@@ -42,6 +42,7 @@ def _exposed(
         prompt_tokens=np.array([1.0]),
         kv_bytes_per_token=kv_bytes,
         kv_bytes_per_request=lambda tokens: np.asarray(tokens) * kv_bytes,  # full attention
+        transfer_kv_bytes=np.array([kv_bytes]),  # one prompt token, nothing held by the decode side
         arch=SimpleNamespace(num_layers=layers),
     )
     _kv, exposed, _occ = transfer_components(

@@ -103,7 +103,16 @@ def test_bad_input(make, field):
 
 
 def test_presets_exist_and_sample():
-    assert list_workloads() == ["chat", "code", "summarization", "rag", "short", "mixed"]
+    assert list_workloads() == [
+        "chat",
+        "code",
+        "summarization",
+        "rag",
+        "short",
+        "mixed",
+        "multiturn-chat",
+        "agentic",
+    ]
     for name in list_workloads():
         w = get_workload(name)
         p, o = w.sample_requests(1000, RNG(0))

@@ -18,6 +18,7 @@ from model.cli.common import (
     print_table,
 )
 from model.cli.concurrency import add_concurrency_args, concurrency_from_args, run_plan
+from model.cli.prefix import add_prefix_args, prefix_hit_rate
 from model.cli.speculation import add_speculation_args, spec_tokens, speculation_for
 from model.errors import InputError
 from model.limits import MAX_OPTIONS
@@ -71,7 +72,7 @@ def add_scenario_args(p: argparse.ArgumentParser, engine_flag: bool = True) -> N
     p.add_argument("--node", help="node profile: pools that fit in one node use its intra-node link")
     add_workload_source(
         p,
-        "workload preset: chat, code, summarization, rag, short, mixed",
+        "workload preset: chat, code, summarization, rag, short, mixed, multiturn-chat, agentic",
         "request trace file (Azure CSV, Mooncake JSONL, BurstGPT CSV)",
     )
     p.add_argument("--ttft-slo", required=True, help="TTFT target, e.g. 500ms (a bare number is seconds)")
@@ -173,6 +174,7 @@ def add_plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--top", default="5", help="alternatives listed overall and per style (1 to 50, default 5)"
     )
+    add_prefix_args(p)
 
 
 def _search_rows(searched: Any) -> list[dict[str, Any]]:
@@ -223,6 +225,8 @@ def plan_fields(args: argparse.Namespace) -> dict[str, Any]:
         max_gpus=_whole(args.max_gpus, "max_gpus"),
         layerwise=not args.whole_request_transfer,
         kv_offload=_name(args.kv_offload, "--kv-offload"),
+        prefix_hit_rate=prefix_hit_rate(args),
+        prefix_routing=args.prefix_routing or "cache-aware",
         **scenario_kwargs(args),
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import Any
 
@@ -16,6 +17,7 @@ from model.cli.common import (
     to_jsonable,
 )
 from model.cli.concurrency import add_concurrency_args, concurrency_from_args, simulation_json
+from model.cli.prefix import add_prefix_args, prefix_hit_rate
 from model.cli.speculation import add_speculation_args, spec_tokens, speculation_for
 from model.errors import InputError
 from model.hardware.catalog import get_engine, get_gpu
@@ -23,8 +25,10 @@ from model.hardware.engines import Engine
 from model.limits import MAX_SIM_REQUESTS
 from model.serving.registry import get_style, style_names, styles
 from model.serving.style import CliFlag
-from model.sim.simulate import SimOptions, SimResult, poisson_requests, simulate, trace_requests
+from model.sim.prefix_cache import session_or_poisson_requests, with_hit_rate
+from model.sim.simulate import SimOptions, SimResult, simulate, trace_requests
 from model.units import Kind, format_rate, format_time, parse_quantity
+from model.workload.presets import get_workload
 from model.workload.slo import SLO
 from model.workload.traces import load_trace
 
@@ -66,9 +70,10 @@ def register(sub: Any) -> None:
             p.add_argument(flag, type=f.type, default=None, help=f.help + used_by)
     p.add_argument("--engine", default="vllm", help="serving-engine profile (see `pdplan list engines`)")
     add_speculation_args(p)
+    add_prefix_args(p)
     add_workload_source(
         p,
-        "workload preset (chat, code, summarization, rag, short, mixed)",
+        "workload preset (chat, code, summarization, rag, short, mixed, multiturn-chat, agentic)",
         "trace file (Azure, BurstGPT CSV or Mooncake JSONL)",
     )
     p.add_argument(
@@ -193,6 +198,8 @@ def _summary_json(res: SimResult) -> dict[str, Any]:
     for key in ("ttft_s", "tpot_s", "max_itl_s"):
         out[key] = dict(zip(("p50", "p90", "p99"), to_jsonable(getattr(s, key)), strict=True))
     out["pools"] = [{**to_jsonable(p), "kv_high_water_fraction": p.kv_high_water_fraction} for p in s.pools]
+    if res.records.prefix_hit_rate > 0:  # measured over the run's prefix caches
+        out["prefix_hit_rate"] = res.records.prefix_hit_rate
     return out
 
 
@@ -230,16 +237,22 @@ def run(args: argparse.Namespace) -> int:
         if rate is not None:
             raise InputError("--rate", args.rate, "no rate with --concurrency (the users set the rate)")
         return _run_closed(args, config, slo, engine, lengths, load)
+    hit = prefix_hit_rate(args)
     if args.trace:
-        requests = trace_requests(load_trace(args.trace), n=args.requests, rate_rps=rate)
+        requests = with_hit_rate(trace_requests(load_trace(args.trace), n=args.requests, rate_rps=rate), hit)
     else:
         if rate is None:
             raise InputError("--rate", None, "an arrival rate in req/s (required with --workload or --isl)")
-        requests = poisson_requests(
-            lengths or args.workload, rate, args.requests or DEFAULT_REQUESTS, seed=args.seed
-        )
+        wl = get_workload(args.workload) if lengths is None else lengths
+        if hit is not None:
+            wl = dataclasses.replace(wl, prefix_cache_hit_rate=hit, sessions=None)
+        requests = session_or_poisson_requests(wl, rate, args.requests or DEFAULT_REQUESTS, seed=args.seed)
     show = args.progress or sys.stderr.isatty()
-    options = SimOptions(warmup_requests=args.warmup or 0, progress=_progress_bar() if show else None)
+    options = SimOptions(
+        warmup_requests=args.warmup or 0,
+        progress=_progress_bar() if show else None,
+        prefix_routing=args.prefix_routing or "cache-aware",
+    )
     res = simulate(
         config,
         args.model,

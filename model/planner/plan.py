@@ -47,6 +47,7 @@ from model.planner.infeasible import explain as infeasible_explain
 from model.planner.infeasible import flips as infeasible_flips
 from model.planner.infeasible import none_reasons
 from model.planner.layouts import layout_options
+from model.planner.prefix import with_prefix_hit_rate
 from model.planner.types import BestConfig, Config, FailureImpact, Plan, PlanInputs
 from model.serving.candidates import DisaggregatedSet, only
 from model.serving.enumeration import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS, disaggregated_grid
@@ -91,7 +92,7 @@ class PlanRequest:
     queues use it through the G/G/c approximation, model.queueing.mgc_wait). ``engine``: the
     serving-engine profile whose caps and overheads the evaluation applies (None: vLLM), the same
     profile ``pdplan simulate --engine`` reads. ``speculation``: speculative decoding on every
-    instance (model.Speculation; None: off).
+    instance (model.Speculation; None: off). ``prefix_hit_rate`` / ``prefix_routing``: model.planner.prefix.
     ``ep_options`` / ``dp_attention_options`` /
     ``pp_options``: EP, attention-DP and PP degrees to enumerate (None: TP, TEP and DEP layouts for
     MoE models, PP 1; model.serving.enumeration.candidate_layouts). ``prefill_parallelism`` /
@@ -125,6 +126,8 @@ class PlanRequest:
     arrival_scv: float = 1.0
     engine: str | Engine | None = None
     speculation: Speculation | None = None
+    prefix_hit_rate: float | None = None
+    prefix_routing: str = "cache-aware"
     ep_options: Sequence[int] | None = None
     dp_attention_options: Sequence[int] | None = None
     pp_options: Sequence[int] | None = None
@@ -148,10 +151,8 @@ def resolve_inputs(request: PlanRequest) -> PlanInputs:
     link = request.link
     decode_gpu = request.decode_gpu
     node = request.node
-    gpus = request.gpus
-    target_rate_rps = request.target_rate_rps
-    dtype = request.dtype
-    kv_dtype = request.kv_dtype
+    gpus, target_rate_rps = request.gpus, request.target_rate_rps
+    dtype, kv_dtype = request.dtype, request.kv_dtype
     tp_options = request.tp_options
     chunk_options = request.chunk_options
     layerwise = request.layerwise
@@ -225,6 +226,7 @@ def resolve_inputs(request: PlanRequest) -> PlanInputs:
     if nd is not None and nd.gpu not in (g.name, dg.name):
         raise InputError("node", nd.name, f"a node profile of {g.name} GPUs (this one holds {nd.gpu})")
     wl = workload if isinstance(workload, Workload) else get_workload(workload)
+    wl = with_prefix_hit_rate(wl, request, arch, g, eng, usable)
     scn = Scenario(
         arch,
         wl,

@@ -26,6 +26,7 @@ from model.physics.speculation import parse_speculation
 from model.planner.plan import PlanRequest
 from model.units import Kind, parse_quantity
 from model.workload.plain import length_spec, workload_from_lengths
+from model.workload.prefix import parse_hit_rate
 from model.workload.presets import Workload
 from model.workload.traces import load_trace
 
@@ -182,6 +183,9 @@ def scenario_request(obj: Any, where: str = "scenario file") -> PlanRequest:
         "margin": float(_get(inputs, "margin", (int, float), where, 0.1)),
         "speculation": parse_speculation(
             _get(inputs, "speculation", str, where, ""), f"{where}: inputs.speculation"
+        ),
+        "prefix_hit_rate": parse_hit_rate(
+            _get(inputs, "prefix_hit_rate", str, where, ""), f"{where}: inputs.prefix_hit_rate"
         ),
     }
     kwargs["kv_offload"] = _get(inputs, "kv_offload", str, where, "").strip() or None  # tier spec line

@@ -19,6 +19,7 @@ import numpy as np
 
 from model.planner.goodput import config_goodput, goodput_rps
 from model.planner.offload_effect import offload_reason
+from model.planner.prefix import prefix_reason
 from model.planner.speculation_effect import speculation_reason
 from model.planner.types import BestConfig, FlipThreshold, PlanInputs
 from model.serving.evaluation import summarise
@@ -218,6 +219,7 @@ def decide(
         )
     for line in (
         speculation_reason(inp.scenario, best[verdict]),
+        prefix_reason(inp.scenario, best[verdict]),
         offload_reason(inp.scenario, best[verdict]),
     ):
         if line:

@@ -48,9 +48,13 @@ def transfer_components(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(KV bytes [S], exposed transfer time [C, S], link occupancy [C, S]) per sampled request.
 
+    With prefix caching the decode instance may already hold the KV of earlier turns
+    (``Scenario.transfer_kv_bytes``; vLLM's KV connectors and Dynamo's router pull only the blocks
+    the decode worker lacks): only the rest crosses the link.
+
     Infinite bandwidth (a same-GPU link) gives zero transfer time.
     """
-    kv_bytes = scn.kv_bytes_per_request(scn.prompt_tokens)
+    kv_bytes = scn.transfer_kv_bytes  # the prompt's KV less what the decode instance holds
     layers = float(scn.arch.num_layers)
     bw = (np.asarray(lanes, dtype=float) * np.asarray(bandwidth_eff_bytes_per_s, dtype=float))[:, None]
     lat = np.asarray(latency_s, dtype=float)[:, None]

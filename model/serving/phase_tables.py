@@ -160,12 +160,15 @@ def instance_tables(
     scn: Scenario, gpu: GPU, parallel: Parallelism | int, chunk_tokens: int | None, role: str
 ) -> InstanceTables:
     """Tables for an instance of ``gpu`` GPUs laid out as ``parallel`` in ``role`` "colocated",
-    "prefill" or "decode" (cached on the layout value; a whole number = TP-only).
+    "prefill" or "decode" (cached on the layout value; a whole number = TP-only). Prefix caching: a
+    prefill instance finds ``scn.prefill_pool_cached_tokens`` cached, a colocated replica
+    ``scn.cached_tokens`` (model.workload.sessions: they differ for multi-turn sessions).
 
     The engine profile (``scn.engine``) sets the decode-only activation workspace and caps the
     running batch at ``max_num_seqs``, as the simulator does (model.sim.simulate)."""
     dep = deployment(scn, gpu, parallel)
-    prompt, cached = scn.prompt_tokens, scn.cached_tokens
+    prompt = scn.prompt_tokens
+    cached = scn.prefill_pool_cached_tokens if role == "prefill" else scn.cached_tokens
     if role == "decode":
         batched = scn.engine.decode_batched_tokens
     elif chunk_tokens is not None:

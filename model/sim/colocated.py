@@ -22,6 +22,12 @@ SOSP 2023, sec. 4.5); at high KV occupancy the simulator therefore admits fewer 
 The first output token comes from the prefill iteration (it samples from the last prompt
 position); tokens 2 .. O come from the next O - 1 decode (or mixed) iterations. Routing: each
 arrival goes to the replica with the fewest unfinished requests (lowest index on ties).
+
+Prefix caching (model.sim.prefix_cache): when requests carry block ids, each replica keeps an LRU
+block cache and the prefix routing rule (``prefix_routing``, cache-aware by default) picks the
+replica; a prompt whose prefix is cached computes only the rest (its first chunk starts after the
+cached prefix; without chunking the prefill step reads the cached prefix), and the token budget
+counts uncached tokens only (vLLM's ``max_num_batched_tokens`` counts scheduled tokens).
 """
 
 from __future__ import annotations
@@ -36,13 +42,18 @@ from model.sim.engine import (
     retire_finished,
     schedule_finish,
 )
+from model.sim.prefix_cache import PoolCaches
 
 
 class Replica:
     """One colocated replica's scheduler state."""
 
-    def __init__(self, idx: int, spec: InstanceSpec, loop: EventLoop, rec: Recorder, chunked: bool) -> None:
+    def __init__(
+        self, idx: int, spec: InstanceSpec, loop: EventLoop, rec: Recorder, chunked: bool, caches: PoolCaches
+    ) -> None:
         self.idx = idx
+        self.caches = caches
+        self.on_finish = (lambda r: caches.store_all(idx, r)) if caches.active else None
         self.spec = spec
         self.steps = spec.steps
         self.decode_tokens = per_step_tokens(spec.steps)
@@ -126,20 +137,25 @@ class Replica:
             batch: list[int] = []
             tokens = 0
             room = self.max_seqs - self.running
+            cached: list[int] = []
             while waiting and len(batch) < room:
                 r = waiting[0]
-                p = rec.prompt[r]
+                c = self.caches.cached(self.idx, r)
+                p = rec.prompt[r] - c
                 if batch and tokens + p > self.budget:
                     break
                 if not self._reserve(r):
                     break
                 waiting.popleft()
                 batch.append(r)
+                cached.append(c)
+                rec.cached[r] = c
                 tokens += p
                 rec.prefill_start[r] = now
             if batch:
                 loop.queued -= len(batch)
-                dt = self.steps.prefill_s([rec.prompt[r] for r in batch])
+                new = [rec.prompt[r] - c for r, c in zip(batch, cached, strict=True)]
+                dt = self.steps.prefill_s(new, cached) if any(cached) else self.steps.prefill_s(new)
                 self.busy = True
                 self.iter_start = now
                 loop.at(now + dt, self._end_prefill, batch)
@@ -156,6 +172,7 @@ class Replica:
         now = self.loop.now
         self.busy_s += now - self.iter_start
         for r in batch:
+            self.caches.store_prompt(self.idx, r)
             self._first_token(r, now)
         self._start_plain()
 
@@ -189,11 +206,14 @@ class Replica:
             waiting.popleft()
             loop.queued -= 1
             rec.prefill_start[r] = now
-            entry = [r, 0]
+            hit = self.caches.cached(self.idx, r)
+            rec.cached[r] = hit
+            entry = [r, hit]
             self.prefilling.append(entry)
-            c = min(rec.prompt[r], budget)
+            c = min(rec.prompt[r] - hit, budget)
             pieces.append((entry, c))
             chunk += c
+            prefix_weighted += c * hit
             budget -= c
         if chunk == 0 and self.running == 0:
             self.busy = False
@@ -216,23 +236,33 @@ class Replica:
             entry[1] += c
         while self.prefilling and self.prefilling[0][1] >= rec.prompt[self.prefilling[0][0]]:
             r = self.prefilling.pop(0)[0]
+            self.caches.store_prompt(self.idx, r)
             self._first_token(r, now)
         self._start_chunked()
 
 
 def run_colocated(
-    spec: InstanceSpec, replicas: int, chunked: bool, loop: EventLoop, rec: Recorder
+    spec: InstanceSpec,
+    replicas: int,
+    chunked: bool,
+    loop: EventLoop,
+    rec: Recorder,
+    prefix_routing: str = "cache-aware",
 ) -> list[Replica]:
     """Replay ``rec``'s requests through ``replicas`` colocated replicas; returns their final state."""
-    pool = [Replica(i, spec, loop, rec, chunked) for i in range(replicas)]
     cap = spec.kv_capacity_tokens
+    caches = PoolCaches(rec, replicas, cap, prefix_routing)
+    pool = [Replica(i, spec, loop, rec, chunked, caches) for i in range(replicas)]
 
     def on_arrival(r: int) -> None:
         if rec.prompt[r] + rec.output[r] > cap:
             rec.rejected[r] = True
             return
         best = pool[0]
-        if replicas > 1:
+        pick = caches.pick(r, [rep.load() for rep in pool]) if caches.active else None
+        if pick is not None:
+            best = pool[pick]
+        elif replicas > 1:
             best_load = best.load()
             for rep in pool[1:]:
                 load = rep.load()

@@ -24,6 +24,13 @@
   decode-admission wait and the exposed transfer, as the planner defines it); tokens 2 .. O come
   from its next O - 1 decode iterations.
 
+Prefix caching (model.sim.prefix_cache): with block ids, each prefill instance and each decode
+instance keeps an LRU block cache. An idle prefill instance with the longest cached prefix of the
+head request takes it (cache-aware; Mooncake's KV-cache-centric scheduler, Qin et al. FAST 2025,
+sec. 5) and computes only the uncached part; the decode instance is picked by the same routing rule
+over the decode caches (which hold earlier turns it decoded), and only the KV it lacks crosses the
+link. A fixed hit rate (``cached_tokens``) shortens prefill only: decode instances hold nothing.
+
 Prefill-side KV: a prompt's KV stays on its prefill instance from prefill start until its transfer
 ends; an instance takes a batch only if that KV fits next to what it still holds (otherwise the
 queue waits for transfers to drain, the back-pressure DistServe's pull-based transfer creates).
@@ -31,6 +38,7 @@ queue waits for transfers to drain, the back-pressure DistServe's pull-based tra
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 
@@ -42,6 +50,7 @@ from model.sim.engine import (
     retire_finished,
     schedule_finish,
 )
+from model.sim.prefix_cache import PoolCaches
 
 # (transfer_s, last_layer_s) of a request's KV, from its prompt tokens.
 TransferFn = Callable[[int], tuple[float, float]]
@@ -50,8 +59,11 @@ TransferFn = Callable[[int], tuple[float, float]]
 class DecodeInstance:
     """Continuous-batching decode instance with FCFS KV admission."""
 
-    def __init__(self, idx: int, spec: InstanceSpec, loop: EventLoop, rec: Recorder) -> None:
+    def __init__(
+        self, idx: int, spec: InstanceSpec, loop: EventLoop, rec: Recorder, caches: PoolCaches
+    ) -> None:
         self.idx = idx
+        self.on_finish = (lambda r: caches.store_all(idx, r)) if caches.active else None
         self.steps = spec.steps
         self.decode_tokens = per_step_tokens(spec.steps)
         self.loop = loop
@@ -163,7 +175,9 @@ class PrefillPool:
         layers: int | None,
         loop: EventLoop,
         rec: Recorder,
+        caches: tuple[PoolCaches, PoolCaches],
     ) -> None:
+        self.caches, self.decode_caches = caches
         self.steps = spec.steps
         self.first_layer = 0.0 if layers is None else 1.0 / layers
         self.cap = spec.max_batched_tokens
@@ -201,28 +215,39 @@ class PrefillPool:
     def _dispatch(self) -> None:
         loop, rec, queue, held = self.loop, self.rec, self.queue, self.held
         while queue and self.idle:
-            # The idle instance holding the least KV takes the head, if its prompt's KV fits there.
+            # The idle instance holding the least KV takes the head, if its prompt's KV fits there
+            # (with block ids: the one with the longest cached prefix of the head, by the routing rule).
             i = min(self.idle, key=held.__getitem__)
+            if self.caches.active:
+                i = self._by_cache(queue[0])
             room = self.kv_cap - held[i]
             if rec.prompt[queue[0]] > room:
                 return  # retried when a transfer frees prefill-side KV
             self.idle.remove(i)
             now = loop.now
             batch = [queue.popleft()]
-            tokens = rec.prompt[batch[0]]
-            limit = min(self.cap, room)
-            while queue and len(batch) < self.max_seqs and tokens + rec.prompt[queue[0]] <= limit:
+            cached = [self.caches.cached(i, batch[0])]
+            tokens = rec.prompt[batch[0]]  # KV held here until sent
+            computed = tokens - cached[0]  # tokens the step computes (the engine's token cap)
+            while queue and len(batch) < self.max_seqs and tokens + rec.prompt[queue[0]] <= room:
+                c = self.caches.cached(i, queue[0])
+                if computed + rec.prompt[queue[0]] - c > self.cap:
+                    break
                 r = queue.popleft()
                 batch.append(r)
+                cached.append(c)
                 tokens += rec.prompt[r]
+                computed += rec.prompt[r] - c
             loop.queued -= len(batch)
-            dt = self.steps.prefill_s([rec.prompt[r] for r in batch])
+            new = [rec.prompt[r] - c for r, c in zip(batch, cached, strict=True)]
+            dt = self.steps.prefill_s(new, cached) if any(cached) else self.steps.prefill_s(new)
             end = now + dt
             self.busy_s[i] += dt
             self.held[i] += tokens
             if self.held[i] > self.held_high_water[i]:
                 self.held_high_water[i] = self.held[i]
-            for r in batch:
+            for r, c in zip(batch, cached, strict=True):
+                rec.cached[r] = c
                 rec.prefill_start[r] = now
                 rec.prefill_end[r] = end  # known now: the step time is deterministic
                 rec.prefill_instance[r] = i
@@ -231,9 +256,18 @@ class PrefillPool:
                 for r in batch:
                     self._route(r)
 
+    def _by_cache(self, r: int) -> int:
+        """The idle prefill instance the prefix routing rule picks for request ``r`` (load: KV held)."""
+        loads = [float(h) if i in self.idle else math.inf for i, h in enumerate(self.held)]
+        pick = self.caches.pick(r, loads)
+        return pick if pick in self.idle else min(self.idle, key=self.held.__getitem__)
+
     def _route(self, r: int) -> None:
         best = self.decode[0]
-        if len(self.decode) > 1:
+        pick = self.decode_caches.pick(r, [float(d.load_tokens()) for d in self.decode])
+        if pick is not None:
+            best = self.decode[pick]
+        elif len(self.decode) > 1:
             best_load = best.load_tokens()
             for d in self.decode[1:]:
                 load = d.load_tokens()
@@ -244,6 +278,8 @@ class PrefillPool:
 
     def _end(self, arg: tuple[int, list[int]]) -> None:
         i, batch = arg
+        for r in batch:
+            self.caches.store_prompt(i, r)
         if not self.layerwise:
             for r in batch:
                 self._route(r)
@@ -257,7 +293,9 @@ class PrefillPool:
         now = self.loop.now
         ps, pe = rec.prefill_start[r], rec.prefill_end[r]
         ready = ps + self.first_layer * (pe - ps) if self.layerwise else pe
-        t, t_last = self.transfer(rec.prompt[r])
+        held = self.decode_caches.cached(rec.instance[r], r)  # already on the decode instance
+        rec.decode_held[r] = held
+        t, t_last = self.transfer(rec.prompt[r] - held)
         start = max(now, self.link_free[i], ready)
         end = max(start + t, rec.prefill_end[r] + t_last)
         self.link_free[i] = end
@@ -285,10 +323,13 @@ def run_disaggregated(
     layers: int | None,
     loop: EventLoop,
     rec: Recorder,
+    prefix_routing: str = "cache-aware",
 ) -> tuple[PrefillPool, list[DecodeInstance]]:
     """Replay ``rec``'s requests through the pools; returns their final state."""
-    dpool = [DecodeInstance(i, decode, loop, rec) for i in range(n_decode)]
-    ppool = PrefillPool(prefill, n_prefill, dpool, transfer, layerwise, layers, loop, rec)
+    pc = PoolCaches(rec, n_prefill, prefill.kv_capacity_tokens, prefix_routing)
+    dc = PoolCaches(rec, n_decode, decode.kv_capacity_tokens, prefix_routing, decode=True)
+    dpool = [DecodeInstance(i, decode, loop, rec, dc) for i in range(n_decode)]
+    ppool = PrefillPool(prefill, n_prefill, dpool, transfer, layerwise, layers, loop, rec, (pc, dc))
     p_cap, d_cap = prefill.kv_capacity_tokens, decode.kv_capacity_tokens
 
     def on_arrival(r: int) -> None:

@@ -14,6 +14,7 @@ tests a set of hand-written callables (:class:`CallableSteps`).
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections.abc import Callable, Sequence
@@ -25,6 +26,7 @@ import numpy as np
 from model.errors import InputError, check_whole
 from model.physics import decode_tokens
 from model.physics.decode_tokens import DecodeTokens, decode_steps
+from model.workload.prefix import check_routing
 
 __all__ = [
     "CallableSteps",
@@ -41,7 +43,8 @@ __all__ = [
 class StepTimes(Protocol):
     """Duration of one engine iteration of an instance, seconds.
 
-    - ``prefill_s(prompts)``: one prefill-only iteration over whole prompts (token counts).
+    - ``prefill_s(prompts, cached=None)``: one prefill-only iteration over prompts of ``prompts``
+      new tokens each, after ``cached`` prefix tokens each already in the prefix cache (None: none).
     - ``decode_s(batch, context_tokens)``: one decode iteration of ``batch`` sequences whose KV
       holds ``context_tokens`` tokens in total (each attends to its own context incl. its new token).
     - ``mixed_s(chunk_tokens, chunk_prefix_tokens, decode_batch, decode_context_tokens)``: one
@@ -50,7 +53,7 @@ class StepTimes(Protocol):
       the chunk), with ``decode_batch`` decodes of ``decode_context_tokens`` total context.
     """
 
-    def prefill_s(self, prompts: Sequence[int]) -> float: ...
+    def prefill_s(self, prompts: Sequence[int], cached: Sequence[int] | None = None) -> float: ...
 
     def decode_s(self, batch: int, context_tokens: int) -> float: ...
 
@@ -67,7 +70,8 @@ class CallableSteps:
     decode: Callable[[int, int], float]
     mixed: Callable[[int, float, int, int], float] | None = None
 
-    def prefill_s(self, prompts: Sequence[int]) -> float:
+    def prefill_s(self, prompts: Sequence[int], cached: Sequence[int] | None = None) -> float:
+        """The callable sees the new (uncached) tokens only."""
         return float(self.prefill(prompts))
 
     def decode_s(self, batch: int, context_tokens: int) -> float:
@@ -127,6 +131,9 @@ class SimOptions:
     ``progress``: called as progress(arrived, total) about every 1% of arrivals.
     ``closed_loop``: None (open loop: the requests' arrival times), or a closed-loop source
     (model.sim.closed_loop.ClosedLoop) whose users send each request when their last one ends.
+
+    ``prefix_routing``: how requests with block ids pick an instance's prefix cache
+    (model.workload.prefix.ROUTINGS; model.sim.prefix_cache).
     """
 
     max_queued_requests: int = DEFAULT_MAX_QUEUED_REQUESTS
@@ -135,7 +142,10 @@ class SimOptions:
     progress: Callable[[int, int], None] | None = field(default=None, compare=False)
     closed_loop: Any = None
 
+    prefix_routing: str = "cache-aware"
+
     def __post_init__(self) -> None:
+        check_routing(self.prefix_routing, "prefix_routing")
         check_whole("max_queued_requests", self.max_queued_requests, 1)
         check_whole("warmup_requests", self.warmup_requests, 0)
         t = self.max_sim_time_s
@@ -147,12 +157,25 @@ class SimOptions:
 
 @dataclass(frozen=True, eq=False)
 class SimRequests:
-    """The requests to replay: arrival times (s, nondecreasing), prompt and output token counts."""
+    """The requests to replay: arrival times (s, nondecreasing), prompt and output token counts.
+
+    Prefix caching (model.sim.prefix_cache), either of:
+    ``cached_tokens``: prompt tokens each request finds cached wherever it runs (a fixed hit rate,
+    model.workload.scenario.cached_prompt_tokens); or ``hash_ids``: per request, the hash ids of its
+    ``block_tokens``-token KV blocks (Mooncake style: equal id = same prefix block), first its
+    prompt's blocks, optionally followed by its output's (cached when the request ends, so the next
+    turn of a session can reuse them); each instance then keeps an LRU cache of blocks.
+    ``session_ids``: the session each request belongs to (None: no sessions).
+    """
 
     arrival_s: np.ndarray
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     source: str = ""
+    cached_tokens: np.ndarray | None = None
+    hash_ids: tuple[tuple, ...] | None = None
+    block_tokens: int = 512
+    session_ids: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         a = np.asarray(self.arrival_s, dtype=float)
@@ -172,6 +195,44 @@ class SimRequests:
         object.__setattr__(self, "arrival_s", a)
         object.__setattr__(self, "prompt_tokens", p.astype(np.int64))
         object.__setattr__(self, "output_tokens", o.astype(np.int64))
+        self._check_prefix(p)
+
+    def _check_prefix(self, p: np.ndarray) -> None:
+        n = p.size
+        check_whole("block_tokens", self.block_tokens, 1)
+        if self.cached_tokens is not None:
+            c = np.asarray(self.cached_tokens)
+            if c.shape != p.shape or not np.all(np.isfinite(c)) or np.any(c < 0) or np.any(c >= p):
+                raise InputError(
+                    "cached_tokens",
+                    "wrong shape or out of range",
+                    "whole tokens per request in [0, prompt - 1]",
+                )
+            object.__setattr__(self, "cached_tokens", np.round(c).astype(np.int64))
+        if self.hash_ids is not None:
+            ids = self.hash_ids
+            if self.cached_tokens is not None:
+                raise InputError(
+                    "hash_ids", "with cached_tokens", "either hash_ids or cached_tokens, not both"
+                )
+            if (
+                not isinstance(ids, tuple | list)
+                or len(ids) != n
+                or not all(isinstance(x, tuple | list) for x in ids)
+            ):
+                raise InputError(
+                    "hash_ids", f"{type(ids).__name__}", f"one list of block ids per request ({n})"
+                )
+            object.__setattr__(self, "hash_ids", tuple(tuple(x) for x in ids))
+        if self.session_ids is not None:
+            sids = np.asarray(self.session_ids, dtype=object)
+            if sids.shape != p.shape:
+                raise InputError("session_ids", f"shape {sids.shape}", f"one session id per request ({n})")
+            object.__setattr__(self, "session_ids", sids)
+
+    def at_times(self, arrival_s: np.ndarray) -> SimRequests:
+        """The same requests (lengths, cache hits, block ids, sessions) at other arrival times."""
+        return dataclasses.replace(self, arrival_s=arrival_s)
 
     def __len__(self) -> int:
         return int(self.arrival_s.size)
@@ -257,6 +318,11 @@ class Recorder:
         self.log_start = [-1] * n  # index of token 2 in the instance's token log
         self.last_step = [-1] * n  # index of the decode step emitting the last token
         self.rejected = [False] * n
+        self.cached = [0] * n  # prompt tokens found in the prefix cache where the prefill ran
+        self.decode_held = [0] * n  # disaggregated: prompt tokens the decode instance already held
+        self.hash_ids = req.hash_ids
+        self.fixed_cached = req.cached_tokens.tolist() if req.cached_tokens is not None else None
+        self.block_tokens = int(req.block_tokens)
 
 
 def new_run(requests: SimRequests, options: SimOptions) -> tuple[Recorder, EventLoop]:
@@ -291,7 +357,8 @@ def retire_finished(inst: Any, batch: int, now: float) -> int:
     reservation). Each sequence's context grows by the tokens a step emits (``inst.decode_tokens``,
     one without speculation). Returns how many finished.
 
-    ``inst`` carries ``log`` (step end times), ``ctx`` (live context tokens), ``kv`` (reserved KV
+    ``inst`` carries ``on_finish`` (None, or called with each finished request: its prefix cache
+    keeps the blocks), ``log`` (step end times), ``ctx`` (live context tokens), ``kv`` (reserved KV
     tokens), ``running``, ``rec`` (the Recorder) and ``finish`` (step index -> requests ending there).
     """
     inst.log.append(now)
@@ -303,6 +370,8 @@ def retire_finished(inst: Any, batch: int, now: float) -> int:
     rec = inst.rec
     for r in done:
         rec.end[r] = now
+        if inst.on_finish is not None:
+            inst.on_finish(r)
         tokens = rec.prompt[r] + rec.output[r]
         inst.ctx -= rec.prompt[r] + 1 + decode_steps(rec.output[r], inst.decode_tokens) * emitted
         inst.kv -= tokens

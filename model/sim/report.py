@@ -43,6 +43,17 @@ class RequestRecords:
     max_itl_s: np.ndarray
     rejected: np.ndarray
     measured: np.ndarray  # False for warm-up requests
+    cached_tokens: np.ndarray | None = None  # prompt tokens found in the prefix cache where prefill ran
+    decode_held_tokens: np.ndarray | None = None  # disaggregated: prompt tokens the decode side held
+
+    @property
+    def prefix_hit_rate(self) -> float:
+        """Cached prompt tokens / prompt tokens over the measured requests that started prefill."""
+        if self.cached_tokens is None:
+            return 0.0
+        started = self.measured & np.isfinite(self.prefill_start_s)
+        total = float(self.prompt_tokens[started].sum())
+        return float(self.cached_tokens[started].sum()) / total if total > 0 else 0.0
 
     @property
     def completed(self) -> np.ndarray:
@@ -88,7 +99,7 @@ class RequestRecords:
         """One row per request with every timestamp and the derived TTFT, TPOT, max ITL (seconds)."""
         cols = {
             "request": np.arange(self.arrival_s.size),
-            **{f.name: getattr(self, f.name) for f in fields(self)},
+            **{f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None},
             "ttft_s": self.ttft_s,
             "tpot_s": self.tpot_s,
             "queue_wait_s": self.queue_wait_s,
@@ -210,6 +221,8 @@ def records_from(rec: Recorder, logs: list[list[float]], warmup: int) -> Request
         max_itl_s=max_itl(rec, logs),
         rejected=np.asarray(rec.rejected, dtype=bool),
         measured=measured,
+        cached_tokens=np.asarray(rec.cached, dtype=np.int64),
+        decode_held_tokens=np.asarray(rec.decode_held, dtype=np.int64),
     )
 
 

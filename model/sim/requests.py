@@ -11,6 +11,7 @@ from model.limits import MAX_SIM_REQUESTS, check_int, checked
 from model.sim.engine import SimRequests
 from model.workload.arrivals import ArrivalProcess, Poisson, scale_to_rate
 from model.workload.presets import Workload, get_workload
+from model.workload.scenario import cached_prompt_tokens
 from model.workload.traces import Trace
 
 __all__ = ["poisson_requests", "trace_requests"]
@@ -36,7 +37,15 @@ def poisson_requests(
         raise InputError("seed", seed, "a whole number >= 0")
     len_rng, arr_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(int(seed)).spawn(2))
     prompt, output = wl.sample_requests(n, len_rng)
-    return SimRequests(proc.arrival_times_s(n, arr_rng), prompt, output, source=f"{wl.name} @ {rate_rps:g}/s")
+    h = wl.prefix_cache_hit_rate
+    cached = cached_prompt_tokens(prompt, h).astype(np.int64) if h > 0 else None
+    return SimRequests(
+        proc.arrival_times_s(n, arr_rng),
+        prompt,
+        output,
+        source=f"{wl.name} @ {rate_rps:g}/s",
+        cached_tokens=cached,
+    )
 
 
 @checked
@@ -54,4 +63,11 @@ def trace_requests(trace: Trace, n: int | None = None, rate_rps: float | None = 
         if m < 2:
             raise InputError("rate_rps", rate_rps, "a trace of at least two requests to rescale")
         t = scale_to_rate(t, rate_rps)
-    return SimRequests(t, trace.prompt_tokens[:m], trace.output_tokens[:m], source=trace.source)
+    return SimRequests(
+        t,
+        trace.prompt_tokens[:m],
+        trace.output_tokens[:m],
+        source=trace.source,
+        hash_ids=trace.hash_ids[:m] if trace.hash_ids is not None else None,
+        session_ids=trace.session_ids[:m] if trace.session_ids is not None else None,
+    )

@@ -21,6 +21,7 @@ Entry points:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,7 +163,7 @@ def simulate_colocated(
     replicas = check_whole("replicas", replicas)
     opts = options or SimOptions()
     rec, loop = new_run(requests, opts)
-    pool = run_colocated(spec, replicas, chunked, loop, rec)
+    pool = run_colocated(spec, replicas, chunked, loop, rec, opts.prefix_routing)
     makespan = _makespan(rec, loop)
     records = records_from(rec, [r.log for r in pool], opts.warmup_requests)
     busy = sum(r.busy_s for r in pool)
@@ -215,7 +216,7 @@ def simulate_disaggregated(
     opts = options or SimOptions()
     rec, loop = new_run(requests, opts)
     ppool, dpool = run_disaggregated(
-        prefill, n_prefill, decode, n_decode, transfer, layerwise, layers, loop, rec
+        prefill, n_prefill, decode, n_decode, transfer, layerwise, layers, loop, rec, opts.prefix_routing
     )
     makespan = _makespan(rec, loop)
     records = records_from(rec, [d.log for d in dpool], opts.warmup_requests)
@@ -411,7 +412,7 @@ class GoodputResult:
 def goodput(
     config: Any,
     model: str | LLMArch,
-    requests: SimRequests,
+    requests: SimRequests | Callable[[float], SimRequests],
     slo: SLO,
     *,
     start_rps: float = 1.0,
@@ -421,13 +422,16 @@ def goodput(
     """Largest rate at which the run meets ``slo`` (attainment and percentile targets; stable).
 
     The arrival times of ``requests`` are rescaled to each trial rate (model.workload.arrivals.scale_to_rate,
-    which keeps the burst shape); lengths stay. Search: double or halve from ``start_rps`` to a
-    bracket, then bisect to ``rel_tol`` (DistServe's goodput, Zhong et al. OSDI 2024, sec. 2.1).
+    which keeps the burst shape); lengths stay. ``requests`` may instead be a function of the rate
+    returning the requests of each trial (sessions, whose think times must not shrink with the load:
+    ``lambda r: model.sim.prefix_cache.session_requests(workload, r, n)``). Search: double or halve
+    from ``start_rps`` to a bracket, then bisect to ``rel_tol`` (DistServe's goodput, Zhong et al.
+    OSDI 2024, sec. 2.1).
     A configuration that does not fit has goodput 0 with the reason.
     """
     if not isinstance(slo, SLO):
         raise InputError("slo", slo, "an SLO")
-    if len(requests) < 2:
+    if not callable(requests) and len(requests) < 2:
         raise InputError("requests", len(requests), "at least two requests to rescale in time")
     if not (isinstance(start_rps, int | float) and math.isfinite(start_rps) and start_rps > 0):
         raise InputError("start_rps", start_rps, "a rate > 0 req/s")
@@ -437,11 +441,10 @@ def goodput(
     def trial(rate: float) -> SimSummary:
         nonlocal runs
         if rate not in cache:
-            req = SimRequests(
-                scale_to_rate(requests.arrival_s, rate),
-                requests.prompt_tokens,
-                requests.output_tokens,
-                requests.source,
+            req = (
+                requests(rate)
+                if callable(requests)
+                else requests.at_times(scale_to_rate(requests.arrival_s, rate))
             )
             cache[rate] = simulate(config, model, req, slo=slo, **sim_kwargs).summary  # type: ignore[arg-type]
             runs += 1

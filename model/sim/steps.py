@@ -19,6 +19,11 @@ decides where to evaluate them and caches the results:
   the linear layers, weights, KV writes and logits, but it puts k (T/k)^2 / 2 query-key pairs in
   attention instead of sum_i p_i^2 / 2, i.e. it under-counts attention FLOPs by the spread of the
   prompt lengths in the batch (the roofline's prefill takes equal-length batches).
+- **Prefill after a cached prefix** (prefix caching): for k prompts of T new tokens in total, compute
+  and memory time are affine in the cached tokens per prompt (attention reads them, FLOPs grow by
+  new x cached; model.physics.steps.prefill_cost), so two evaluations (0 and 1 cached token) per
+  (k, T) give exact lines in the mean cached prefix, tabulated over T per k. Windowed layers bend
+  once the prefix passes their window; the line keeps the slope below it (an overestimate above).
 - **KV transfer**: the prompt's KV (prompt x KV bytes/token of the whole instance) crosses
   ``lanes`` = min(TP_prefill, TP_decode) parallel links, each TP rank sending its own heads' share
   (Splitwise sec. 4.3; the planner's model.disaggregated makes the same choice):
@@ -67,6 +72,7 @@ class RooflineSteps:
         self._high: list[tuple[float, float, float, float, float]] = [(0.0,) * 5]
         self._prefill1: list[float] = [0.0]  # index = prompt tokens
         self._prefill_k: dict[int, list[float]] = {}  # k prompts -> time by total tokens
+        self._cached_k: dict[int, list[tuple[float, float, float, float, float]]] = {}  # lines in the prefix
         self._mixed: dict[tuple[int, int], tuple[float, float, float, float, float, float, float]] = {}
 
     # ------------------------------------------------------------------ decode
@@ -110,7 +116,30 @@ class RooflineSteps:
         total = np.maximum(np.arange(lo, hi, dtype=float), k)  # entries below k tokens are unused
         row.extend(prefill_cost(self.dep, total / k, batch=k).time_s.tolist())
 
-    def prefill_s(self, prompts: Sequence[int]) -> float:
+    def _grow_cached(self, k: int, row: list, tokens: int) -> None:
+        lo = len(row)
+        hi = max(tokens + 1, lo + _PREFILL_BLOCK)
+        n = np.maximum(np.arange(lo, hi, dtype=float), k) / k
+        t = affine_terms(
+            prefill_cost(self.dep, n, cached_tokens=0.0, batch=k),
+            prefill_cost(self.dep, n, cached_tokens=1.0, batch=k),
+            0.0,
+            1.0,
+        )
+        row.extend(zip(*(v.tolist() for v in np.broadcast_arrays(*t)), strict=True))
+
+    def prefill_s(self, prompts: Sequence[int], cached: Sequence[int] | None = None) -> float:
+        """One prefill iteration over ``prompts`` new tokens each (after ``cached`` cached ones)."""
+        if cached is not None and any(cached):
+            k = len(prompts)
+            total = sum(prompts)
+            row = self._cached_k.setdefault(k, [])
+            if total >= len(row):
+                self._grow_cached(k, row, total)
+            c0, c1, m0, m1, fixed = row[total]
+            x = sum(cached) / k
+            c, m = c0 + c1 * x, m0 + m1 * x
+            return (c if c > m else m) + fixed
         k = len(prompts)
         if k == 1:
             p = prompts[0]

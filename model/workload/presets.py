@@ -10,9 +10,10 @@ Presets (:func:`get_workload`) carry the published statistics they were built fr
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from model.workload.lengths import (
     check_n,
     check_rng,
 )
+from model.workload.sessions import IMPLIED_SAMPLE_SESSIONS, SessionShape, implied_hit_rates, session_rows
 
 if TYPE_CHECKING:
     from model.workload.traces import Trace
@@ -54,7 +56,14 @@ class PublishedStats:
 class Workload:
     """A request mix: prompt and output token-length distributions and how to draw pairs.
 
-    ``prefix_cache_hit_rate`` is the fraction of prompt tokens already in a prefix cache (0..1).
+    ``prefix_cache_hit_rate`` is the fraction of prompt tokens already in a prefix cache (0..1) where
+    prefill runs; ``decode_prefix_hit_rate`` the fraction whose KV a decode instance already holds
+    (earlier turns of a session it decoded), which disaggregated serving does not send again;
+    ``prefill_pool_hit_rate`` the rate on a disaggregated prefill instance when it differs (it holds
+    earlier prompts but not the answers decoded elsewhere; None: ``prefix_cache_hit_rate``).
+    ``block_hashes`` (from a trace with Mooncake ``hash_ids``) lets the planner replay the trace
+    through LRU prefix caches (model.planner.prefix); ``sessions`` describes multi-turn sessions
+    (model.workload.sessions) for the simulator's request generator.
     ``pairs`` (n x 2, int64) makes :meth:`sample_requests` resample whole (prompt, output) pairs of a
     trace; ``parts`` (weights, workloads) makes it draw each request from one component workload.
     """
@@ -68,11 +77,18 @@ class Workload:
     published: PublishedStats | None = None
     pairs: np.ndarray | None = field(default=None, repr=False)
     parts: tuple[tuple[float, Workload], ...] = field(default=(), repr=False)
+    decode_prefix_hit_rate: float = 0.0
+    prefill_pool_hit_rate: float | None = None
+    block_hashes: tuple[tuple, ...] | None = field(default=None, repr=False)
+    sessions: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        h = self.prefix_cache_hit_rate
-        if isinstance(h, bool) or not isinstance(h, int | float) or not (0.0 <= h <= 1.0):
-            raise InputError("prefix_cache_hit_rate", h, "a fraction of prompt tokens in [0, 1]")
+        for name in ("prefix_cache_hit_rate", "decode_prefix_hit_rate", "prefill_pool_hit_rate"):
+            h = getattr(self, name)
+            if h is None and name == "prefill_pool_hit_rate":
+                continue
+            if isinstance(h, bool) or not isinstance(h, int | float) or not (0.0 <= h <= 1.0):
+                raise InputError(name, h, "a fraction of prompt tokens in [0, 1]")
         for f in ("prompt_tokens", "output_tokens"):
             if not isinstance(getattr(self, f), LengthDist):
                 raise InputError(f, getattr(self, f), "a LengthDist (Fixed, LogNormal, Empirical, ...)")
@@ -124,6 +140,7 @@ class Workload:
             source=trace.source,
             description=f"{len(pairs)} requests resampled as (prompt, output) pairs",
             pairs=pairs,
+            block_hashes=trace.hash_ids,
         )
 
     @classmethod
@@ -142,11 +159,13 @@ class Workload:
         wls = [p[1] for p in parts]
         tok = np.array([wl.mean_prompt_tokens for wl in wls]) * w
         hit = float(np.sum(tok * np.array([wl.prefix_cache_hit_rate for wl in wls])) / tok.sum())
+        held = float(np.sum(tok * np.array([wl.decode_prefix_hit_rate for wl in wls])) / tok.sum())
         return cls(
             name=name,
             prompt_tokens=Mixture(tuple(w), tuple(wl.prompt_tokens for wl in wls)),
             output_tokens=Mixture(tuple(w), tuple(wl.output_tokens for wl in wls)),
             prefix_cache_hit_rate=hit,
+            decode_prefix_hit_rate=held,
             source=source or " + ".join(f"{wi:.0%} {wl.name}" for wi, wl in zip(w, wls, strict=True)),
             parts=tuple((float(wi), wl) for wi, wl in zip(w, wls, strict=True)),
         )
@@ -277,6 +296,74 @@ def _mixed() -> Workload:
     )
 
 
+_LMSYS = (
+    "LMSYS-Chat-1M (Zheng et al., 'LMSYS-Chat-1M: a large-scale real-world LLM conversation dataset', "
+    "ICLR 2024, Table 1): 2.0 turns per conversation, 69.5 tokens per user prompt, 214.5 per response"
+)
+
+
+def _session_preset(name: str, shape: SessionShape, description: str) -> Workload:
+    """A session workload: (prompt, output) pairs of every turn of a seeded sample of sessions, with
+    the hit rates its structure implies (model.workload.sessions.implied_hit_rates)."""
+    rows = [
+        pair[:2]
+        for sess in session_rows(shape, IMPLIED_SAMPLE_SESSIONS, np.random.default_rng(0))
+        for pair in sess
+    ]
+    pairs = np.array(rows, dtype=np.int64)
+    h = implied_hit_rates(shape)
+    return Workload(
+        name,
+        Empirical(pairs[:, 0]),
+        Empirical(pairs[:, 1]),
+        prefix_cache_hit_rate=h.colocated,
+        source=shape.source,
+        description=description,
+        pairs=pairs,
+        decode_prefix_hit_rate=h.decode,
+        prefill_pool_hit_rate=h.prefill_pool,
+        sessions=shape,
+    )
+
+
+@functools.cache
+def _multiturn_chat() -> Workload:
+    shape = SessionShape(
+        system_tokens=512,
+        first_message_tokens=LogNormal.from_mean_scv(69.5, 4.0, max_tokens=8192),
+        message_tokens=LogNormal.from_mean_scv(69.5, 4.0, max_tokens=8192),
+        output_tokens=LogNormal.from_mean_scv(214.5, 1.0, max_tokens=4096),
+        turns_mean=2.0,
+        think_time_s=30.0,
+        source=_LMSYS + "; assumptions: a 512-token system prompt shared by every conversation, "
+        "lognormal lengths (SCV 4 for prompts, 1 for responses), 30 s mean think time between turns",
+    )
+    return _session_preset(
+        "multiturn-chat", shape, "multi-turn chat: each turn resends the conversation so far"
+    )
+
+
+@functools.cache
+def _agentic() -> Workload:
+    shape = SessionShape(
+        system_tokens=4096,
+        first_message_tokens=LogNormal.from_mean_scv(400.0, 1.0, max_tokens=8192),
+        message_tokens=LogNormal.from_mean_scv(600.0, 2.0, max_tokens=16384),
+        output_tokens=LogNormal.from_mean_scv(150.0, 1.0, max_tokens=2048),
+        turns_mean=20.0,
+        think_time_s=2.0,
+        max_context_tokens=65536,
+        source=(
+            "assumption, shaped after tool-using coding agents (SWE-agent, Yang et al. NeurIPS 2024: "
+            "a system prompt with tool documentation, then tens of action/observation steps): 4096-token "
+            "system prompt and tool schema shared by every session, 20 steps on average, tool outputs of "
+            "600 tokens and actions of 150 tokens on average, 2 s of tool execution between steps, "
+            "sessions end at 64k tokens of context"
+        ),
+    )
+    return _session_preset("agentic", shape, "agent tool loop: long shared tool prompt, many short steps")
+
+
 _PRESETS = {
     "chat": _chat,
     "code": _code,
@@ -284,6 +371,8 @@ _PRESETS = {
     "rag": _rag,
     "short": _short,
     "mixed": _mixed,
+    "multiturn-chat": _multiturn_chat,
+    "agentic": _agentic,
 }
 
 

@@ -136,6 +136,29 @@ class Scenario:
         return cached_prompt_tokens(self.prompt_tokens, self.workload.prefix_cache_hit_rate)
 
     @cached_property
+    def prefill_pool_cached_tokens(self) -> np.ndarray:
+        """Prompt tokens a disaggregated prefill instance finds cached: it holds earlier prompts but
+        not answers decoded elsewhere (workload ``prefill_pool_hit_rate``; None: ``cached_tokens``)."""
+        h = self.workload.prefill_pool_hit_rate
+        return self.cached_tokens if h is None else cached_prompt_tokens(self.prompt_tokens, h)
+
+    @cached_property
+    def decode_cached_tokens(self) -> np.ndarray:
+        """Prompt tokens whose KV the decode instance already holds (earlier turns of a session):
+        disaggregated serving sends only the rest (workload ``decode_prefix_hit_rate``)."""
+        return cached_prompt_tokens(self.prompt_tokens, self.workload.decode_prefix_hit_rate)
+
+    @cached_property
+    def transfer_kv_bytes(self) -> np.ndarray:
+        """KV bytes per sampled request that cross the link in disaggregated serving: the prompt's KV
+        less what the decode instance already holds (all of it when nothing is held)."""
+        full = self.kv_bytes_per_request(self.prompt_tokens)
+        held = self.decode_cached_tokens
+        if not np.any(held > 0):
+            return full
+        return np.maximum(full - self.kv_bytes_per_request(held), 0.0)
+
+    @cached_property
     def decode_context_tokens(self) -> float:
         """Time-averaged context of a sequence in the decode batch.
 

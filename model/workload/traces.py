@@ -12,7 +12,8 @@ Formats
 * Mooncake (Qin et al., "Mooncake: a KVCache-centric disaggregated architecture for LLM serving",
   FAST 2025; trace in the kvcache-ai/Mooncake repository): JSON lines with ``timestamp`` (ms since
   the first request), ``input_length``, ``output_length`` and ``hash_ids`` (one id per KV block;
-  equal ids mean a shared prefix block).
+  equal ids mean a shared prefix block), and optionally ``session_id`` (requests of one multi-turn
+  conversation or agent loop share it; model.workload.sessions).
 * BurstGPT (Wang et al., "BurstGPT: a real-world workload dataset to optimize LLM serving
   systems", 2024): CSV with ``Timestamp`` (s), ``Request tokens``, ``Response tokens``; rows with
   0 response tokens are failed requests, dropped and counted in ``dropped_rows``.
@@ -67,7 +68,10 @@ class Trace:
     ``dropped_rows`` counts rows the loader skipped on purpose (e.g. BurstGPT failures).
     ``prefix_reuse_fraction`` is, when the format says which KV blocks repeat (Mooncake
     ``hash_ids``), the fraction of prompt blocks seen earlier in the trace: the prefix-cache hit
-    rate an unbounded cache would reach; None otherwise.
+    rate an unbounded cache would reach; None otherwise. ``hash_ids`` keeps the block ids of each
+    request (a tuple per request, in arrival order; None without them): the simulator's per-instance
+    LRU caches and model.workload.prefix.replay_prefix_cache read them. ``session_ids`` (an object
+    array, None without them) groups requests into sessions.
     """
 
     arrival_s: np.ndarray
@@ -76,6 +80,8 @@ class Trace:
     source: str
     dropped_rows: int = 0
     prefix_reuse_fraction: float | None = None
+    hash_ids: tuple[tuple, ...] | None = None
+    session_ids: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.arrival_s.size)
@@ -107,6 +113,8 @@ def _make_trace(
     outputs: list[int],
     dropped: int,
     reuse: float | None = None,
+    hash_ids: list[tuple] | None = None,
+    sessions: list | None = None,
 ) -> Trace:
     if not times_s:
         raise TraceFormatError(path, None, None, f"no requests in the trace ({dropped} rows dropped)")
@@ -120,6 +128,8 @@ def _make_trace(
         source=path.name,
         dropped_rows=dropped,
         prefix_reuse_fraction=reuse,
+        hash_ids=tuple(hash_ids[i] for i in order) if hash_ids is not None else None,
+        session_ids=np.array([sessions[i] for i in order], dtype=object) if sessions is not None else None,
     )
 
 
@@ -323,6 +333,8 @@ def load_mooncake_jsonl(path: str | Path, block_tokens: int = 512) -> Trace:
     blocks_total = 0
     blocks_reused = 0
     has_hashes = False
+    hashes: list[tuple] = []
+    sessions: list | None = None
     with p.open(encoding="utf-8") as fh:
         for line_no, raw in enumerate(fh, start=1):
             if not raw.strip():
@@ -340,20 +352,65 @@ def load_mooncake_jsonl(path: str | Path, block_tokens: int = 512) -> Trace:
             times.append(_float_field(p, line_no, "timestamp", rec["timestamp"]) * 1e-3)
             prompts.append(_int_field(p, line_no, "input_length", rec["input_length"], 1))
             outputs.append(_int_field(p, line_no, "output_length", rec["output_length"], 1))
-            ids = rec.get("hash_ids")
+            ids = _hash_ids(p, line_no, rec.get("hash_ids"), len(times) == 1, has_hashes)
             if ids is not None:
-                if not isinstance(ids, list) or not all(
-                    isinstance(h, int | str) and not isinstance(h, bool) for h in ids
-                ):
-                    raise TraceFormatError(
-                        p, line_no, "hash_ids", f"expected a list of integers, got {str(ids)[:60]}"
-                    )
                 has_hashes = True
+                hashes.append(ids)
                 blocks_total += len(ids)
                 blocks_reused += sum(1 for h in ids if h in seen)
                 seen.update(ids)
+            sid = _session_id(p, line_no, rec.get("session_id"), len(times) == 1, sessions is not None)
+            if sid is not None:
+                sessions = sessions if sessions is not None else []
+                sessions.append(sid)
     reuse = blocks_reused / blocks_total if has_hashes and blocks_total else None
-    return _make_trace(p, times, prompts, outputs, 0, reuse)
+    return _make_trace(p, times, prompts, outputs, 0, reuse, hashes if has_hashes else None, sessions)
+
+
+# Most block ids one request may carry (a 100M-token prompt in 512-token blocks would need ~200k).
+MAX_HASH_IDS = 1 << 18
+
+
+def _hash_ids(path: Path, line: int, ids: object, first: bool, seen_any: bool) -> tuple | None:
+    """A row's ``hash_ids`` as a tuple (ints or strings); every row has them or none does."""
+    if ids is None:
+        if seen_any:
+            raise TraceFormatError(path, line, "hash_ids", "missing (earlier rows have block hash ids)")
+        return None
+    if not first and not seen_any:
+        raise TraceFormatError(path, line, "hash_ids", "present here but missing on earlier rows")
+    if (
+        not isinstance(ids, list)
+        or not ids
+        or len(ids) > MAX_HASH_IDS
+        or not all(isinstance(h, int | str) and not isinstance(h, bool) for h in ids)
+    ):
+        raise TraceFormatError(
+            path,
+            line,
+            "hash_ids",
+            f"expected a non-empty list of at most {MAX_HASH_IDS:,} integer (or string) block ids, "
+            f"got {str(ids)[:60]}",
+        )
+    return tuple(ids)
+
+
+def _session_id(path: Path, line: int, sid: object, first: bool, seen_any: bool) -> object:
+    """A row's ``session_id`` (an integer or a short string); every row has one or none does."""
+    if sid is None:
+        if seen_any:
+            raise TraceFormatError(path, line, "session_id", "missing (earlier rows have session ids)")
+        return None
+    if not first and not seen_any:
+        raise TraceFormatError(path, line, "session_id", "present here but missing on earlier rows")
+    if isinstance(sid, bool) or not (isinstance(sid, int) or (isinstance(sid, str) and 0 < len(sid) <= 200)):
+        raise TraceFormatError(
+            path,
+            line,
+            "session_id",
+            f"expected an integer or a string of 1 to 200 characters, got {str(sid)[:60]!r}",
+        )
+    return sid
 
 
 def load_trace(path: str | Path, format: str = "auto") -> Trace:

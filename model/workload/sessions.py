@@ -1,0 +1,279 @@
+"""Multi-turn and agentic sessions: turns with think time between them, each turn's prompt the whole
+conversation so far, and the prefix-cache hit rate that structure implies.
+
+A session starts with a shared system prompt (``system_tokens``, the same for every session: a
+chat service's instructions, an agent's tool definitions) and a first user message; turn t + 1's
+prompt is turn t's prompt, its answer and a new message (the user's next question, or a tool's
+output in an agent loop): P_{t+1} = P_t + O_t + U_{t+1}. The turn count is geometric with mean
+``turns_mean`` (at least 1), think times are exponential with mean ``think_time_s`` (counted from
+the end of the answer, streamed at ``answer_s_per_token``) and a session ends early once its
+context passes ``max_context_tokens``.
+
+Hit rate implied by the structure (a cache that still holds the session when its next turn arrives;
+vLLM and SGLang cache whole blocks only):
+
+- where the whole previous turn ran (a colocated replica, with cache-aware routing so a session
+  returns to it): turn t + 1 finds floor((P_t + O_t) / B) B tokens cached (turn 1 finds the system
+  prompt's full blocks, cached by earlier sessions);
+- a disaggregated prefill instance held only the previous prompt (the answer was decoded
+  elsewhere): floor(P_t / B) B, unless the answer's KV is sent back (Mooncake's store does that);
+- the decode instance that decoded turn t holds P_t + O_t, so only the new message's KV (and any
+  block it completes) crosses the link.
+
+The implied rates are token-weighted means over a seeded sample of sessions
+(:func:`implied_hit_rates`); the simulator measures them with LRU caches of real capacity
+(model.sim.prefix_cache), so a cache too small to hold sessions over their think time shows up there.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from model.errors import InputError, check_whole
+from model.workload.lengths import LengthDist, check_rng
+
+__all__ = [
+    "HitRates",
+    "SessionShape",
+    "SessionTrace",
+    "capacity_hit_rate",
+    "implied_hit_rates",
+    "session_rows",
+    "session_trace",
+]
+
+# A session stops after this many turns whatever the geometric draw (bounds generated work).
+MAX_TURNS = 256
+# Engine KV block size the session generator hashes by (vLLM's default block_size, 16 tokens).
+SESSION_BLOCK_TOKENS = 16
+# Sessions drawn to estimate the implied hit rates (seeded: the rates are deterministic).
+IMPLIED_SAMPLE_SESSIONS = 2000
+
+
+@dataclass(frozen=True)
+class SessionShape:
+    """The shape of a multi-turn session; see the module docstring."""
+
+    system_tokens: int
+    first_message_tokens: LengthDist
+    message_tokens: LengthDist
+    output_tokens: LengthDist
+    turns_mean: float
+    think_time_s: float
+    max_context_tokens: int = 131072
+    block_tokens: int = SESSION_BLOCK_TOKENS
+    answer_s_per_token: float = 0.03
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        check_whole("system_tokens", self.system_tokens, 0)
+        check_whole("max_context_tokens", self.max_context_tokens, 1)
+        check_whole("block_tokens", self.block_tokens, 1)
+        for f in ("first_message_tokens", "message_tokens", "output_tokens"):
+            if not isinstance(getattr(self, f), LengthDist):
+                raise InputError(f, getattr(self, f), "a LengthDist (Fixed, LogNormal, ...)")
+        t = self.turns_mean
+        if isinstance(t, bool) or not isinstance(t, int | float) or not 1.0 <= t <= MAX_TURNS:
+            raise InputError("turns_mean", t, f"a mean turn count in [1, {MAX_TURNS}]")
+        for name in ("think_time_s", "answer_s_per_token"):
+            s = getattr(self, name)
+            if isinstance(s, bool) or not isinstance(s, int | float) or not (math.isfinite(s) and s >= 0):
+                raise InputError(name, s, "a time >= 0 s")
+
+    @property
+    def hit_rate(self) -> float:
+        """The implied hit rate where the whole previous turn ran (colocated; module docstring)."""
+        return implied_hit_rates(self).colocated
+
+
+@dataclass(frozen=True, eq=False)
+class SessionTrace:
+    """Generated session requests in arrival order, with per-request block ids (prompt then output)."""
+
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    session_ids: np.ndarray
+    turn: np.ndarray
+    hash_ids: tuple[tuple, ...]
+    block_tokens: int
+
+
+def session_rows(shape: SessionShape, n_sessions: int, rng: np.random.Generator):
+    """Per session: lists of (prompt, output) per turn and think times (lengths drawn in bulk)."""
+    turns = np.minimum(rng.geometric(1.0 / shape.turns_mean, n_sessions), MAX_TURNS)
+    total = int(turns.sum())
+    first = shape.first_message_tokens.sample(n_sessions, rng)
+    msgs = shape.message_tokens.sample(total, rng)
+    outs = shape.output_tokens.sample(total, rng)
+    think = rng.exponential(shape.think_time_s, total) if shape.think_time_s > 0 else np.zeros(total)
+    k = 0
+    for s in range(n_sessions):
+        prompt = shape.system_tokens + int(first[s])
+        rows = []
+        for t in range(int(turns[s])):
+            if t > 0:
+                prompt = prompt + rows[-1][1] + int(msgs[k])
+            if prompt + int(outs[k]) > shape.max_context_tokens:
+                k += int(turns[s]) - t
+                break
+            rows.append((prompt, int(outs[k]), float(think[k])))
+            k += 1
+        if not rows:  # even the first turn is too long: keep it, capped
+            p = min(shape.system_tokens + int(first[s]), shape.max_context_tokens - 1)
+            rows.append((p, max(min(int(outs[0]), shape.max_context_tokens - p), 1), 0.0))
+        yield rows
+
+
+def _block_ids(shape: SessionShape, s: int, t: int, prompt: int, output: int) -> tuple:
+    """Ids of the blocks of turn t of session s over its prompt and output: the system prompt's full
+    blocks are shared by every session; a session's other full blocks keep their id across its turns
+    (its context only grows); the last, partial block is this turn's own."""
+    b = shape.block_tokens
+    total = prompt + output
+    shared = shape.system_tokens // b
+    full = total // b
+    ids = [("sys", j) for j in range(min(shared, full))]
+    ids += [(s, j) for j in range(shared, full)]
+    if total % b:
+        ids.append((s, "tail", t))
+    return tuple(ids)
+
+
+def _session_span_s(shape: SessionShape) -> float:
+    """Mean duration of a session: its turns' answer and think times (the generator's lead-in)."""
+    return shape.turns_mean * (shape.output_tokens.mean() * shape.answer_s_per_token + shape.think_time_s)
+
+
+def session_trace(shape: SessionShape, rate_rps: float, n: int, seed: int = 0) -> SessionTrace:
+    """``n`` requests of sessions starting as a Poisson process of rate ``rate_rps`` / (mean turns
+    per session); turn t + 1 arrives O_t x ``answer_s_per_token`` (the answer's streaming time at
+    that TPOT, e.g. the SLO's) plus a think time after turn t. Open loop: the simulator replays these
+    times and does not wait for the actual answer, so a session whose answer is slower than assumed
+    sends its next turn early (it then finds only the previous prompt cached). The trace starts in
+    steady state (sessions that began before 0 s contribute their later turns); a run's caches still
+    start empty, so the first requests of a run (about rate x a session's span) are warm-up."""
+    n = check_whole("requests", n, 1)
+    if not (isinstance(rate_rps, int | float) and math.isfinite(rate_rps) and rate_rps > 0):
+        raise InputError("rate_rps", rate_rps, "a rate > 0 req/s")
+    rng = check_rng(np.random.default_rng(seed))
+    rows: list[tuple[float, int, int, int, int]] = []
+    # Start in steady state: sessions begin from -lead on, and only arrivals at t >= 0 are kept, so
+    # the trace has later turns of older sessions from its first second (no ramp of first turns).
+    lead = _session_span_s(shape) * 3.0
+    start = -lead
+    mean_turns = shape.turns_mean
+    s = 0
+    kept = 0
+    while kept < n or start < 0 or start < sorted(r[0] for r in rows)[n - 1]:
+        for sess in session_rows(shape, 64, rng):
+            start += rng.exponential(mean_turns / rate_rps)
+            t_arr = start
+            for t, (p, o, think) in enumerate(sess):
+                if t_arr >= 0:
+                    rows.append((t_arr, s, t, p, o))
+                    kept += 1
+                t_arr += o * shape.answer_s_per_token + think
+            s += 1
+    rows.sort(key=lambda x: (x[0], x[1], x[2]))
+    rows = rows[:n]
+    return SessionTrace(
+        arrival_s=np.array([r[0] for r in rows]),
+        prompt_tokens=np.array([r[3] for r in rows], dtype=np.int64),
+        output_tokens=np.array([r[4] for r in rows], dtype=np.int64),
+        session_ids=np.array([r[1] for r in rows], dtype=object),
+        turn=np.array([r[2] for r in rows], dtype=np.int64),
+        hash_ids=tuple(_block_ids(shape, r[1], r[2], r[3], r[4]) for r in rows),
+        block_tokens=shape.block_tokens,
+    )
+
+
+@dataclass(frozen=True)
+class HitRates:
+    """Implied prefix-cache hit rates (fractions of prompt tokens); see the module docstring."""
+
+    colocated: float  # the whole previous turn cached where the next prefill runs
+    prefill_pool: float  # only the previous prompt (disaggregated prefill instance)
+    decode: float  # held by the decode instance of the previous turn (not transferred again)
+    system: float = 0.0  # the shared system prompt's part alone (hit whatever the cache size)
+
+
+def implied_hit_rates(
+    shape: SessionShape, sessions: int = IMPLIED_SAMPLE_SESSIONS, seed: int = 0
+) -> HitRates:
+    """Token-weighted hit rates over ``sessions`` seeded sessions (module docstring), at most
+    prompt - 1 tokens per turn (the last prompt token is always computed)."""
+    b = shape.block_tokens
+    sys_cached = (shape.system_tokens // b) * b
+    prompt_sum = col = pre = sys = 0.0
+    for rows in session_rows(shape, sessions, np.random.default_rng(seed)):
+        prev = None
+        for p, o, _ in rows:
+            prompt_sum += p
+            cap = p - 1
+            sys += min(sys_cached, cap)
+            if prev is None:
+                col += min(sys_cached, cap)
+                pre += min(sys_cached, cap)
+            else:
+                col += min(((prev[0] + prev[1]) // b) * b, cap)
+                pre += min(max((prev[0] // b) * b, sys_cached), cap)
+            prev = (p, o)
+    h_col, h_pre = col / prompt_sum, pre / prompt_sum
+    return HitRates(h_col, h_pre, h_col, sys / prompt_sum)
+
+
+# Fixed-point iterations of the characteristic-time hit rate (converges in a few).
+_CHE_ITERATIONS = 20
+
+
+def capacity_hit_rate(
+    shape: SessionShape, rate_per_instance_rps: float, capacity_tokens: float, implied: float | None = None
+) -> float:
+    """The hit rate where a session's turns return to one instance whose LRU cache holds
+    ``capacity_tokens``, at ``rate_per_instance_rps`` requests per second on it.
+
+    Characteristic-time approximation of LRU (Che, Tung and Wang, IEEE JSAC 20(7), 2002; Fricker,
+    Robert and Roberts, ITC 2012): a block survives if it is used again within T_C, the time the
+    instance takes to insert ``capacity_tokens`` new tokens: T_C = C / (lambda_i x (E[P] (1 - h) +
+    E[O])) (every request inserts its uncached prompt tokens and its answer). A session's history was
+    last used by its previous turn, a gap of a = E[O] x answer_s_per_token plus an exponential think
+    time of mean theta ago: it survives with probability s = 1 - exp(-(T_C - a) / theta) (0 when
+    T_C <= a). The system prompt, used by every request, always survives: h = h_sys + s (h_implied -
+    h_sys), solved by fixed-point iteration (h_implied: the colocated rate unless given).
+    """
+    rates = implied_hit_rates(shape)
+    h_full = rates.colocated if implied is None else float(implied)
+    h_sys = min(rates.system, h_full)
+    lam = float(rate_per_instance_rps)
+    if not (math.isfinite(lam) and lam >= 0 and math.isfinite(capacity_tokens) and capacity_tokens >= 0):
+        raise InputError(
+            "rate_per_instance_rps / capacity_tokens", (lam, capacity_tokens), "finite values >= 0"
+        )
+    if lam == 0:
+        return h_full
+    mean_p, mean_o = _mean_turn_lengths(shape)
+    a = mean_o * shape.answer_s_per_token
+    theta = shape.think_time_s
+    h = h_full
+    for _ in range(_CHE_ITERATIONS):
+        t_c = capacity_tokens / (lam * (mean_p * (1.0 - h) + mean_o))
+        gap = t_c - a  # time left for thinking before the history is evicted
+        s = 0.0 if gap <= 0 else (1.0 - math.exp(-gap / theta) if theta > 0 else 1.0)
+        h = 0.5 * h + 0.5 * (h_sys + s * (h_full - h_sys))
+    return h
+
+
+def _mean_turn_lengths(shape: SessionShape) -> tuple[float, float]:
+    """(mean prompt, mean output) per turn over the seeded sample of :func:`implied_hit_rates`."""
+    p = o = 0.0
+    k = 0
+    for rows in session_rows(shape, IMPLIED_SAMPLE_SESSIONS, np.random.default_rng(0)):
+        for pp, oo, _ in rows:
+            p += pp
+            o += oo
+            k += 1
+    return p / k, o / k
