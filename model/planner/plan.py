@@ -3,8 +3,7 @@ and hand them to the verdict (model.planner.verdict).
 
 Two modes (DESIGN.md): a GPU budget (maximise goodput with at most ``gpus`` GPUs) or a target
 rate (find the fewest GPUs, or the lowest cost, that keep the SLOs at ``target_rate_rps``).
-Candidates that cannot run are counted by reason, never raised (an infeasible candidate is a
-value with a reason).
+Candidates that cannot run are counted by reason, never raised (a value with a reason).
 """
 
 from __future__ import annotations
@@ -91,12 +90,12 @@ class PlanRequest:
     ``arrival_scv``: squared coefficient of variation of inter-arrival gaps (1 = Poisson; the prefill
     queues use it through the G/G/c approximation, model.queueing.mgc_wait). ``engine``: the
     serving-engine profile whose caps and overheads the evaluation applies (None: vLLM), the same
-    profile ``pdplan simulate --engine`` reads. ``speculation``: speculative decoding on every
-    instance (model.Speculation; None: off). ``prefix_hit_rate`` / ``prefix_routing``: model.planner.prefix.
-    ``ep_options`` / ``dp_attention_options`` /
-    ``pp_options``: EP, attention-DP and PP degrees to enumerate (None: TP, TEP and DEP layouts for
-    MoE models, PP 1; model.serving.enumeration.candidate_layouts). ``prefill_parallelism`` /
-    ``decode_parallelism``: a fixed layout for a disaggregated pool, e.g. "tep=8", "dep=32".
+    profile ``pdplan simulate --engine`` reads. ``speculation``: speculative decoding on every instance
+    (model.Speculation; None: off). ``prefix_hit_rate`` / ``prefix_routing``: model.planner.prefix.
+    ``kv_offload``: offload tiers (model.hardware.kv_offload). ``ep_options`` / ``dp_attention_options``
+    / ``pp_options``: degrees to enumerate (None: TP, TEP and DEP layouts for MoE models, PP 1;
+    model.serving.enumeration.candidate_layouts). ``prefill_parallelism`` / ``decode_parallelism``: a
+    fixed layout for a disaggregated pool, e.g. "tep=8", "dep=32".
     """
 
     model: str | LLMArch
@@ -133,7 +132,7 @@ class PlanRequest:
     pp_options: Sequence[int] | None = None
     prefill_parallelism: str | Parallelism | None = None
     decode_parallelism: str | Parallelism | None = None
-    kv_offload: str | KVOffload | None = None  # offload tiers (model.hardware.kv_offload grammar)
+    kv_offload: str | KVOffload | None = None
 
 
 def resolve_inputs(request: PlanRequest) -> PlanInputs:

@@ -69,10 +69,18 @@ class TieredPrefixSteps:
         bw = self.place.bandwidths_bytes_per_s[tier - 1]
         return self.place.latencies_s[tier - 1] + bytes_per_gpu / bw
 
-    def prefill_s(self, prompts: Sequence[int]) -> float:
-        """One prefill iteration over whole prompts, each drawing where its prefix is found."""
-        p = np.asarray(prompts, dtype=float)
-        hit = cached_prompt_tokens(p, self.reuse.hit_rate)
+    def prefill_s(self, prompts: Sequence[int], cached: Sequence[int] | None = None) -> float:
+        """One prefill iteration over whole prompts, each drawing where its prefix is found. When the
+        run already says how many tokens of each prompt repeat an earlier prefix (``cached``: the
+        requests' cached tokens or the per-instance LRU block caches, model.sim.prefix_cache), those
+        are the prefix whose tier is drawn; otherwise floor(h x prompt) is."""
+        if cached is None:
+            full = np.asarray(prompts, dtype=float)
+            hit = cached_prompt_tokens(full, self.reuse.hit_rate)
+        else:
+            hit = np.asarray(cached, dtype=float)
+            full = np.asarray(prompts, dtype=float) + hit
+        p = full
         where = np.searchsorted(self._cum, self._rng.random(len(p)), side="right")
         found = where < len(self._cum)
         cached = np.where(found, hit, 0.0)
