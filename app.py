@@ -16,6 +16,7 @@ from app_support import (
     alternatives,
     charts,
     compute,
+    flips,
     frontier,
     guard,
     inputs,
@@ -51,7 +52,7 @@ def _stop_with(errors: list[str]) -> None:
 
 
 def main() -> None:
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.thread_time()
     raw = inputs.sidebar()
     st.title("pdplan: prefill and decode, together or apart?")
     spec, errors = inputs.parse(raw)
@@ -59,7 +60,7 @@ def main() -> None:
         _stop_with(errors)
     try:
         with st.spinner("Planning..."):
-            plan = compute.get_plan(spec)
+            plan = compute.get_plan(spec, thresholds=flips.searching())
         evals = compute.get_evaluations(spec, plan)
     except PdplanError as err:
         _stop_with([str(err)])
@@ -113,7 +114,9 @@ def main() -> None:
             panels.simulation_panel(plan, evals, spec)
     with tabs[7]:
         if is_open["Download"]:
-            panels.downloads(plan, evals, spec)
+            with st.spinner("Searching the flip thresholds for the JSON..."):
+                full = compute.get_plan(spec, thresholds=True)  # `pdplan plan --json`'s, thresholds included
+            panels.downloads(full, evals, spec)
             recipes.download(plan)
     with tabs[8]:
         if is_open["Alternatives"]:
@@ -123,7 +126,8 @@ def main() -> None:
             frontier.show(spec, plan)
     schedule.section(spec, plan)
     runs = st.session_state["_runs"] = st.session_state.get("_runs", 0) + 1
-    st.caption(f"Computed in {time.perf_counter() - t0:.2f} s (cached results are reused; page run {runs}).")
+    wall, cpu = time.perf_counter() - t0, time.thread_time() - cpu0
+    st.caption(f"Computed in {wall:.2f} s ({cpu:.2f} s CPU; cached results are reused; page run {runs}).")
 
 
 guard.run_guarded(main)
