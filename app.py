@@ -31,9 +31,11 @@ from model.units import format_count, format_rate, format_time
 
 st.set_page_config(page_title="pdplan: colocated or disaggregated?", page_icon="⚖️", layout="wide")
 
+# The first tab is the one open after an Apply: the TTFT breakdown draws from the plan's own
+# evaluations (no computation); every other tab computes only when opened (docs/app.md).
 TABS = (
-    "Pool-size map",
     "TTFT breakdown",
+    "Pool-size map",
     "Latency vs rate",
     "Roofline",
     "Memory",
@@ -79,9 +81,6 @@ def main() -> None:
     is_open = {name: tab.open is not False for name, tab in zip(TABS, tabs, strict=True)}
     slo = plan.inputs.scenario.slo
     with tabs[0]:
-        if is_open["Pool-size map"]:
-            poolmap.tab(spec, plan)
-    with tabs[1]:
         if is_open["TTFT breakdown"] and evals:
             st.plotly_chart(charts.ttft_breakdown(evals, slo.ttft_s, slo.percentile), key="chart_ttft")
             st.caption(
@@ -89,6 +88,9 @@ def main() -> None:
                 + ("at the inspected rate" if spec["rate_rps"] > 0 else "at each style's goodput")
                 + "; diamonds: p90 TTFT; dashed line: the TTFT target."
             )
+    with tabs[1]:
+        if is_open["Pool-size map"]:
+            poolmap.tab(spec, plan)
     with tabs[2]:
         if is_open["Latency vs rate"] and plan.best:
             rates = compute.sweep_rates(plan, spec["rate_rps"])

@@ -83,8 +83,9 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def streamlit_server(log_dir: Path):
-    """``streamlit run app.py`` on a free port; yields its base URL once /_stcore/health answers."""
+def streamlit_server(log_dir: Path, cpus: str | None = None):
+    """``streamlit run app.py`` on a free port; yields its base URL once /_stcore/health answers.
+    ``cpus``: pin the server to these cores (``taskset -c``, e.g. "0"; the benchmark's one core)."""
     port = _free_port()
     log = (log_dir / "streamlit.log").open("wb")
     cmd = [
@@ -93,6 +94,7 @@ def streamlit_server(log_dir: Path):
         "--browser.gatherUsageStats=false", "--server.fileWatcherType=none", "--global.developmentMode=false",
         "--client.toolbarMode=minimal",
     ]  # fmt: skip
+    cmd = _pinned(cmd, cpus)
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -117,17 +119,22 @@ def streamlit_server(log_dir: Path):
         log.close()
 
 
+def _pinned(cmd: list[str], cpus: str | None) -> list[str]:
+    """``cmd`` run on the cores ``cpus`` (``taskset -c``), or as it is when None."""
+    if cpus is None:
+        return cmd
+    taskset = shutil.which("taskset")
+    if taskset is None:
+        raise RuntimeError("taskset is not installed (util-linux), so the process cannot be pinned")
+    return [taskset, "-c", cpus, *cmd]
+
+
 @contextlib.contextmanager
-def chromium(binary: str, profile: Path):
-    """Headless Chromium with a fresh profile; yields the DevTools HTTP endpoint."""
+def chromium(binary: str, profile: Path, cpus: str | None = None):
+    """Headless Chromium with a fresh profile; yields the DevTools HTTP endpoint. ``cpus``: pin it."""
     log = (profile.parent / "chromium.log").open("wb")
-    cmd = [
-        binary,
-        *CHROMIUM_FLAGS,
-        f"--user-data-dir={profile}",
-        f"--window-size={WIDTH},{HEIGHT}",
-        "about:blank",
-    ]
+    cmd = [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={WIDTH},{HEIGHT}"]
+    cmd = _pinned([*cmd, "about:blank"], cpus)
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         port_file = profile / "DevToolsActivePort"
@@ -364,6 +371,7 @@ async def apply_change(dt: DevTools, slider_label: str, press: str) -> dict:
         "url_edited": edited["url"],
         "footer_edited": edited["footer"],
         "footer_before": before["footer"],
+        "footer_after": state["footer"],
         "url_after": state["url"],
     }
 
@@ -388,9 +396,11 @@ def measure(
     slider_label: str = "Percentile",
     presses: tuple[str, ...] = ("right", "left", "right", "left"),
     query: dict[str, str] | None = None,
+    cpus: tuple[str | None, str | None] = (None, None),
 ) -> list[tuple[str, dict]]:
     """Browser-side times from Apply to the settled page after slider steps (a value not seen
-    before: a new plan; a value seen before: cached). ``query`` sets the scenario by URL."""
+    before: a new plan; a value seen before: cached). ``query`` sets the scenario by URL; ``cpus``
+    pins the server and the browser to cores (``taskset -c`` lists, None: not pinned)."""
     binary = find_chromium()
     if binary is None:
         raise RuntimeError("chromium is not installed (run .ci/install_browser.sh)")
@@ -398,7 +408,10 @@ def measure(
         tmp_path = Path(tmp)
         profile = tmp_path / "profile"
         profile.mkdir()
-        with streamlit_server(tmp_path) as base, chromium(binary, profile) as devtools_http:
+        with (
+            streamlit_server(tmp_path, cpus[0]) as base,
+            chromium(binary, profile, cpus[1]) as devtools_http,
+        ):
             url = base + "/" + (("?" + urllib.parse.urlencode(query)) if query else "")
             coro = _measure(devtools_http, url, slider_label, list(presses))
             return asyncio.run(asyncio.wait_for(coro, timeout=600))

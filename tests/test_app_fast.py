@@ -114,6 +114,45 @@ def test_view_only_reruns_do_not_plan(plan_calls):
     assert plan_calls == [False]
 
 
+def test_the_pool_map_is_computed_only_when_its_tab_is_opened(monkeypatch):
+    """An Apply on the default view draws the TTFT breakdown (the plan's own evaluations) and maps
+    no pool split; opening "Pool-size map" computes the map of the best disaggregated TPs, and the
+    chart shows ``model.pool_map``'s goodput per GPU with the planner's split starred."""
+    from tests.test_app_views import _figure
+
+    maps = []
+    real = model.pool_map
+    monkeypatch.setattr(model, "pool_map", lambda *a, **k: maps.append(a[1:]) or real(*a, **k))
+    at = run_app()
+    at.slider(key="percentile").set_value(87)
+    apply(at)
+    assert_clean(at)
+    assert maps == []
+    assert [t for t in _figure(at)["data"] if t["type"] == "bar"], "the TTFT breakdown is drawn"
+    at.session_state["view"] = "Pool-size map"
+    at.run()
+    assert_clean(at)
+    expected = _expected(percentile=87)
+    dis = expected.best["disaggregated"].config
+    tp_p, tp_d = dis.prefill_tp, dis.decode_tp
+    assert maps == [(tp_p, tp_d, 16)]
+    cells = real(expected.inputs, tp_p, tp_d, 16)
+    heat = next(t for t in _figure(at)["data"] if t["type"] == "heatmap")
+    shown = {
+        (x, y): v
+        for y, row in zip(heat["y"], heat["z"], strict=True)
+        for x, v in zip(heat["x"], row, strict=True)
+        if v == v
+    }
+    for n_p, n_d, per_gpu, fits in zip(
+        cells["n_prefill"], cells["n_decode"], cells["goodput_rps_per_gpu"], cells["fits"], strict=True
+    ):
+        if fits and per_gpu > 0:
+            assert shown[(int(n_d), int(n_p))] == pytest.approx(per_gpu, rel=1e-9)
+    star = next(t for t in _figure(at)["data"] if t.get("name") == "best disaggregated (planner's choice)")
+    assert (star["x"][0], star["y"][0]) == (dis.n_decode, dis.n_prefill)
+
+
 def test_download_json_carries_the_planners_flip_thresholds(monkeypatch):
     """The JSON download is `pdplan plan --json`'s, so its plan is searched for the thresholds."""
     from app_support import panels
