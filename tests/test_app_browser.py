@@ -339,10 +339,12 @@ async def apply_change(dt: DevTools, slider_label: str, press: str) -> dict:
     seconds and the URL query before and after Apply."""
     keys = {"right": ("ArrowRight", "ArrowRight", 39), "left": ("ArrowLeft", "ArrowLeft", 37)}
     before = json.loads(await dt.text(FOOTER_JS))
-    focused = await dt.text(SLIDER_JS % (json.dumps(slider_label), json.dumps(slider_label)))
-    if focused != "focused":
-        raise RuntimeError(f"slider {slider_label!r}: {focused}")
     label = json.dumps(slider_label)
+    deadline = time.monotonic() + 20.0  # a loaded machine can be slow to draw the sidebar again
+    while (focused := await dt.text(SLIDER_JS % (label, label))) != "focused":
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"slider {slider_label!r}: {focused}")
+        await asyncio.sleep(0.2)
     value = await dt.text(SLIDER_VALUE_JS % (label, label))
     await _press(dt, *keys[press])
     await asyncio.sleep(0.5)
