@@ -419,6 +419,66 @@ def measure(
             return asyncio.run(asyncio.wait_for(coro, timeout=600))
 
 
+FLIP_TOGGLE_JS = """(() => {
+  const i = document.querySelector('input[aria-label="Search what would flip it"]');
+  if (!i) return "missing";
+  i.click();
+  return "clicked";
+})()"""
+FLIP_BOX_JS = """(() => {
+  const b = document.body.innerText, i = b.indexOf("What would flip it");
+  return i < 0 ? "" : b.slice(i, i + 1500);
+})()"""
+
+
+async def _flip_search(devtools_http: str, url: str) -> dict:
+    """Load the page, switch on *Search what would flip it*, wait until the box shows its result;
+    the box's text before and after, and the page footers before and after."""
+    dt, _ = await _open(devtools_http, url)
+    try:
+        await _settled(dt)
+        before = {"box": await dt.text(FLIP_BOX_JS), "footer": json.loads(await dt.text(FOOTER_JS))["footer"]}
+        if await dt.text(FLIP_TOGGLE_JS) != "clicked":
+            raise RuntimeError("no 'Search what would flip it' toggle")
+        deadline = time.monotonic() + PAGE_WAIT_S
+        while True:
+            await asyncio.sleep(0.3)
+            box = await dt.text(FLIP_BOX_JS)
+            if "Not searched yet" not in box and "Searching" not in box:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError("the flip search did not finish")
+        return {**{k + "_before": v for k, v in before.items()}, "box_after": box,
+                "footer_after": json.loads(await dt.text(FOOTER_JS))["footer"]}  # fmt: skip
+    finally:
+        dt.ws.close()
+
+
+@pytest.mark.slow
+def test_browser_flip_search_reruns_only_its_box():
+    """'What would flip it' is not searched on an Apply; its toggle reruns only that box (a
+    fragment: the page footer stays) and shows model.plan's threshold sentences."""
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("chromium is not installed (.ci/install_browser.sh installs Debian's chromium)")
+    import model
+    from app_support.flips import NOT_SEARCHED
+
+    with tempfile.TemporaryDirectory(prefix="pdplan-browser-") as tmp:
+        tmp_path = Path(tmp)
+        (tmp_path / "profile").mkdir()
+        with streamlit_server(tmp_path) as base, chromium(binary, tmp_path / "profile") as devtools_http:
+            got = asyncio.run(asyncio.wait_for(_flip_search(devtools_http, base + "/"), timeout=300))
+    assert NOT_SEARCHED in got["box_before"]
+    assert got["footer_after"] == got["footer_before"], "only the box reruns, not the page"
+    expected = model.plan(
+        "llama-3.1-70b", "h100-sxm", gpus=16, workload="chat", ttft_slo_s=0.5, tpot_slo_s=0.05
+    ).flip_thresholds
+    assert expected
+    for f in expected:
+        assert f.text in got["box_after"]
+
+
 @pytest.mark.slow
 def test_browser_apply_form_plans_once_and_updates_the_url():
     """A slider step in the form changes neither the page nor the URL; Apply re-plans, puts the
