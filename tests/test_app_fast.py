@@ -175,7 +175,7 @@ def test_infeasible_verdict_shows_what_would_work_without_the_search(plan_calls)
     at = run_app(query={"model": "llama-3.1-8b", "gpus": "4", "ttft": "1 ms"})
     assert_clean(at)
     assert verdict_of(at) == "none"
-    assert plan_calls == [False]
+    assert plan_calls in ([], [False])  # never with the search ([]: planned by an earlier test)
     expected = model.plan("llama-3.1-8b", "h100-sxm", gpus=4, **{**DEFAULT, "ttft_slo_s": 0.001})
     assert expected.flip_thresholds
     shown = _flip_texts(at)
