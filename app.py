@@ -17,6 +17,7 @@ from app_support import (
     charts,
     compute,
     concurrency,
+    flips,
     frontier,
     guard,
     inputs,
@@ -31,9 +32,11 @@ from model.units import format_count, format_rate, format_time
 
 st.set_page_config(page_title="pdplan: colocated or disaggregated?", page_icon="⚖️", layout="wide")
 
+# The first tab is the one open after an Apply: the TTFT breakdown draws from the plan's own
+# evaluations (no computation); every other tab computes only when opened (docs/app.md).
 TABS = (
-    "Pool-size map",
     "TTFT breakdown",
+    "Pool-size map",
     "Latency vs rate",
     "Roofline",
     "Memory",
@@ -52,7 +55,7 @@ def _stop_with(errors: list[str]) -> None:
 
 
 def main() -> None:
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.thread_time()
     raw = inputs.sidebar()
     st.title("pdplan: prefill and decode, together or apart?")
     spec, errors = inputs.parse(raw)
@@ -60,7 +63,7 @@ def main() -> None:
         _stop_with(errors)
     try:
         with st.spinner("Planning..."):
-            plan = compute.get_plan(spec)
+            plan = compute.get_plan(spec, thresholds=flips.searching())
         evals = compute.get_evaluations(spec, plan)
     except PdplanError as err:
         _stop_with([str(err)])
@@ -80,9 +83,6 @@ def main() -> None:
     is_open = {name: tab.open is not False for name, tab in zip(TABS, tabs, strict=True)}
     slo = plan.inputs.scenario.slo
     with tabs[0]:
-        if is_open["Pool-size map"]:
-            poolmap.tab(spec, plan)
-    with tabs[1]:
         if is_open["TTFT breakdown"] and evals:
             st.plotly_chart(charts.ttft_breakdown(evals, slo.ttft_s, slo.percentile), key="chart_ttft")
             st.caption(
@@ -90,6 +90,9 @@ def main() -> None:
                 + ("at the inspected rate" if spec["rate_rps"] > 0 else "at each style's goodput")
                 + "; diamonds: p90 TTFT; dashed line: the TTFT target."
             )
+    with tabs[1]:
+        if is_open["Pool-size map"]:
+            poolmap.tab(spec, plan)
     with tabs[2]:
         if is_open["Latency vs rate"] and plan.best:
             rates = compute.sweep_rates(plan, spec["rate_rps"])
@@ -115,7 +118,9 @@ def main() -> None:
             panels.simulation_panel(plan, evals, spec)
     with tabs[7]:
         if is_open["Download"]:
-            panels.downloads(plan, evals, spec)
+            with st.spinner("Searching the flip thresholds for the JSON..."):
+                full = compute.get_plan(spec, thresholds=True)  # `pdplan plan --json`'s, thresholds included
+            panels.downloads(full, evals, spec)
             recipes.download(plan)
     with tabs[8]:
         if is_open["Alternatives"]:
@@ -125,7 +130,8 @@ def main() -> None:
             frontier.show(spec, plan)
     schedule.section(spec, plan)
     runs = st.session_state["_runs"] = st.session_state.get("_runs", 0) + 1
-    st.caption(f"Computed in {time.perf_counter() - t0:.2f} s (cached results are reused; page run {runs}).")
+    wall, cpu = time.perf_counter() - t0, time.thread_time() - cpu0
+    st.caption(f"Computed in {wall:.2f} s ({cpu:.2f} s CPU; cached results are reused; page run {runs}).")
 
 
 guard.run_guarded(main)

@@ -116,14 +116,20 @@ def plan_arguments(spec: Spec) -> tuple[tuple[Any, ...], dict[str, Any]]:
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _plan(key: str, _spec: Spec) -> model.Plan:
+def _plan(key: str, _spec: Spec, thresholds: bool) -> model.Plan:
     args, kwargs = plan_arguments(_spec)
-    return model.plan(*args, **kwargs)
+    return model.plan(*args, thresholds=thresholds, **kwargs)
 
 
-def get_plan(spec: Spec) -> model.Plan:
-    """``model.plan`` on the spec's inputs (raises PdplanError on bad input)."""
-    return _plan(spec.key, spec)
+def get_plan(spec: Spec, thresholds: bool = False) -> model.Plan:
+    """``model.plan`` on the spec's inputs (raises PdplanError on bad input).
+
+    ``thresholds`` False (what an Apply needs) skips the flip-threshold searches, which cost one to
+    three times the rest of the plan (docs/app.md, "Responsiveness"); they run only when the page
+    asks for them ("What would flip it" switched on, the JSON download). Verdict, reasons, best
+    configurations and alternatives are the same either way (``model.plan(thresholds=...)``); the
+    two are cached apart."""
+    return _plan(spec.key, spec, bool(thresholds))
 
 
 def best_of_family(plan: model.Plan, family: str) -> model.BestConfig | None:

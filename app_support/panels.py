@@ -18,26 +18,15 @@ from model.planner.summary import verdict_summary
 from model.serving.registry import get_style, styles
 from model.units import format_bytes, format_count, format_money, format_rate, format_si, format_time
 
-from . import compute
+from . import compute, flips
 from .charts import STYLE_COLOURS
 from .infeasible import infeasibility_panel
 from .inputs import Spec, scenario_json
+from .text import md
 
 STYLES = compute.STYLES
 # The words for each verdict: every registered style's title (model.serving.registry), or "none".
 VERDICT_WORDS = {**{s.name: s.title for s in styles()}, "none": "no configuration meets the SLOs"}
-
-
-def md(text: str) -> str:
-    """Escape the characters Streamlit markdown would read as LaTeX or formatting."""
-    return (
-        text.replace("\\", "\\\\")
-        .replace("$", "\\$")
-        .replace("*", "\\*")
-        .replace("_", "\\_")
-        .replace("|", "\\|")
-        .replace("\n", " ")
-    )
 
 
 def _safe(text: str) -> str:
@@ -78,14 +67,7 @@ def verdict_card(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spe
         with left:
             st.markdown("**Why**\n\n" + "\n".join(f"- {md(r)}" for r in plan.reasons))
         with right:
-            st.markdown("**What would flip it**")
-            if plan.flip_thresholds:
-                st.markdown("\n".join(f"- {md(f.text)}" for f in plan.flip_thresholds))
-            else:
-                st.caption(
-                    "No flip threshold in the searched range (link bandwidth 1/10,000 to 10,000 times, "
-                    "prompts 1/8 to 8 times)."
-                )
+            flips.flip_box(spec, plan)
             if plan.infeasible:
                 n = sum(plan.infeasible.values())
                 st.caption(f"{n} of {plan.candidates_evaluated} candidates cannot run (see the reasons).")

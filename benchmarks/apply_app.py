@@ -1,13 +1,18 @@
 """Responsiveness of the web app in a real browser: time from a click on *Apply* to the settled
 page (new footer, no running script, no spinner), for typical scenarios (issue 19: 16-64 GPUs).
 
-For each scenario (set by URL) it starts ``streamlit run app.py`` and headless Chromium (the
-helpers of tests/test_app_browser.py), loads the page, then steps the *Percentile* slider and
-clicks Apply: ``--new`` steps to values not planned before (each a full re-plan) and then two steps
-back to values already planned (cached). Prints one line per step and a summary per scenario.
-Chromium is Debian's ``chromium`` (``bash .ci/install_browser.sh``). Usage::
+For each scenario (set by URL) it starts ``streamlit run app.py`` pinned to one core (``taskset -c``,
+``--server-cpu``) and headless Chromium (the helpers of tests/test_app_browser.py; ``--browser-cpu``
+pins it too), loads the page, then steps the *Percentile* slider and clicks Apply: ``--new`` steps
+to values not planned before (each a full re-plan) and then two steps back to values already
+planned (cached). Per step it prints the browser's time and the server's own time for the page run
+(the footer's "Computed in W s (C s CPU ...)": wall and CPU seconds of the script thread), and per
+scenario the median and maximum. Next to it, a bare ``model.plan`` on the same inputs in this
+process on the same core (with and without the flip-threshold searches the app skips on Apply),
+and the load average, so a loaded machine shows. Chromium is Debian's ``chromium``
+(``bash .ci/install_browser.sh``). Usage::
 
-    python benchmarks/apply_app.py [--gpus 16 32 64] [--new 4]
+    python benchmarks/apply_app.py [--gpus 16 32 64] [--new 4] [--server-cpu 0] [--browser-cpu 1]
 
 Figures of a run are recorded in docs/app.md ("Responsiveness").
 """
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import sys
 import time
@@ -34,41 +40,71 @@ PLAN_INPUTS = {
     "attainment": 0.9,
     "link": "ib-ndr-400",
 }
+FOOTER = re.compile(r"Computed in ([0-9.]+) s \(([0-9.]+) s CPU")
 
 
-def bare_plan_s(gpus: int, percentile: int) -> float:
+def bare_plan_s(gpus: int, percentile: int, thresholds: bool, cpu: str | None) -> float:
     """Seconds of one ``model.plan`` on the same inputs in this process (no browser, no Streamlit),
-    measured next to the browser figures so that a loaded machine shows in both."""
+    on the server's core, measured next to the browser figures so that a loaded machine shows in both."""
     import model
 
-    t0 = time.perf_counter()
-    model.plan("llama-3.1-70b", "h100-sxm", gpus=gpus, percentile=percentile, **PLAN_INPUTS)
-    return time.perf_counter() - t0
+    before = os.sched_getaffinity(0)
+    if cpu is not None:
+        os.sched_setaffinity(0, {int(c) for c in cpu.split(",")})
+    try:
+        t0 = time.perf_counter()
+        inputs = {**PLAN_INPUTS, "gpus": gpus, "percentile": percentile, "thresholds": thresholds}
+        model.plan("llama-3.1-70b", "h100-sxm", **inputs)
+        return time.perf_counter() - t0
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def _server_s(step: dict) -> tuple[float, float]:
+    """(wall, CPU) seconds of the server's page run, from the footer after the step."""
+    hit = FOOTER.search(step.get("footer_after", ""))
+    return (float(hit.group(1)), float(hit.group(2))) if hit else (float("nan"), float("nan"))
+
+
+def _stats(values: list[float]) -> str:
+    return f"median {statistics.median(values):.2f} s (max {max(values):.2f} s)"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpus", type=int, nargs="+", default=[16, 32, 64])
     ap.add_argument("--new", type=int, default=4, help="slider steps to new values (each a re-plan)")
+    ap.add_argument("--server-cpu", default="0", help="taskset -c cores of the server ('' = not pinned)")
+    ap.add_argument("--browser-cpu", default="", help="taskset -c cores of Chromium ('' = not pinned)")
     args = ap.parse_args()
     if not 1 <= args.new <= 8:
         ap.error("--new: 1..8")
+    server_cpu, browser_cpu = args.server_cpu or None, args.browser_cpu or None
     presses = ("right",) * args.new + ("left", "left")
-    bare_plan_s(16, 90)  # imports and catalog loading out of the reference figure
+    bare_plan_s(16, 90, False, server_cpu)  # imports and catalog loading out of the reference figure
+    print(f"server pinned to cores {server_cpu}, browser to {browser_cpu}; {os.cpu_count()} cores")
     for gpus in args.gpus:
-        results = measure("Percentile", presses, {"gpus": str(gpus)})
+        load = os.getloadavg()[0]
+        results = measure("Percentile", presses, {"gpus": str(gpus)}, (server_cpu, browser_cpu))
         (_, first), steps = results[0], results[1:]
         print(f"{gpus} GPUs: first load (cold server) {first['seconds']:.2f} s")
-        new = [r["seconds"] for _, r in steps[: args.new]]
-        cached = [r["seconds"] for _, r in steps[args.new :]]
         for i, (_, r) in enumerate(steps):
             kind = "new plan" if i < args.new else "cached"
-            print(f"  Apply -> settled ({kind}): {r['seconds']:.2f} s  url {r['url_after']}")
-        bare = [bare_plan_s(gpus, p) for p in (96, 97)]
+            wall, cpu = _server_s(r)
+            print(
+                f"  Apply -> settled ({kind}): {r['seconds']:.2f} s; server page run {wall:.2f} s "
+                f"({cpu:.2f} s CPU)  url {r['url_after']}"
+            )
+        new, cached = steps[: args.new], steps[args.new :]
+        bare = [bare_plan_s(gpus, p, False, server_cpu) for p in (96, 97)]
+        full = [bare_plan_s(gpus, p, True, server_cpu) for p in (98, 99)]
         print(
-            f"  {gpus} GPUs summary: new plan median {statistics.median(new):.2f} s (max {max(new):.2f} s); "
-            f"cached median {statistics.median(cached):.2f} s; bare model.plan {min(bare):.2f} s; "
-            f"load average {os.getloadavg()[0]:.1f}"
+            f"  {gpus} GPUs summary: Apply, new plan: browser {_stats([r['seconds'] for _, r in new])}; "
+            f"server wall {_stats([_server_s(r)[0] for _, r in new])}; "
+            f"server CPU {_stats([_server_s(r)[1] for _, r in new])}; "
+            f"cached: browser {_stats([r['seconds'] for _, r in cached])}; "
+            f"bare model.plan {min(bare):.2f} s without thresholds, {min(full):.2f} s with; "
+            f"load average {load:.1f} -> {os.getloadavg()[0]:.1f}"
         )
 
 

@@ -89,7 +89,7 @@ def test_default_page_shows_the_planners_verdict():
     shown = verdict_of(at)
     assert shown in ("colocated", "colocated-chunked", "disaggregated", "none")
     assert shown == planner_verdict()
-    # the side-by-side table has a column per style and the pool-size map is drawn
+    # the side-by-side table has a column per style and the open tab's chart (TTFT breakdown) is drawn
     table = next(m.value for m in at.markdown if m.value.startswith("| |"))
     for style in ("colocated", "colocated-chunked", "disaggregated"):
         assert style in table

@@ -83,8 +83,9 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def streamlit_server(log_dir: Path):
-    """``streamlit run app.py`` on a free port; yields its base URL once /_stcore/health answers."""
+def streamlit_server(log_dir: Path, cpus: str | None = None):
+    """``streamlit run app.py`` on a free port; yields its base URL once /_stcore/health answers.
+    ``cpus``: pin the server to these cores (``taskset -c``, e.g. "0"; the benchmark's one core)."""
     port = _free_port()
     log = (log_dir / "streamlit.log").open("wb")
     cmd = [
@@ -93,6 +94,7 @@ def streamlit_server(log_dir: Path):
         "--browser.gatherUsageStats=false", "--server.fileWatcherType=none", "--global.developmentMode=false",
         "--client.toolbarMode=minimal",
     ]  # fmt: skip
+    cmd = _pinned(cmd, cpus)
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -117,17 +119,22 @@ def streamlit_server(log_dir: Path):
         log.close()
 
 
+def _pinned(cmd: list[str], cpus: str | None) -> list[str]:
+    """``cmd`` run on the cores ``cpus`` (``taskset -c``), or as it is when None."""
+    if cpus is None:
+        return cmd
+    taskset = shutil.which("taskset")
+    if taskset is None:
+        raise RuntimeError("taskset is not installed (util-linux), so the process cannot be pinned")
+    return [taskset, "-c", cpus, *cmd]
+
+
 @contextlib.contextmanager
-def chromium(binary: str, profile: Path):
-    """Headless Chromium with a fresh profile; yields the DevTools HTTP endpoint."""
+def chromium(binary: str, profile: Path, cpus: str | None = None):
+    """Headless Chromium with a fresh profile; yields the DevTools HTTP endpoint. ``cpus``: pin it."""
     log = (profile.parent / "chromium.log").open("wb")
-    cmd = [
-        binary,
-        *CHROMIUM_FLAGS,
-        f"--user-data-dir={profile}",
-        f"--window-size={WIDTH},{HEIGHT}",
-        "about:blank",
-    ]
+    cmd = [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={WIDTH},{HEIGHT}"]
+    cmd = _pinned([*cmd, "about:blank"], cpus)
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         port_file = profile / "DevToolsActivePort"
@@ -332,10 +339,12 @@ async def apply_change(dt: DevTools, slider_label: str, press: str) -> dict:
     seconds and the URL query before and after Apply."""
     keys = {"right": ("ArrowRight", "ArrowRight", 39), "left": ("ArrowLeft", "ArrowLeft", 37)}
     before = json.loads(await dt.text(FOOTER_JS))
-    focused = await dt.text(SLIDER_JS % (json.dumps(slider_label), json.dumps(slider_label)))
-    if focused != "focused":
-        raise RuntimeError(f"slider {slider_label!r}: {focused}")
     label = json.dumps(slider_label)
+    deadline = time.monotonic() + 20.0  # a loaded machine can be slow to draw the sidebar again
+    while (focused := await dt.text(SLIDER_JS % (label, label))) != "focused":
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"slider {slider_label!r}: {focused}")
+        await asyncio.sleep(0.2)
     value = await dt.text(SLIDER_VALUE_JS % (label, label))
     await _press(dt, *keys[press])
     await asyncio.sleep(0.5)
@@ -364,6 +373,7 @@ async def apply_change(dt: DevTools, slider_label: str, press: str) -> dict:
         "url_edited": edited["url"],
         "footer_edited": edited["footer"],
         "footer_before": before["footer"],
+        "footer_after": state["footer"],
         "url_after": state["url"],
     }
 
@@ -388,9 +398,11 @@ def measure(
     slider_label: str = "Percentile",
     presses: tuple[str, ...] = ("right", "left", "right", "left"),
     query: dict[str, str] | None = None,
+    cpus: tuple[str | None, str | None] = (None, None),
 ) -> list[tuple[str, dict]]:
     """Browser-side times from Apply to the settled page after slider steps (a value not seen
-    before: a new plan; a value seen before: cached). ``query`` sets the scenario by URL."""
+    before: a new plan; a value seen before: cached). ``query`` sets the scenario by URL; ``cpus``
+    pins the server and the browser to cores (``taskset -c`` lists, None: not pinned)."""
     binary = find_chromium()
     if binary is None:
         raise RuntimeError("chromium is not installed (run .ci/install_browser.sh)")
@@ -398,10 +410,73 @@ def measure(
         tmp_path = Path(tmp)
         profile = tmp_path / "profile"
         profile.mkdir()
-        with streamlit_server(tmp_path) as base, chromium(binary, profile) as devtools_http:
+        with (
+            streamlit_server(tmp_path, cpus[0]) as base,
+            chromium(binary, profile, cpus[1]) as devtools_http,
+        ):
             url = base + "/" + (("?" + urllib.parse.urlencode(query)) if query else "")
             coro = _measure(devtools_http, url, slider_label, list(presses))
             return asyncio.run(asyncio.wait_for(coro, timeout=600))
+
+
+FLIP_TOGGLE_JS = """(() => {
+  const i = document.querySelector('input[aria-label="Search what would flip it"]');
+  if (!i) return "missing";
+  i.click();
+  return "clicked";
+})()"""
+FLIP_BOX_JS = """(() => {
+  const b = document.body.innerText, i = b.indexOf("What would flip it");
+  return i < 0 ? "" : b.slice(i, i + 1500);
+})()"""
+
+
+async def _flip_search(devtools_http: str, url: str) -> dict:
+    """Load the page, switch on *Search what would flip it*, wait until the box shows its result;
+    the box's text before and after, and the page footers before and after."""
+    dt, _ = await _open(devtools_http, url)
+    try:
+        await _settled(dt)
+        before = {"box": await dt.text(FLIP_BOX_JS), "footer": json.loads(await dt.text(FOOTER_JS))["footer"]}
+        if await dt.text(FLIP_TOGGLE_JS) != "clicked":
+            raise RuntimeError("no 'Search what would flip it' toggle")
+        deadline = time.monotonic() + PAGE_WAIT_S
+        while True:
+            await asyncio.sleep(0.3)
+            box = await dt.text(FLIP_BOX_JS)
+            if "Not searched yet" not in box and "Searching" not in box:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError("the flip search did not finish")
+        return {**{k + "_before": v for k, v in before.items()}, "box_after": box,
+                "footer_after": json.loads(await dt.text(FOOTER_JS))["footer"]}  # fmt: skip
+    finally:
+        dt.ws.close()
+
+
+@pytest.mark.slow
+def test_browser_flip_search_reruns_only_its_box():
+    """'What would flip it' is not searched on an Apply; its toggle reruns only that box (a
+    fragment: the page footer stays) and shows model.plan's threshold sentences."""
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("chromium is not installed (.ci/install_browser.sh installs Debian's chromium)")
+    import model
+    from app_support.flips import NOT_SEARCHED
+
+    with tempfile.TemporaryDirectory(prefix="pdplan-browser-") as tmp:
+        tmp_path = Path(tmp)
+        (tmp_path / "profile").mkdir()
+        with streamlit_server(tmp_path) as base, chromium(binary, tmp_path / "profile") as devtools_http:
+            got = asyncio.run(asyncio.wait_for(_flip_search(devtools_http, base + "/"), timeout=300))
+    assert NOT_SEARCHED in got["box_before"]
+    assert got["footer_after"] == got["footer_before"], "only the box reruns, not the page"
+    expected = model.plan(
+        "llama-3.1-70b", "h100-sxm", gpus=16, workload="chat", ttft_slo_s=0.5, tpot_slo_s=0.05
+    ).flip_thresholds
+    assert expected
+    for f in expected:
+        assert f.text in got["box_after"]
 
 
 @pytest.mark.slow

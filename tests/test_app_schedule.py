@@ -21,7 +21,7 @@ DEFAULT = {"workload": "chat", "ttft_slo_s": 0.5, "tpot_slo_s": 0.05, "percentil
 def test_schedule_section_is_off_by_default_then_matches_model_schedule() -> None:
     at = AppTest.from_file(APP, default_timeout=180).run()
     assert not at.exception
-    assert len(at.get("plotly_chart")) == 1  # the pool-size map only: the schedule is not computed
+    assert len(at.get("plotly_chart")) == 1  # the open tab's chart only: the schedule is not computed
     at.number_input(key="sched_peak").set_value(3.0)
     at.toggle(key="sched_on").set_value(True)
     at.button(key="apply").click().run()

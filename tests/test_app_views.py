@@ -113,7 +113,8 @@ def _figure(at: AppTest, index: int = 0) -> dict:
 
 def _home(workload: str, gpus: int) -> AppTest:
     return run_app(
-        query={"model": "llama-3.1-8b", "gpu": "rtx-4090", "workload": workload, "gpus": str(gpus)}
+        "Pool-size map",
+        query={"model": "llama-3.1-8b", "gpu": "rtx-4090", "workload": workload, "gpus": str(gpus)},
     )
 
 
@@ -140,7 +141,7 @@ def test_pool_map_says_when_no_split_fits():
 
 
 def test_pool_map_caption_explains_star_and_colour_and_marks_the_target():
-    at = run_app(query={"mode": inputs.TARGET, "target_rate": "12"})
+    at = run_app("Pool-size map", query={"mode": inputs.TARGET, "target_rate": "12"})
     assert_clean(at)
     text = " ".join(c.value for c in at.caption)
     assert "goodput per GPU" in text and "star" in text and "reach the target rate of 12 req/s" in text
