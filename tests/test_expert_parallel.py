@@ -264,3 +264,34 @@ def test_groups_leaving_the_node_use_the_scale_out_link() -> None:
         scale_out_link=get_link("roce-400"),
     )
     assert custom.group_link(16).name == "roce-400"
+
+
+def test_redundant_experts_per_gpu_by_hand() -> None:
+    """DeepSeek's EP144 decode unit: 256 + 32 redundant experts = 288 = 2 per GPU per MoE layer, so
+    each GPU holds 2 / 256 = 1 / 128 of the routed-expert weights (not 1 / 144), plus the replicated
+    attention and dense weights; EP144 without the redundant copies does not divide 256 experts."""
+    par = Parallelism(dp_attention=144, ep=144, nodes=18)
+    dep = Deployment(DSV3, get_gpu("h800"), par, weight_dtype="fp8", redundant_experts=32)
+    w = dep.weight_bytes_by_component
+    assert dep.physical_experts == 288
+    assert dep.weight_bytes_per_gpu == pytest.approx(
+        w["attention"] + w["mlp"] + w["experts"] / 128, rel=1e-12
+    )
+    with pytest.raises(InputError, match="parallelism.ep.*256 routed experts"):
+        Deployment(DSV3, get_gpu("h800"), par, weight_dtype="fp8")
+    with pytest.raises(InputError, match="redundant_experts"):
+        Deployment(DSV3, get_gpu("h800"), par, weight_dtype="fp8", redundant_experts=-1)
+    # the decode step's FLOPs do not change with redundant copies (the same tokens, spread wider)
+    ep128 = Deployment(
+        DSV3, get_gpu("h800"), Parallelism(dp_attention=128, ep=128, nodes=16), weight_dtype="fp8"
+    )
+    with_copies = Deployment(
+        DSV3,
+        get_gpu("h800"),
+        Parallelism(dp_attention=128, ep=128, nodes=16),
+        weight_dtype="fp8",
+        redundant_experts=128,
+    )
+    assert float(decode_step_cost(ep128, 16384, 4096).flops) == float(
+        decode_step_cost(with_copies, 16384, 4096).flops
+    )

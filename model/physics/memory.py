@@ -147,7 +147,7 @@ def memory_fit(
     weights = dep.weight_bytes_per_gpu
     workspace = activation_workspace_bytes(dep, mbt)
     arch = dep.arch
-    buffers = all_to_all_buffer_bytes(arch.hidden_size, arch.num_experts, dep.ep) if arch.is_moe else 0.0
+    buffers = all_to_all_buffer_bytes(arch.hidden_size, dep.physical_experts, dep.ep) if arch.is_moe else 0.0
     left = usable - weights - workspace - reserve - buffers
     kv_tok = dep.kv_bytes_per_token_per_gpu + dep.drafter_kv_bytes_per_token_per_gpu
     layout = _fit_layout(dep, kv_tok)
