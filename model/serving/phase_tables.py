@@ -72,9 +72,31 @@ def deployment(scn: Scenario, gpu: GPU, parallel: Parallelism | int) -> Deployme
     )
 
 
-def _decode_table(dep: Deployment, context_tokens: float) -> np.ndarray:
+# The unchunked prefill and decode tables depend on the instance's layout, not on its chunk budget
+# or role: computed once per (scenario, GPU, layout) and shared by every chunk option (a colocated
+# layout is tabulated for each of its chunk budgets) and by the prefill / decode pools.
+@lru_cache(maxsize=256)
+def _prefill_table(scn: Scenario, gpu: GPU, parallel: Parallelism | int) -> tuple[Deployment, np.ndarray]:
+    dep = deployment(scn, gpu, parallel)
+    prompt, cached = scn.prompt_tokens, scn.cached_tokens
+    pre = np.asarray(prefill_cost(dep, prompt - cached, cached_tokens=cached).time_s, dtype=float)
+    pre.flags.writeable = False
+    return dep, pre
+
+
+@lru_cache(maxsize=256)
+def _decode_table(scn: Scenario, gpu: GPU, parallel: Parallelism | int) -> np.ndarray:
+    dep = _prefill_table(scn, gpu, parallel)[0]
     b = np.maximum(BATCH_GRID, 1.0)
-    return np.asarray(decode_step_cost(dep, b, context_tokens).time_s, dtype=float)
+    dec = np.asarray(decode_step_cost(dep, b, scn.decode_context_tokens).time_s, dtype=float)
+    dec.flags.writeable = False
+    return dec
+
+
+def clear_table_caches() -> None:
+    """Forget every cached table (benchmarks time the cold path with it)."""
+    for cached in (instance_tables, _prefill_table, _decode_table):
+        cached.cache_clear()
 
 
 def chunked_prefill_sum_s(
@@ -160,7 +182,7 @@ def instance_tables(
 
     The engine profile (``scn.engine``) sets the decode-only activation workspace and caps the
     running batch at ``max_num_seqs``, as the simulator does (model.sim.simulate)."""
-    dep = deployment(scn, gpu, parallel)
+    dep, pre = _prefill_table(scn, gpu, parallel)
     prompt, cached = scn.prompt_tokens, scn.cached_tokens
     if role == "decode":
         batched = scn.engine.decode_batched_tokens
@@ -177,8 +199,7 @@ def instance_tables(
         reason = f"KV cache holds {capacity:,.0f} tokens, less than the longest request ({longest:,.0f})"
     kv_batch = float(fit.max_batch(max(scn.decode_context_tokens, 1.0)))
     max_batch = min(kv_batch, float(scn.engine.max_num_seqs)) if fits else 0.0
-    pre = np.asarray(prefill_cost(dep, prompt - cached, cached_tokens=cached).time_s, dtype=float)
-    dec = _decode_table(dep, scn.decode_context_tokens) if role != "prefill" else np.zeros_like(BATCH_GRID)
+    dec = _decode_table(scn, gpu, parallel) if role != "prefill" else np.zeros_like(BATCH_GRID)
     if role == "prefill":
         # Two identical prompts in one step cost 2 S - F: F is the part paid once per step (overhead,
         # kernel launches, exposed weight reads, all-reduce latency), which a batch of prompts shares.
