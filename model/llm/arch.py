@@ -35,6 +35,10 @@ def attention_params_per_layer(arch: LLMArch, *, full_layer: bool = False) -> in
     an F layer with its own shape (Gemma 4: global_kv_heads x global_head_dim, K reused as V).
     MLA: Q: h*r_q + r_q*n_h*(d_nope+d_rope) (or h*n_h*(d_nope+d_rope) without r_q);
     KV: h*(r_kv + d_rope) + r_kv*n_h*(d_nope + d_v); O: n_h*d_v*h  (DeepSeek-V2, sec. 2.1).
+    DeepSeek-V4 (``kv_shared``): Q through r_q as MLA, h*(n_kv*d) for the one shared K = V, and the
+    grouped low-rank O of g groups: n_h*d*r_o + g*r_o*h (reference inference/model.py, Attention:
+    wq_a, wq_b, wkv, wo_a, wo_b); K/H layers' compressors and indexers are added per layer kind
+    (:func:`model.llm.attention.compressed_extra_params`).
     """
     h, n_h = arch.hidden_size, arch.num_heads
     if arch.is_mla:
@@ -43,7 +47,15 @@ def attention_params_per_layer(arch: LLMArch, *, full_layer: bool = False) -> in
         kv = h * (arch.kv_lora_rank + arch.qk_rope_head_dim)
         kv += arch.kv_lora_rank * n_h * (arch.qk_nope_head_dim + arch.v_head_dim)
         return q + kv + n_h * arch.v_head_dim * h
-    d, n_kv, kv_mats = arch.head_dim, arch.num_kv_heads, 2
+    d, n_kv, kv_mats = arch.head_dim, arch.num_kv_heads, 1 if arch.kv_shared else 2
+    if arch.kv_shared:
+        q = h * arch.q_lora_rank + arch.q_lora_rank * n_h * d if arch.q_lora_rank else h * n_h * d
+        o = (
+            n_h * d * arch.o_lora_rank + arch.o_groups * arch.o_lora_rank * h
+            if arch.o_groups
+            else n_h * d * h
+        )
+        return q + kv_mats * h * n_kv * d + o
     if full_layer and arch.global_head_dim:  # Gemma 4 global layers: own shape, no v_proj with V = K
         d, n_kv, kv_mats = arch.global_head_dim, arch.global_kv_heads, 1 if arch.global_k_eq_v else 2
     gate = h * n_h * d if arch.attention_output_gate else 0

@@ -44,6 +44,7 @@ GATED_MODEL_TYPES = {
     "qwen3_5_moe_text",
     "qwen3_5_text",
     "deepseek_v32",
+    "deepseek_v4",
     "glm_moe_dsa",
     "glm4_moe",
     "minimax_m3",

@@ -87,7 +87,7 @@ def activation_elements_per_token(arch: LLMArch, tp: int) -> float:
         o_dim = arch.num_heads * arch.v_head_dim
     else:
         q_dim = arch.num_heads * arch.head_dim
-        kv_dim = 2 * arch.num_kv_heads * arch.head_dim
+        kv_dim = (1 if arch.kv_shared else 2) * arch.num_kv_heads * arch.head_dim
         o_dim = q_dim
     up = 2 if arch.gated_mlp else 1
     attn = (h + (q_dim + kv_dim) / tp) + (o_dim / tp + h) + (q_dim + o_dim) / tp
