@@ -30,6 +30,7 @@ PUBLISHED = {
     "minimax-m2.5": (230e9, 10e9, "no-embeddings", "MiniMax-M2 model card: 230B total, 10B active"),
     "minimax-m3": (428e9, 23e9, "no-embeddings", "MiniMax-M3 model card: ~428B total, ~23B activated"),
     "nemotron-3-nano-30b-a3b": (31.6e9, 3.6e9, "all", "Nemotron 3 Nano card: 31.6B, ~3.6B active incl. emb."),
+    "nemotron-3-super-120b-a12b": (120e9, 12e9, "no-embed", "model name: 120B total, A12B"),
     "nemotron-h-56b": (56e9, 56e9, "all", "Nemotron-H paper (arXiv:2504.03624): 56B"),
     "mixtral-8x22b": (141e9, 39e9, "all", "Mistral AI: 39B active of 141B"),
     "gemma-4-31b": (31e9, 31e9, "all", "model name: 31B (with its vision encoder)"),

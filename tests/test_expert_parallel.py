@@ -295,3 +295,33 @@ def test_redundant_experts_per_gpu_by_hand() -> None:
     assert float(decode_step_cost(ep128, 16384, 4096).flops) == float(
         decode_step_cost(with_copies, 16384, 4096).flops
     )
+
+
+def test_latent_moe_weights_and_all_to_all_by_hand() -> None:
+    """Nemotron 3 Super (LatentMoE): 512 routed experts of 2 x 1,024 x 2,688 (squared-ReLU up and
+    down in the 1,024-wide latent) = 5,505,024 weights; per MoE layer every token also uses the
+    4,096 x 512 router, two shared experts of 2 x 4,096 x 2,688 and the 4,096 x 1,024 down- and
+    up-projections = 54,525,952. The dispatch carries the latent: 1,024 x 22 x 1.03125 = 23,232 B per
+    token instead of 92,928 at the hidden width, so an EP8 decode step's all-to-all is the latent one."""
+    from model.llm.arch import expert_params, expert_width, shared_moe_params
+
+    a = get_model("nemotron-3-super-120b-a12b")
+    assert (expert_width(a), expert_params(a)) == (1024, 5_505_024)
+    assert shared_moe_params(a) == 4096 * 512 + 2 * 2 * 4096 * 2688 + 2 * 4096 * 1024 == 54_525_952
+    assert dispatch_bytes_per_token(expert_width(a), a.experts_per_token) == 23_232
+    par = Parallelism(dp_attention=8, ep=8)
+    dep = Deployment(a, B200, par, weight_dtype="fp8")
+    tokens = 64 * 8
+    cost = decode_step_cost(dep, tokens, 4096)
+    sent = max(tokens / 8, 1.2 * tokens / 8)
+    a2a = moe_comm_time_s(
+        np.array(sent),
+        hidden_size=1024,
+        experts_per_token=22,
+        moe_layers=40,
+        parallel_ep=8,
+        local_gpus=dep.domain_gpus,
+        intra=dep.intra_link,
+        inter=dep.scale_out_link_resolved,
+    )
+    assert float(cost.comm_s) == pytest.approx(float(a2a), rel=1e-12)

@@ -10,7 +10,10 @@ Counting conventions (stated once, used everywhere):
 - MLP: gated (SwiGLU, Shazeer 2020) has three hidden x intermediate matrices, plain has two.
 - MoE layer: every routed and shared expert is a gated MLP of moe_intermediate_size plus a
   hidden x experts router; a token uses experts_per_token routed experts and all shared ones
-  (Mixtral paper, sec. 2; DeepSeek-V3 report, sec. 2.1.2).
+  (Mixtral paper, sec. 2; DeepSeek-V3 report, sec. 2.1.2). Latent MoE (``moe_latent_size`` r,
+  Nemotron 3 Super): routed experts map r -> moe_intermediate_size -> r, between one h x r down- and
+  one r x h up-projection per MoE layer that every token uses; shared experts stay at width h
+  (NVIDIA Nemotron 3 Super model card, "LatentMoE").
 """
 
 from __future__ import annotations
@@ -88,10 +91,8 @@ def ffn_params(arch: LLMArch, *, active: bool) -> int:
     """
     if not arch.is_moe:
         return arch.ffn_layers * mlp_params(arch, arch.intermediate_size)
-    experts = (arch.experts_per_token if active else arch.num_experts) + arch.num_shared_experts
-    per_moe_layer = arch.hidden_size * arch.num_experts + experts * mlp_params(
-        arch, arch.moe_intermediate_size
-    )
+    routed = arch.experts_per_token if active else arch.num_experts
+    per_moe_layer = shared_moe_params(arch) + routed * expert_params(arch)
     return (
         arch.num_dense_layers * mlp_params(arch, arch.intermediate_size) + arch.num_moe_layers * per_moe_layer
     )
@@ -125,18 +126,36 @@ def mtp_params(arch: LLMArch) -> int:
     if not arch.num_mtp_layers:
         return 0
     if arch.is_moe:
-        ffn = arch.hidden_size * arch.num_experts + (
-            arch.num_experts + arch.num_shared_experts
-        ) * expert_params(arch)
+        ffn = shared_moe_params(arch) + arch.num_experts * expert_params(arch)
     else:
         ffn = mlp_params(arch, arch.intermediate_size)
     h = arch.hidden_size
     return arch.num_mtp_layers * (attention_params_per_layer(arch) + ffn + 2 * h * h)
 
 
+def expert_width(arch: LLMArch) -> int:
+    """The width routed experts read and write (and the all-to-all carries): the latent width of a
+    latent MoE, else hidden_size."""
+    return arch.moe_latent_size or arch.hidden_size
+
+
 def expert_params(arch: LLMArch) -> int:
-    """Weights of one routed expert (0 for dense models)."""
-    return mlp_params(arch, arch.moe_intermediate_size) if arch.is_moe else 0
+    """Weights of one routed expert (0 for dense models): an MLP of moe_intermediate_size at
+    :func:`expert_width`."""
+    if not arch.is_moe:
+        return 0
+    return (3 if arch.gated_mlp else 2) * expert_width(arch) * arch.moe_intermediate_size
+
+
+def shared_moe_params(arch: LLMArch) -> int:
+    """Weights of one MoE layer every token uses besides its routed experts: the h x E router, the
+    shared experts (width h) and a latent MoE's two h x r projections."""
+    latent = 2 * arch.hidden_size * arch.moe_latent_size
+    return (
+        arch.hidden_size * arch.num_experts
+        + arch.num_shared_experts * mlp_params(arch, arch.moe_intermediate_size)
+        + latent
+    )
 
 
 def weight_params_by_component(arch: LLMArch) -> dict[str, int]:

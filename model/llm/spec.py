@@ -70,6 +70,7 @@ _FIELD_RANGES: dict[str, tuple[int, int]] = {
     "compress_ratio_heavy": (0, 1 << 16),
     "o_groups": (0, 1 << 16),
     "o_lora_rank": (0, 1 << 16),
+    "moe_latent_size": (0, 1 << 20),
 }
 
 
@@ -92,6 +93,9 @@ class LLMArch:
     num_shared_experts: int = 0
     moe_intermediate_size: int = 0
     num_dense_layers: int = 0  # layers with a dense MLP in an MoE model (DeepSeek's first_k_dense_replace)
+    # Latent MoE (Nemotron 3 Super): routed experts work in this width, between a shared h x latent
+    # down-projection and latent x h up-projection per MoE layer; 0 = experts work in hidden_size.
+    moe_latent_size: int = 0
     kv_lora_rank: int = 0
     q_lora_rank: int = 0
     qk_rope_head_dim: int = 0
@@ -178,6 +182,7 @@ class LLMArch:
                 "num_shared_experts",
                 "moe_intermediate_size",
                 "num_dense_layers",
+                "moe_latent_size",
             ):
                 if getattr(self, name):
                     raise bad(name, "0 for a dense model (num_experts = 0)")
