@@ -188,4 +188,4 @@ def test_ep_load_imbalance_follows_the_measured_eplb_gap() -> None:
     ratio = float(by_id["sglang-96h100-prefill-4k-balanced"]["value"]) / float(
         by_id["sglang-96h100-prefill-4k"]["value"]
     )
-    assert round(ratio, 2) == 1.18 and EP_LOAD_IMBALANCE == round(ratio, 1)
+    assert round(ratio, 2) == 1.18 and round(ratio, 1) == EP_LOAD_IMBALANCE
