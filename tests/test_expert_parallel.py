@@ -325,3 +325,30 @@ def test_latent_moe_weights_and_all_to_all_by_hand() -> None:
         inter=dep.scale_out_link_resolved,
     )
     assert float(cost.comm_s) == pytest.approx(float(a2a), rel=1e-12)
+
+
+def test_nvl72_rack_keeps_wide_ep_on_nvlink() -> None:
+    """A GB200 NVL72 rack is one 72-GPU NVLink domain of 18 four-GPU trays: a DEP16 or DEP64 instance
+    stays in the domain (nodes = 1, all-to-all over NVLink 5), DEP144 spans two racks (IB), and TP may
+    use the whole domain but not more (one error naming the field)."""
+    from model.hardware.catalog import get_node
+
+    node = get_node("gb200-nvl72")
+    layouts = {p.label: p for p in candidate_layouts(DSV3, (1, 2, 4, 8), 144, node)}
+    assert layouts["DEP16"].nodes == 1 and layouts["DEP64"].nodes == 1
+    dep = Deployment(DSV3, get_gpu("gb200"), layouts["DEP64"], weight_dtype="fp8")
+    assert dep.group_link(64).name == "nvlink5"
+    assert "TP8" in layouts  # TP groups within the domain
+    with pytest.raises(InputError, match="decode_parallelism.*NVLink domain \\(72 GPUs of gb200-nvl72\\)"):
+        model.plan(
+            "deepseek-v3",
+            "gb200",
+            workload="chat",
+            ttft_slo_s=2.0,
+            tpot_slo_s=0.1,
+            gpus=144,
+            dtype="fp8",
+            node="gb200-nvl72",
+            decode_parallelism="tp=144",
+            thresholds=False,
+        )
