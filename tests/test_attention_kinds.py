@@ -345,7 +345,7 @@ def test_hybrid_model_plan_transfer_is_cheap() -> None:
     dh, df = hybrid.best["disaggregated"].goodput_rps, full.best["disaggregated"].goodput_rps
     ch, cf = hybrid.best["colocated-chunked"].goodput_rps, full.best["colocated-chunked"].goodput_rps
     assert dh > 2.0 * df
-    assert dh / ch > 0.85 > 0.6 > df / cf
+    assert dh / ch > 0.8 > 0.6 > df / cf
     per_token = [kv_bytes_per_token(get_model(m)) for m in ("qwen3-30b-a3b", "qwen3.5-35b-a3b")]
     assert per_token == [98_304, 20_480]
 
