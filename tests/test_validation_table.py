@@ -145,18 +145,18 @@ MOE_RECORDED_ERRORS = {
     "sglang-96h100-decode-2k": -0.171,
     "rtpllm-h800-prefill-4k": -0.427,
 }
-# A change may move a row's error by at most this much (absolute) without updating the docs.
+# A change may worsen a row's error by at most this much (absolute) without updating the docs.
 MOE_ERROR_TOLERANCE = 0.05
 
 
 def test_moe_deployment_errors_do_not_regress() -> None:
     """Recompute every evaluated deployment row: the same rows are evaluated, and no row's error
-    grows beyond its recorded value + MOE_ERROR_TOLERANCE (an improvement beyond the tolerance also
-    fails, so the documented figures are updated with it)."""
+    magnitude grows beyond its recorded one + MOE_ERROR_TOLERANCE (an improvement passes; update the
+    table in docs/validation.md and MOE_RECORDED_ERRORS with it)."""
     got = {r.id: r.error for r in vm.load() if r.predicted is not None}
     assert set(got) == set(MOE_RECORDED_ERRORS)
     for row_id, recorded in MOE_RECORDED_ERRORS.items():
-        assert got[row_id] == pytest.approx(recorded, abs=MOE_ERROR_TOLERANCE), row_id
+        assert abs(got[row_id]) <= abs(recorded) + MOE_ERROR_TOLERANCE, (row_id, got[row_id])
 
 
 def test_moe_decode_by_hand_at_the_published_batch() -> None:
