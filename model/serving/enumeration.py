@@ -13,9 +13,9 @@ from model.hardware.parallelism import Parallelism, as_parallelism, parse_parall
 from model.llm.arch import LLMArch
 from model.serving.candidates import link_for
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
+from model.serving.phase_tables import DEFAULT_CHUNK_OPTIONS as DEFAULT_CHUNK_OPTIONS  # re-exported
 
 DEFAULT_TP_OPTIONS = (1, 2, 4, 8)
-DEFAULT_CHUNK_OPTIONS = (256, 512, 1024, 2048, 4096)
 # Attention-DP degrees the planner tries for MoE models as DEP layouts (tp = 1, ep = dp), within
 # the budget: from one node's 8 GPUs to the 32-GPU prefill (EP32) of DeepSeek's own deployment and
 # the 72-GPU decode pools of SGLang's (DeepSeek-V3 report sec. 3.4; LMSYS 2025-05-05 large-scale EP).

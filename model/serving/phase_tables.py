@@ -32,6 +32,8 @@ CHUNK_LENGTH_POINTS = 24
 # Smallest prompt chunk per iteration, as a fraction of the token budget, that the chunked model
 # tabulates; a decode batch leaving less room than this is treated as saturating the budget.
 MIN_CHUNK_FRACTION = 1.0 / 16.0
+# The chunked-prefill token budgets the planner tries by default (model.serving.enumeration).
+DEFAULT_CHUNK_OPTIONS = (256, 512, 1024, 2048, 4096)
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,7 +97,7 @@ def _decode_table(scn: Scenario, gpu: GPU, parallel: Parallelism | int) -> np.nd
 
 def clear_table_caches() -> None:
     """Forget every cached table (benchmarks time the cold path with it)."""
-    for cached in (instance_tables, _prefill_table, _decode_table):
+    for cached in (instance_tables, _prefill_table, _decode_table, _chunked_tables):
         cached.cache_clear()
 
 
@@ -153,24 +155,40 @@ def chunked_prefill_sum_s(
     return np.asarray(total + tail, dtype=float)
 
 
-def _chunked_table(dep: Deployment, scn: Scenario, chunk: int, batch_grid: np.ndarray) -> np.ndarray:
-    """Chunked prefill time [Gc, S]: tabulated on a geometric grid of prompt lengths (with the
-    workload's cached prefix at each length), interpolated at every sampled prompt."""
+def _chunk_grid(chunk: int) -> np.ndarray:
+    """Decode batches tabulated for a chunk budget: those that leave room for a prompt chunk."""
+    return BATCH_GRID[chunk * (1.0 - MIN_CHUNK_FRACTION) > BATCH_GRID]
+
+
+@lru_cache(maxsize=256)
+def _chunked_tables(
+    scn: Scenario, gpu: GPU, parallel: Parallelism | int, chunks: tuple[int, ...]
+) -> dict[int, np.ndarray]:
+    """Chunked prefill time [Gc, S] of each chunk budget in ``chunks``: tabulated on a geometric grid
+    of prompt lengths (with the workload's cached prefix at each length), interpolated at every
+    sampled prompt. Every budget's rows (decode batch b, room max(c - b, c / 16)) go through one
+    vectorised :func:`chunked_prefill_sum_s` (row-wise, so the same values as one call per budget)."""
+    dep = _prefill_table(scn, gpu, parallel)[0]
     prompt = scn.prompt_tokens
     lengths = np.unique(
         np.geomspace(max(prompt.min(), 1.0), max(prompt.max(), 2.0), CHUNK_LENGTH_POINTS).round()
     )
     cached = cached_prompt_tokens(lengths, scn.workload.prefix_cache_hit_rate)
-    room = np.maximum(chunk - batch_grid, chunk * MIN_CHUNK_FRACTION)[:, None]
+    grids = [_chunk_grid(c) for c in chunks]
+    rooms = [np.maximum(c - g, c * MIN_CHUNK_FRACTION) for c, g in zip(chunks, grids, strict=True)]
+    room = np.concatenate(rooms)
     table = chunked_prefill_sum_s(
         dep,
         (lengths - cached)[None, :],
-        room,
-        batch_grid[:, None],
+        room[:, None],
+        np.concatenate(grids)[:, None],
         scn.decode_context_tokens,
         cached[None, :],
     )
-    return np.stack([np.interp(prompt, lengths, row) for row in table])
+    rows = np.stack([np.interp(prompt, lengths, row) for row in table])
+    rows.flags.writeable = False
+    ends = np.cumsum([len(g) for g in grids])
+    return dict(zip(chunks, np.split(rows, ends[:-1]), strict=True))
 
 
 @lru_cache(maxsize=256)
@@ -210,9 +228,10 @@ def instance_tables(
         return InstanceTables(dep, fit, fits, reason, capacity, max_batch, pre, dec, prefill_fixed_s=fixed)
     if chunk_tokens is None or role != "colocated":
         return InstanceTables(dep, fit, fits, reason, capacity, max_batch, pre, dec)
-    grid = BATCH_GRID[chunk_tokens * (1.0 - MIN_CHUNK_FRACTION) > BATCH_GRID]
-    if fits:
-        table = _chunked_table(dep, scn, chunk_tokens, grid)
+    grid = _chunk_grid(chunk_tokens)
+    if fits:  # tabulated with the planner's default budgets of the same layout, in one pass
+        chunks = tuple(sorted({*DEFAULT_CHUNK_OPTIONS, int(chunk_tokens)}))
+        table = _chunked_tables(scn, gpu, parallel, chunks)[chunk_tokens]
     else:  # never evaluated (the planner drops infeasible candidates): skip the costly table
         table = np.broadcast_to(pre, (len(grid), len(pre))).copy()
     return InstanceTables(dep, fit, fits, reason, capacity, max_batch, pre, dec, chunk_tokens, grid, table)
