@@ -1,16 +1,16 @@
 """Published per-node (or per-GPU) prefill and decode throughputs of large-scale DeepSeek deployments
-(tests/data/moe_deployments.csv) next to pdplan's prediction, once the model can express them.
+(tests/data/moe_deployments.csv) next to pdplan's prediction (docs/validation.md, "MoE deployments at
+scale").
 
-Run: ``.venv/bin/python benchmarks/validate_moe.py``. For every row it builds the row's layout
-(TP x attention-DP GPUs per instance, EP over the same GPUs, spread over ``nodes`` nodes) and asks
-the physics for it. Until expert parallelism and attention-DP are modelled (issue 14) the physics
-refuses such layouts and the row prints ``not yet expressible: <reason>``; a missing GPU or model
-profile is reported the same way. When a layout is accepted, the prediction needs the weight format
-(``dtype``) and the per-instance batch the deployment ran (``batch_per_instance``): prefill
-throughput = ISL x batch / prefill step time, decode throughput = batch / decode step time at the
-mean context ISL + OSL / 2, each per node (divided by the instance's nodes) or per GPU as the row's
-metric says. Rows that do not publish the
-batch print ``needs batch_per_instance``; nothing is guessed.
+Run: ``PYTHONPATH=. .venv/bin/python benchmarks/validate_moe.py``. For every row it builds the row's
+layout (TP x attention-DP GPUs per instance, EP over the same GPUs, spread over ``nodes`` nodes, with
+the row's ``redundant_experts``) and asks the physics for it; a layout or profile the model cannot
+express prints ``not yet expressible: <reason>``. The prediction needs the weight format (``dtype``)
+and the per-instance batch the deployment ran (``batch_per_instance``): prefill throughput = ISL x
+batch / prefill step time, decode throughput = batch / decode step time at the row's mean KV length
+(``context_tokens``, else ISL + OSL / 2), each per node (divided by the instance's nodes) or per GPU
+as the row's metric says. One step at that batch, no queueing: the deployments were measured
+saturated. Rows that do not publish the batch print ``needs batch_per_instance``; nothing is guessed.
 """
 
 from __future__ import annotations
@@ -60,11 +60,11 @@ def layout(r: dict[str, str]) -> Parallelism:
 def predicted_throughput(r: dict[str, str], dep: Deployment, par: Parallelism) -> float:
     """Tokens/s per node or per GPU for the row's phase at its published per-instance batch."""
     batch = int(r["batch_per_instance"])
-    isl = int(r["isl"])
+    isl = int(r["isl"] or 0)
     if r["phase"] == "prefill":
         tokens_per_s = isl * batch / float(prefill_cost(dep, isl, batch=batch).time_s)
     else:
-        context = isl + int(r["osl"] or 0) / 2
+        context = float(r["context_tokens"]) if r.get("context_tokens") else isl + int(r["osl"] or 0) / 2
         tokens_per_s = batch / float(decode_step_cost(dep, batch, context).time_s)
     return tokens_per_s / (par.nodes if r["metric"].endswith("per_node") else par.gpus)
 
@@ -82,8 +82,9 @@ def evaluate(r: dict[str, str]) -> Result:
             parallel=par,
             weight_dtype=r["dtype"] or "bf16",
             kv_dtype=r["kv_dtype"] or None,
+            redundant_experts=int(r.get("redundant_experts") or 0),
         )
-        # Ask the physics for one step at the row's layout: it refuses EP / attention-DP it cannot model.
+        # Ask the physics for one step at the row's layout: it refuses a layout it cannot model.
         prefill_cost(dep, int(r["isl"] or 1024), batch=1)
     except PdplanError as err:
         return Result(r["id"], r["metric"], measured, None, f"not yet expressible: {err}")

@@ -10,10 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import model
 from model.errors import InputError
 from model.hardware.catalog import get_gpu
 from model.llm.arch import LLMArch, kv_bytes_per_token, mixer_params, mtp_params
 from model.llm.attention import (
+    attention_kind,
     compact_pattern,
     kv_bytes_per_request,
     kv_layout,
@@ -321,3 +323,79 @@ def test_kv_and_flops_invariants(name: str, ctx: int, more: int) -> None:
     p0 = prefill_work(a, "bf16", 1, np.array(float(ctx)), np.array(0.0), np.array(1.0))
     p1 = prefill_work(a, "bf16", 1, np.array(float(ctx + more)), np.array(0.0), np.array(1.0))
     assert one(p0.flops) < one(p1.flops)
+
+
+def test_hybrid_model_plan_transfer_is_cheap() -> None:
+    """`plan` for a hybrid-attention model against a full-attention one of the same class (MoE, ~3B
+    active) on 8 x H100 joined by 25 GbE, summarization prompts, TTFT 3 s, TPOT 25 ms. Direction: the
+    hybrid's disaggregated deployment keeps more than twice the full-attention model's goodput and
+    comes within the tie band's reach of colocated (-11% vs -50%). Physics: a request's KV crosses
+    the 3.125 GB/s link after its prefill; Qwen3-30B-A3B's 48 full layers store 98,304 B per prompt
+    token, Qwen3.5-35B-A3B's 10 full layers 20,480 B per token plus a fixed 64.4 MB of linear-attention
+    state (test_hybrid_kv_makes_the_transfer_cheap), so at summarization prompt lengths the hybrid's
+    transfer is ~3-4x shorter and the link queues far less. Both plans still answer colocated-chunked
+    with their reasons: with 8 GPUs the decode pool's share is too small to beat chunked prefill."""
+    kw = dict(
+        workload="summarization", ttft_slo_s=3.0, tpot_slo_s=0.025, gpus=8, link="eth-25g", thresholds=False
+    )
+    hybrid = model.plan("qwen3.5-35b-a3b", "h100-sxm", **kw)
+    full = model.plan("qwen3-30b-a3b", "h100-sxm", **kw)
+    for p in (hybrid, full):
+        assert p.verdict == "colocated-chunked" and p.reasons
+    dh, df = hybrid.best["disaggregated"].goodput_rps, full.best["disaggregated"].goodput_rps
+    ch, cf = hybrid.best["colocated-chunked"].goodput_rps, full.best["colocated-chunked"].goodput_rps
+    assert dh > 2.0 * df
+    assert dh / ch > 0.8 > 0.6 > df / cf
+    per_token = [kv_bytes_per_token(get_model(m)) for m in ("qwen3-30b-a3b", "qwen3.5-35b-a3b")]
+    assert per_token == [98_304, 20_480]
+
+
+def test_deepseek_v4_flash_kv_and_state_per_request_by_hand() -> None:
+    """DeepSeek-V4-Flash: 2 S + 21 K + 20 H layers, one shared K = V entry of 512 elements, window 128,
+    K pools 4 tokens (+ a 128-element indexer key), H pools 128. bf16, per token inside every window:
+    S 512 x 2 = 1,024 B; K (512 x 1.25 + 128 / 4) x 2 = 1,344 B; H 512 x (1 + 1/128) x 2 = 1,032 B ->
+    2 x 1,024 + 21 x 1,344 + 20 x 1,032 = 50,912 B. At 8,192 tokens: S 2 x 128 x 1,024 = 262,144;
+    K 21 x (128 x 1,024 + 2,048 x 640 x 2) = 57,802,752; H 20 x (131,072 + 64 x 1,024) = 3,932,160;
+    compressor state (fp32): K 21 x (2 x 8 x 1,024 + 2 x 8 x 256) x 4 = 1,720,320, H 20 x 2 x 128 x
+    512 x 4 = 10,485,760 -> 74,203,136 B."""
+    a = get_model("deepseek-v4-flash")
+    assert kv_bytes_per_token(a) == 50_912
+    assert state_bytes_per_sequence(a) == 1_720_320 + 10_485_760
+    assert one(kv_bytes_per_request(a, 8192)) == pytest.approx(74_203_136, rel=1e-12)
+    assert attention_kind(a).startswith("MQA (K = V); 2 sliding + 21 compressed sparse + 20 heavily")
+
+
+def test_deepseek_v4_pro_kv_at_a_million_tokens_matches_the_reported_size() -> None:
+    """DeepSeek-V4-Pro at 1M tokens in bf16: reported 9.62 GiB of KV per sequence (DeepSeek-V4
+    release notes as summarised in AINews 2026-04-25: 'the 1M token context KV cache ... 9.62
+    GiB/sequence (in bf16)'). Here: 30 K layers x (128 + 2^20 / 4) x 640 x 2 B... by kind:
+    K 30 x (128 x 1,024 + 262,144 x 640 x 2), H 31 x (128 x 1,024 + 8,192 x 1,024) -> 9.66 GiB
+    without the 18.7 MB compressor state (0.4% above the reported figure)."""
+    a = get_model("deepseek-v4-pro")
+    state = state_bytes_per_sequence(a)
+    kv = one(kv_bytes_per_request(a, 2**20)) - state
+    assert kv == pytest.approx(30 * (131_072 + 262_144 * 1_280) + 31 * (131_072 + 8_192 * 1_024), rel=1e-12)
+    assert kv / 2**30 == pytest.approx(9.62, rel=0.01)
+
+
+def test_deepseek_v4_flash_decode_attention_by_hand() -> None:
+    """One decode token of DeepSeek-V4-Flash (64 heads, QK + PV dims 512 + 512, bf16): keys per layer
+    S min(ctx, 128); K min(ctx / 4, 512) + 128; H ctx / 128 + 128; the K indexer scores ctx / 4
+    entries with 64 x 128 dims. At 8k: 2 x 64 x 1,024 x (2 x 128 + 21 x 640 + 20 x 192) + 21 x 2 x
+    64 x 128 x 2,048 FLOPs; at 128k the pooled top-k stays at 512 while H and the indexer grow."""
+    a = get_model("deepseek-v4-flash")
+    per_key = 2 * 64 * 1024
+    for ctx, h_keys in ((8192, 192), (131072, 1152)):
+        w = decode_work(a, "bf16", 1, np.array(1.0), np.array(float(ctx)), 1.0)
+        expect = per_key * (2 * 128 + 21 * 640 + 20 * h_keys) + 21 * 2 * 64 * 128 * (ctx // 4)
+        assert float(w.flops) == pytest.approx(expect, rel=1e-12)
+    w = decode_work(a, "bf16", 1, np.array(1.0), np.array(8192.0), 1.0)
+    reads = 2 * 128 * 1024 + 21 * (640 * 1024 + 2048 * 256) + 20 * 192 * 1024
+    assert float(w.kv_read_bytes) == pytest.approx(reads + 12_206_080, rel=1e-12)  # + compressor state
+    # prefill of 8,192 new tokens: the chunk-by-chunk sum of decode keys matches the closed form
+    full = prefill_work(a, "bf16", 1, np.array(8192.0), np.array(0.0), np.array(1.0))
+    p = np.arange(1, 8193, dtype=float)
+    pairs_k = np.minimum(p / 4, 512).sum() + np.minimum(p, 128).sum()
+    pairs_h = (p / 128).sum() + np.minimum(p, 128).sum()
+    main = per_key * (2 * np.minimum(p, 128).sum() + 21 * pairs_k + 20 * pairs_h)
+    assert float(full.flops) == pytest.approx(main + 21 * 2 * 64 * 128 * (p / 4).sum(), rel=1e-12)

@@ -14,6 +14,8 @@ from model.llm.catalog import get_model, list_models
 PUBLISHED = {
     "deepseek-r1": (671e9, 37e9, "all", "DeepSeek-R1 model card: 671B total, 37B activated"),
     "deepseek-v3.2": (671e9, 37e9, "all", "DeepSeek-V3.2 (arXiv:2512.02556): V3.1-Terminus + indexer"),
+    "deepseek-v4-pro": (1.6e12, 49e9, "no-embed", "DeepSeek-V4 model card: 1.6T total, 49B activated"),
+    "deepseek-v4-flash": (284e9, 13e9, "no-embed", "DeepSeek-V4 model card: 284B total, 13B activated"),
     "qwen3-8b": (8.2e9, 8.2e9, "all", "Qwen3-8B model card: 8.2B"),
     "qwen3-30b-a3b": (30.5e9, 3.3e9, "all", "Qwen3-30B-A3B model card: 30.5B total, 3.3B activated"),
     "qwen3-235b-a22b": (235e9, 22e9, "all", "Qwen3-235B-A22B model card: 235B total, 22B activated"),
@@ -28,6 +30,7 @@ PUBLISHED = {
     "minimax-m2.5": (230e9, 10e9, "no-embeddings", "MiniMax-M2 model card: 230B total, 10B active"),
     "minimax-m3": (428e9, 23e9, "no-embeddings", "MiniMax-M3 model card: ~428B total, ~23B activated"),
     "nemotron-3-nano-30b-a3b": (31.6e9, 3.6e9, "all", "Nemotron 3 Nano card: 31.6B, ~3.6B active incl. emb."),
+    "nemotron-3-super-120b-a12b": (120e9, 12e9, "no-embed", "model name: 120B total, A12B"),
     "nemotron-h-56b": (56e9, 56e9, "all", "Nemotron-H paper (arXiv:2504.03624): 56B"),
     "mixtral-8x22b": (141e9, 39e9, "all", "Mistral AI: 39B active of 141B"),
     "gemma-4-31b": (31e9, 31e9, "all", "model name: 31B (with its vision encoder)"),
@@ -80,3 +83,6 @@ def test_attention_kinds_of_the_new_families() -> None:
     assert kinds["minimax-m3"] == "FFF" + "X" * 57
     assert kinds["llama-4-maverick"] == "CCCF" * 12
     assert kinds["deepseek-r1"] == "" and kinds["kimi-k2.5"] == ""  # full MLA
+    # DeepSeek-V4 compress_ratios: Pro 128, 128, then 4 / 128 alternating; Flash 0, 0, then 4 / 128
+    assert kinds["deepseek-v4-pro"] == "HH" + "KH" * 29 + "K"
+    assert kinds["deepseek-v4-flash"] == "SS" + "KH" * 20 + "K"

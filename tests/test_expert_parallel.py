@@ -264,3 +264,91 @@ def test_groups_leaving_the_node_use_the_scale_out_link() -> None:
         scale_out_link=get_link("roce-400"),
     )
     assert custom.group_link(16).name == "roce-400"
+
+
+def test_redundant_experts_per_gpu_by_hand() -> None:
+    """DeepSeek's EP144 decode unit: 256 + 32 redundant experts = 288 = 2 per GPU per MoE layer, so
+    each GPU holds 2 / 256 = 1 / 128 of the routed-expert weights (not 1 / 144), plus the replicated
+    attention and dense weights; EP144 without the redundant copies does not divide 256 experts."""
+    par = Parallelism(dp_attention=144, ep=144, nodes=18)
+    dep = Deployment(DSV3, get_gpu("h800"), par, weight_dtype="fp8", redundant_experts=32)
+    w = dep.weight_bytes_by_component
+    assert dep.physical_experts == 288
+    assert dep.weight_bytes_per_gpu == pytest.approx(
+        w["attention"] + w["mlp"] + w["experts"] / 128, rel=1e-12
+    )
+    with pytest.raises(InputError, match="parallelism.ep.*256 routed experts"):
+        Deployment(DSV3, get_gpu("h800"), par, weight_dtype="fp8")
+    with pytest.raises(InputError, match="redundant_experts"):
+        Deployment(DSV3, get_gpu("h800"), par, weight_dtype="fp8", redundant_experts=-1)
+    # the decode step's FLOPs do not change with redundant copies (the same tokens, spread wider)
+    ep128 = Deployment(
+        DSV3, get_gpu("h800"), Parallelism(dp_attention=128, ep=128, nodes=16), weight_dtype="fp8"
+    )
+    with_copies = Deployment(
+        DSV3,
+        get_gpu("h800"),
+        Parallelism(dp_attention=128, ep=128, nodes=16),
+        weight_dtype="fp8",
+        redundant_experts=128,
+    )
+    assert float(decode_step_cost(ep128, 16384, 4096).flops) == float(
+        decode_step_cost(with_copies, 16384, 4096).flops
+    )
+
+
+def test_latent_moe_weights_and_all_to_all_by_hand() -> None:
+    """Nemotron 3 Super (LatentMoE): 512 routed experts of 2 x 1,024 x 2,688 (squared-ReLU up and
+    down in the 1,024-wide latent) = 5,505,024 weights; per MoE layer every token also uses the
+    4,096 x 512 router, two shared experts of 2 x 4,096 x 2,688 and the 4,096 x 1,024 down- and
+    up-projections = 54,525,952. The dispatch carries the latent: 1,024 x 22 x 1.03125 = 23,232 B per
+    token instead of 92,928 at the hidden width, so an EP8 decode step's all-to-all is the latent one."""
+    from model.llm.arch import expert_params, expert_width, shared_moe_params
+
+    a = get_model("nemotron-3-super-120b-a12b")
+    assert (expert_width(a), expert_params(a)) == (1024, 5_505_024)
+    assert shared_moe_params(a) == 4096 * 512 + 2 * 2 * 4096 * 2688 + 2 * 4096 * 1024 == 54_525_952
+    assert dispatch_bytes_per_token(expert_width(a), a.experts_per_token) == 23_232
+    par = Parallelism(dp_attention=8, ep=8)
+    dep = Deployment(a, B200, par, weight_dtype="fp8")
+    tokens = 64 * 8
+    cost = decode_step_cost(dep, tokens, 4096)
+    sent = max(tokens / 8, 1.2 * tokens / 8)
+    a2a = moe_comm_time_s(
+        np.array(sent),
+        hidden_size=1024,
+        experts_per_token=22,
+        moe_layers=40,
+        parallel_ep=8,
+        local_gpus=dep.domain_gpus,
+        intra=dep.intra_link,
+        inter=dep.scale_out_link_resolved,
+    )
+    assert float(cost.comm_s) == pytest.approx(float(a2a), rel=1e-12)
+
+
+def test_nvl72_rack_keeps_wide_ep_on_nvlink() -> None:
+    """A GB200 NVL72 rack is one 72-GPU NVLink domain of 18 four-GPU trays: a DEP16 or DEP64 instance
+    stays in the domain (nodes = 1, all-to-all over NVLink 5), DEP144 spans two racks (IB), and TP may
+    use the whole domain but not more (one error naming the field)."""
+    from model.hardware.catalog import get_node
+
+    node = get_node("gb200-nvl72")
+    layouts = {p.label: p for p in candidate_layouts(DSV3, (1, 2, 4, 8), 144, node)}
+    assert layouts["DEP16"].nodes == 1 and layouts["DEP64"].nodes == 1
+    dep = Deployment(DSV3, get_gpu("gb200"), layouts["DEP64"], weight_dtype="fp8")
+    assert dep.group_link(64).name == "nvlink5"
+    assert "TP8" in layouts  # TP groups within the domain
+    with pytest.raises(InputError, match="decode_parallelism.*NVLink domain \\(72 GPUs of gb200-nvl72\\)"):
+        model.plan(
+            "deepseek-v3",
+            "gb200",
+            workload="chat",
+            ttft_slo_s=2.0,
+            tpot_slo_s=0.1,
+            gpus=144,
+            dtype="fp8",
+            node="gb200-nvl72",
+            decode_parallelism="tp=144",
+            thresholds=False,
+        )

@@ -10,7 +10,10 @@ Counting conventions (stated once, used everywhere):
 - MLP: gated (SwiGLU, Shazeer 2020) has three hidden x intermediate matrices, plain has two.
 - MoE layer: every routed and shared expert is a gated MLP of moe_intermediate_size plus a
   hidden x experts router; a token uses experts_per_token routed experts and all shared ones
-  (Mixtral paper, sec. 2; DeepSeek-V3 report, sec. 2.1.2).
+  (Mixtral paper, sec. 2; DeepSeek-V3 report, sec. 2.1.2). Latent MoE (``moe_latent_size`` r,
+  Nemotron 3 Super): routed experts map r -> moe_intermediate_size -> r, between one h x r down- and
+  one r x h up-projection per MoE layer that every token uses; shared experts stay at width h
+  (NVIDIA Nemotron 3 Super model card, "LatentMoE").
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ def attention_params_per_layer(arch: LLMArch, *, full_layer: bool = False) -> in
     an F layer with its own shape (Gemma 4: global_kv_heads x global_head_dim, K reused as V).
     MLA: Q: h*r_q + r_q*n_h*(d_nope+d_rope) (or h*n_h*(d_nope+d_rope) without r_q);
     KV: h*(r_kv + d_rope) + r_kv*n_h*(d_nope + d_v); O: n_h*d_v*h  (DeepSeek-V2, sec. 2.1).
+    DeepSeek-V4 (``kv_shared``): Q through r_q as MLA, h*(n_kv*d) for the one shared K = V, and the
+    grouped low-rank O of g groups: n_h*d*r_o + g*r_o*h (reference inference/model.py, Attention:
+    wq_a, wq_b, wkv, wo_a, wo_b); K/H layers' compressors and indexers are added per layer kind
+    (:func:`model.llm.attention.compressed_extra_params`).
     """
     h, n_h = arch.hidden_size, arch.num_heads
     if arch.is_mla:
@@ -43,7 +50,15 @@ def attention_params_per_layer(arch: LLMArch, *, full_layer: bool = False) -> in
         kv = h * (arch.kv_lora_rank + arch.qk_rope_head_dim)
         kv += arch.kv_lora_rank * n_h * (arch.qk_nope_head_dim + arch.v_head_dim)
         return q + kv + n_h * arch.v_head_dim * h
-    d, n_kv, kv_mats = arch.head_dim, arch.num_kv_heads, 2
+    d, n_kv, kv_mats = arch.head_dim, arch.num_kv_heads, 1 if arch.kv_shared else 2
+    if arch.kv_shared:
+        q = h * arch.q_lora_rank + arch.q_lora_rank * n_h * d if arch.q_lora_rank else h * n_h * d
+        o = (
+            n_h * d * arch.o_lora_rank + arch.o_groups * arch.o_lora_rank * h
+            if arch.o_groups
+            else n_h * d * h
+        )
+        return q + kv_mats * h * n_kv * d + o
     if full_layer and arch.global_head_dim:  # Gemma 4 global layers: own shape, no v_proj with V = K
         d, n_kv, kv_mats = arch.global_head_dim, arch.global_kv_heads, 1 if arch.global_k_eq_v else 2
     gate = h * n_h * d if arch.attention_output_gate else 0
@@ -76,10 +91,8 @@ def ffn_params(arch: LLMArch, *, active: bool) -> int:
     """
     if not arch.is_moe:
         return arch.ffn_layers * mlp_params(arch, arch.intermediate_size)
-    experts = (arch.experts_per_token if active else arch.num_experts) + arch.num_shared_experts
-    per_moe_layer = arch.hidden_size * arch.num_experts + experts * mlp_params(
-        arch, arch.moe_intermediate_size
-    )
+    routed = arch.experts_per_token if active else arch.num_experts
+    per_moe_layer = shared_moe_params(arch) + routed * expert_params(arch)
     return (
         arch.num_dense_layers * mlp_params(arch, arch.intermediate_size) + arch.num_moe_layers * per_moe_layer
     )
@@ -113,18 +126,36 @@ def mtp_params(arch: LLMArch) -> int:
     if not arch.num_mtp_layers:
         return 0
     if arch.is_moe:
-        ffn = arch.hidden_size * arch.num_experts + (
-            arch.num_experts + arch.num_shared_experts
-        ) * expert_params(arch)
+        ffn = shared_moe_params(arch) + arch.num_experts * expert_params(arch)
     else:
         ffn = mlp_params(arch, arch.intermediate_size)
     h = arch.hidden_size
     return arch.num_mtp_layers * (attention_params_per_layer(arch) + ffn + 2 * h * h)
 
 
+def expert_width(arch: LLMArch) -> int:
+    """The width routed experts read and write (and the all-to-all carries): the latent width of a
+    latent MoE, else hidden_size."""
+    return arch.moe_latent_size or arch.hidden_size
+
+
 def expert_params(arch: LLMArch) -> int:
-    """Weights of one routed expert (0 for dense models)."""
-    return mlp_params(arch, arch.moe_intermediate_size) if arch.is_moe else 0
+    """Weights of one routed expert (0 for dense models): an MLP of moe_intermediate_size at
+    :func:`expert_width`."""
+    if not arch.is_moe:
+        return 0
+    return (3 if arch.gated_mlp else 2) * expert_width(arch) * arch.moe_intermediate_size
+
+
+def shared_moe_params(arch: LLMArch) -> int:
+    """Weights of one MoE layer every token uses besides its routed experts: the h x E router, the
+    shared experts (width h) and a latent MoE's two h x r projections."""
+    latent = 2 * arch.hidden_size * arch.moe_latent_size
+    return (
+        arch.hidden_size * arch.num_experts
+        + arch.num_shared_experts * mlp_params(arch, arch.moe_intermediate_size)
+        + latent
+    )
 
 
 def weight_params_by_component(arch: LLMArch) -> dict[str, int]:

@@ -11,6 +11,10 @@ Config keys by family (their ``transformers`` / model-repo configuration classes
 - ``index_topk``, ``index_n_heads``, ``index_head_dim``: DeepSeek-V3.2 and GLM-5 DSA on every layer;
   ``sparse_attention_config``: MiniMax-M3 block-sparse top-k (k = top-k blocks x block size).
 - ``hybrid_override_pattern`` (M Mamba-2, * attention, - MLP, E MoE): Nemotron-H (NemotronHConfig).
+- ``compress_ratios`` (one per layer, the list may run on into the MTP layers: 0 sliding window only,
+  4 compressed sparse, other ratios heavily compressed) with ``sliding_window``, ``o_groups``,
+  ``o_lora_rank``, ``q_lora_rank``: DeepSeek-V4 (reference inference/model.py: ``overlap`` and the
+  indexer exist exactly for ratio 4; transformers DeepseekV4Config maps 0 / 4 / 128 the same way).
 - ``num_nextn_predict_layers`` / ``mtp_num_hidden_layers``: multi-token-prediction layers.
 """
 
@@ -28,6 +32,8 @@ _LAYER_TYPES = {
     "chunked_attention": "C",
 }
 _NEMOTRON = {"M": "M", "*": "F", "-": "-", "E": "-"}
+# DeepSeek-V4: the compression ratio that has an indexer (compressed sparse attention, "K" layers).
+V4_SPARSE_RATIO = 4
 # Llama4TextConfig default: layers (i + 1) % 4 == 0 are NoPE full-attention layers.
 LLAMA4_NOPE_INTERVAL = 4
 
@@ -51,6 +57,8 @@ def _flags(cfg: Mapping[str, Any], key: str, layers: int, where: str) -> list[in
 def _pattern(cfg: Mapping[str, Any], layers: int, where: str, fields: dict[str, Any]) -> str:
     """One kind letter per layer, "" when every layer is full attention."""
     window = _whole(cfg, "sliding_window", where)
+    if cfg.get("compress_ratios") is not None:
+        return _compressed_pattern(cfg, layers, where, fields, window)
     if cfg.get("hybrid_override_pattern") is not None:
         p = cfg["hybrid_override_pattern"]
         if not isinstance(p, str) or len(p) != layers or set(p) - set(_NEMOTRON):
@@ -87,12 +95,41 @@ def _pattern(cfg: Mapping[str, Any], layers: int, where: str, fields: dict[str, 
     return p
 
 
+def _compressed_pattern(
+    cfg: Mapping[str, Any], layers: int, where: str, fields: dict[str, Any], window: int
+) -> str:
+    """DeepSeek-V4's per-layer ``compress_ratios``: S (0), K (the sparse ratio), H (any other)."""
+    ratios = cfg["compress_ratios"]
+    if (
+        not isinstance(ratios, list)
+        or len(ratios) < layers
+        or not all(isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= 1 << 16 for r in ratios)
+    ):
+        raise ProfileError(where, "compress_ratios", f"expected a list of at least {layers} whole numbers")
+    ratios = ratios[:layers]
+    heavy = {r for r in ratios if r and r != V4_SPARSE_RATIO}
+    if len(heavy) > 1 or not window:
+        raise ProfileError(where, "compress_ratios", "one heavy ratio besides 4, with a sliding_window > 0")
+    fields["attention_window"] = window
+    if V4_SPARSE_RATIO in ratios:
+        fields["compress_ratio_sparse"] = V4_SPARSE_RATIO
+    if heavy:
+        fields["compress_ratio_heavy"] = heavy.pop()
+    fields["kv_shared"] = True
+    for key in ("q_lora_rank", "o_groups", "o_lora_rank"):
+        fields[key] = _whole(cfg, key, where)
+    return "".join("S" if not r else ("K" if r == V4_SPARSE_RATIO else "H") for r in ratios)
+
+
 def _sparse(cfg: Mapping[str, Any], p: str, where: str, fields: dict[str, Any]) -> str:
     """Mark the top-k sparse layers (X) and read the indexer's shape."""
     if cfg.get("index_topk"):
         fields["index_topk"] = _whole(cfg, "index_topk", where)
         fields["index_heads"] = _whole(cfg, "index_n_heads", where)
         fields["index_head_dim"] = _whole(cfg, "index_head_dim", where)
+        if "F" not in p and "K" not in p:
+            for key in ("index_topk", "index_heads", "index_head_dim"):
+                del fields[key]  # no layer uses an indexer (a DeepSeek-V4 config without ratio-4 layers)
         return p.replace("F", "X")
     sac = cfg.get("sparse_attention_config")
     if isinstance(sac, Mapping) and sac.get("use_sparse_attention"):

@@ -44,6 +44,7 @@ GATED_MODEL_TYPES = {
     "qwen3_5_moe_text",
     "qwen3_5_text",
     "deepseek_v32",
+    "deepseek_v4",
     "glm_moe_dsa",
     "glm4_moe",
     "minimax_m3",
@@ -217,6 +218,7 @@ def arch_from_hf_config(cfg: Mapping[str, Any], *, name: str = "", where: str = 
                 where,
                 "first_k_dense_replace",
             ),
+            "moe_latent_size": _int(cfg.get("moe_latent_size") or 0, where, "moe_latent_size"),
         }
         _moe_layout(cfg, layers, moe_kwargs, where, notes)
 

@@ -20,11 +20,14 @@ KIND_NAMES = {
     "S": "sliding",
     "C": "chunked",
     "X": "sparse",
+    "K": "compressed sparse",
+    "H": "heavily compressed",
     "L": "linear",
     "M": "mamba2",
     "-": "none",
 }
-SOFTMAX_KINDS = "FSCX"  # layers with a KV cache
+SOFTMAX_KINDS = "FSCXKH"  # layers with a KV cache
+COMPRESSED_KINDS = "KH"  # softmax layers that cache one entry per group of tokens (DeepSeek-V4)
 STATE_KINDS = "LM"  # layers with a fixed recurrent state
 
 # Allowed range of each integer field: counts >= 1 where every transformer has one, 0 where the
@@ -63,6 +66,11 @@ _FIELD_RANGES: dict[str, tuple[int, int]] = {
     "num_mtp_layers": (0, 100),
     "global_kv_heads": (0, 1 << 16),
     "global_head_dim": (0, 1 << 16),
+    "compress_ratio_sparse": (0, 1 << 16),
+    "compress_ratio_heavy": (0, 1 << 16),
+    "o_groups": (0, 1 << 16),
+    "o_lora_rank": (0, 1 << 16),
+    "moe_latent_size": (0, 1 << 20),
 }
 
 
@@ -85,6 +93,9 @@ class LLMArch:
     num_shared_experts: int = 0
     moe_intermediate_size: int = 0
     num_dense_layers: int = 0  # layers with a dense MLP in an MoE model (DeepSeek's first_k_dense_replace)
+    # Latent MoE (Nemotron 3 Super): routed experts work in this width, between a shared h x latent
+    # down-projection and latent x h up-projection per MoE layer; 0 = experts work in hidden_size.
+    moe_latent_size: int = 0
     kv_lora_rank: int = 0
     q_lora_rank: int = 0
     qk_rope_head_dim: int = 0
@@ -110,6 +121,14 @@ class LLMArch:
     global_k_eq_v: bool = False
     attention_output_gate: bool = False  # sigmoid gate on the attention output, h x n_h d (Qwen3-Next)
     attention_sinks: bool = False  # learned per-head sink logits (gpt-oss); no cost modelled
+    # DeepSeek-V4: one shared K = V entry of n_kv x head_dim per token (MQA, no separate V cache),
+    # K layers cache one entry per compress_ratio_sparse tokens (indexer top-k over them), H layers
+    # one per compress_ratio_heavy tokens; both also keep the last attention_window tokens whole.
+    kv_shared: bool = False
+    compress_ratio_sparse: int = 0
+    compress_ratio_heavy: int = 0
+    o_groups: int = 0  # grouped low-rank output projection: groups x o_lora_rank (0 = plain O)
+    o_lora_rank: int = 0
     num_ffn_layers: int = 0  # layers with an MLP/MoE when not every layer has one (Nemotron-H); 0 = all
     num_mtp_layers: int = 0  # multi-token-prediction layers (extra weights, used by speculation)
     display_name: str = ""
@@ -139,6 +158,7 @@ class LLMArch:
             "attention_sinks",
             "attention_output_gate",
             "global_k_eq_v",
+            "kv_shared",
         ):
             if not isinstance(getattr(self, name), bool | np.bool_):
                 raise InputError(f"model {self.name}.{name}", short(getattr(self, name)), "true or false")
@@ -162,6 +182,7 @@ class LLMArch:
                 "num_shared_experts",
                 "moe_intermediate_size",
                 "num_dense_layers",
+                "moe_latent_size",
             ):
                 if getattr(self, name):
                     raise bad(name, "0 for a dense model (num_experts = 0)")
@@ -181,9 +202,14 @@ class LLMArch:
                 if getattr(self, name) < 1:
                     raise bad(name, "a whole number >= 1 with MLA (kv_lora_rank > 0)")
         else:
-            for name in ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+            names = ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+            for name in names if self.kv_shared else ("q_lora_rank", *names):
                 if getattr(self, name):
                     raise bad(name, "0 without MLA (kv_lora_rank = 0)")
+        if bool(self.o_groups) != bool(self.o_lora_rank) or (
+            self.o_groups and self.num_heads % self.o_groups
+        ):
+            raise bad("o_groups", f"a divisor of num_heads ({self.num_heads}) exactly with o_lora_rank > 0")
 
     def _check_pattern(self, bad: Callable[[str, str], InputError]) -> None:
         """The layer pattern and the fields each kind needs (model.llm.attention)."""
@@ -194,15 +220,22 @@ class LLMArch:
                 f"one of {''.join(KIND_NAMES)} per layer ({self.num_layers} letters) or empty",
             )
         if p and not set(p) & set(SOFTMAX_KINDS):
-            raise bad("layer_pattern", "at least one attention layer (F, S, C or X)")
-        if ("S" in p or "C" in p) != (self.attention_window > 0) or ("S" in p and "C" in p):
-            raise bad("attention_window", "> 0 exactly when the pattern has S or C layers (not both)")
-        if ("X" in p) != (self.index_topk > 0) or (
-            "X" in p and min(self.index_heads, self.index_head_dim) < 1
+            raise bad("layer_pattern", f"at least one attention layer ({', '.join(SOFTMAX_KINDS)})")
+        windowed = any(k in p for k in "SCKH")
+        if windowed != (self.attention_window > 0) or ("S" in p and "C" in p):
+            raise bad(
+                "attention_window", "> 0 exactly when the pattern has S, C, K or H layers (not S and C)"
+            )
+        if ("X" in p or "K" in p) != (self.index_topk > 0) or (
+            ("X" in p or "K" in p) and min(self.index_heads, self.index_head_dim) < 1
         ):
             raise bad(
-                "index_topk", "> 0 with index_heads and index_head_dim >= 1 exactly when there are X layers"
+                "index_topk",
+                "> 0 with index_heads and index_head_dim >= 1 exactly when there are X or K layers",
             )
+        for kind, name in (("K", "compress_ratio_sparse"), ("H", "compress_ratio_heavy")):
+            if (kind in p) != (getattr(self, name) > 0):
+                raise bad(name, f"a whole number >= 1 exactly when the pattern has {kind} layers")
         linear = ("L" in p) or ("M" in p)
         dims = (
             "linear_num_key_heads",

@@ -8,6 +8,9 @@ context of ctx (decode); keys(p) is how many keys the query at position p (1-bas
     C  keys(p) = ((p - 1) mod W) + 1    (chunked-local; Llama 4 attention_chunk_size)
     X  keys(p) = min(p, k) main + p indexer keys (DeepSeek-V3.2 DSA, arXiv:2512.02556 sec. 2.1:
        the indexer costs O(L^2) at its small n_I x d_I, the main attention O(L k))
+    K  keys(p) = min(p / m, k) pooled entries + min(p, W) window, and p / m indexer keys (DeepSeek-V4
+       CSA, m = compress_ratio_sparse, k = index_topk)
+    H  keys(p) = p / m' pooled entries + min(p, W) window (DeepSeek-V4 HCA, m' = compress_ratio_heavy)
     L, M  no keys: a recurrence of c x n_v d_k d_v FLOPs per token (c = 6 Gated DeltaNet, 4 Mamba-2,
        model.llm.attention.RECURRENCE_FLOPS_PER_STATE_ELEMENT)
 
@@ -18,7 +21,8 @@ implemented (DeepSeek-V3.2 report, sec. 2.1); indexer FLOPs = 2 n_I d_I per (que
 
 KV traffic per TP rank: a step reads the KV its queries attend to (F and X-indexer keys: the whole
 context; S and C: at most W cached tokens plus the new ones; X main: the top-k selected entries in
-decode, the whole context in prefill) and writes the new tokens' KV; L and M layers read and write
+decode, the whole context in prefill; K and H: their window plus the pooled entries (K in decode:
+the top-k of them, and every indexer key)) and writes the new tokens' KV; L and M layers read and write
 their state once per sequence per step (Pope et al. 2022, sec. 2; Yang et al. 2024).
 """
 
@@ -75,6 +79,31 @@ def keys_at(kind: str, ctx: np.ndarray, window: float) -> np.ndarray:
     return np.mod(np.maximum(ctx, 1.0) - 1, window) + 1
 
 
+def _linear_pairs(x: np.ndarray, a: float, cap: float = np.inf) -> np.ndarray:
+    """sum of min(a p, cap) for p = 1..x (continuous in x): a x(x+1)/2 while a x <= cap, then
+    cap per further query (the pooled entries of a K / H layer, a = 1 / m)."""
+    if not np.isfinite(cap):
+        return a * x * (x + 1) / 2
+    x0 = cap / a
+    return np.where(a * x <= cap, a * x * (x + 1) / 2, a * x0 * (x0 + 1) / 2 + (x - x0) * cap)
+
+
+def _compressed_pairs(arch: LLMArch, kind: str, x: np.ndarray) -> np.ndarray:
+    """sum of keys(p) for p = 1..x of a K or H layer: pooled entries (capped at top-k for K) plus
+    the whole-token window."""
+    a = 1.0 / kinds.compress_ratio(arch, kind)
+    cap = float(arch.index_topk) if kind == "K" else np.inf
+    return _linear_pairs(x, a, cap) + key_pairs_before("S", x, float(arch.attention_window))
+
+
+def _compressed_keys(arch: LLMArch, kind: str, ctx: np.ndarray) -> np.ndarray:
+    """keys(ctx) of a K or H layer: min(ctx / m, k) (K) or ctx / m' (H) pooled entries + min(ctx, W)."""
+    pooled = ctx / kinds.compress_ratio(arch, kind)
+    if kind == "K":
+        pooled = np.minimum(pooled, float(arch.index_topk))
+    return pooled + np.minimum(ctx, float(arch.attention_window))
+
+
 def _window(arch: LLMArch, kind: str) -> float:
     return float(arch.index_topk if kind == "X" else arch.attention_window)
 
@@ -120,6 +149,16 @@ def prefill_work(
             flops = flops + 2.0 * arch.num_heads * count * dims * (n * c + n * (n + 1) / 2)
             read = read + count * layer_b * (c + n)
             continue
+        if kind in kinds.COMPRESSED_KINDS:
+            pairs = _compressed_pairs(arch, kind, c + n) - _compressed_pairs(arch, kind, c)
+            flops = flops + 2.0 * arch.num_heads * count * dims * pairs
+            m, w = kinds.compress_ratio(arch, kind), float(arch.attention_window)
+            read = read + count * layer_b * (np.minimum(c, w) + n + (c + n) / m)
+            if kind == "K":
+                index_pairs = _linear_pairs(c + n, 1.0 / m) - _linear_pairs(c, 1.0 / m)
+                flops = flops + 2.0 * arch.index_heads * arch.index_head_dim * count * index_pairs
+                read = read + count * index_b * (c + n) / m
+            continue
         w = _window(arch, kind)
         pairs = key_pairs_before(kind, c + n, w) - key_pairs_before(kind, c, w)
         flops = flops + 2.0 * arch.num_heads * count * dims * pairs
@@ -149,7 +188,16 @@ def decode_work(
     flops = np.zeros_like(ctx, dtype=float)
     read = np.zeros_like(ctx, dtype=float)
     for kind, count in kinds.kind_counts(arch).items():
-        if kind in kinds.SOFTMAX_KINDS:
+        if kind in kinds.COMPRESSED_KINDS:
+            layer_b, index_b = _layer_bytes(arch, kv_dtype, tp, kind)
+            keys = _compressed_keys(arch, kind, ctx)
+            flops = flops + 2.0 * arch.num_heads * count * _dims(arch, kind, absorbed=True) * width * keys
+            read = read + count * layer_b * keys
+            if kind == "K":
+                pooled = ctx / kinds.compress_ratio(arch, kind)
+                flops = flops + 2.0 * arch.index_heads * arch.index_head_dim * count * width * pooled
+                read = read + count * index_b * pooled
+        elif kind in kinds.SOFTMAX_KINDS:
             layer_b, index_b = _layer_bytes(arch, kv_dtype, tp, kind)
             keys = keys_at(kind, ctx, _window(arch, kind))
             flops = flops + 2.0 * arch.num_heads * count * _dims(arch, kind, absorbed=True) * width * keys
@@ -168,10 +216,14 @@ def decode_kink_context(arch: LLMArch) -> tuple[float, float, float]:
 
     S and X layers read min(ctx, cap) keys: constant above the largest cap K, lines through K and 2K.
     C layers read a saw-tooth ((ctx - 1) mod W) + 1: lines through mid-chunk points 1.5 W and 2.5 W
-    give its chunk average W / 2 (Llama 4 has C layers only besides F).
+    give its chunk average W / 2 (Llama 4 has C layers only besides F). K and H layers' windows
+    stop at W and a K layer's pooled top-k at m k; above both every term is linear.
     """
     counts = kinds.kind_counts(arch)
     caps = [_window(arch, k) for k in counts if k in "SX"]
+    caps += [float(arch.attention_window) for k in counts if k in kinds.COMPRESSED_KINDS]
+    if "K" in counts:
+        caps.append(float(arch.compress_ratio_sparse * arch.index_topk))
     if caps:
         k = max(caps + ([float(arch.attention_window)] if "C" in counts else []))
         return k, k, 2.0 * k
@@ -188,5 +240,5 @@ def chunk_line_kink(arch: LLMArch) -> tuple[float, float]:
     layers (C) repeat with period W: the upper line is drawn over one period. (0, 0) when linear."""
     threshold, _, _ = decode_kink_context(arch)
     counts = kinds.kind_counts(arch)
-    period = float(arch.attention_window) if "C" in counts and not set("SX") & set(counts) else 0.0
+    period = float(arch.attention_window) if "C" in counts and not set("SXKH") & set(counts) else 0.0
     return threshold, period

@@ -83,7 +83,9 @@ class Deployment:
     """One model instance: ``parallel`` (a :class:`~model.hardware.parallelism.Parallelism`, or a
     whole number meaning TP-only of that degree) over identical GPUs serving one copy of the weights.
     EP and attention-DP follow :mod:`model.physics.expert_parallel`; both need an MoE model, and EP
-    must divide its routed experts.
+    must divide its routed experts plus ``redundant_experts`` (extra copies of the busiest experts
+    that expert load balancing places, DeepSeek EPLB: 256 + 32 = 288 for DeepSeek-V3's EP144 / EP72
+    deployments; they add expert weights to every GPU and leave the FLOPs per token unchanged).
 
     Formats: ``precision`` (a :class:`~model.hardware.formats.Precision`, per component) if given,
     else every weight in ``weight_dtype`` and the KV cache in ``kv_dtype`` (None -> the default of
@@ -108,6 +110,7 @@ class Deployment:
     precision: Precision | None = None
     speculation: Speculation | None = None  # speculative decoding (model.physics.speculation)
     scale_out_link: Link | None = None
+    redundant_experts: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.arch, LLMArch):
@@ -147,13 +150,19 @@ class Deployment:
     def _check_moe_layout(self) -> None:
         """EP needs routed experts it divides; attention-DP needs MoE layers for its ranks to share
         (a dense model's DP ranks share nothing: that is replicas, which the planner counts)."""
-        par, arch = self.parallel, self.arch
+        par, arch, extra = self.parallel, self.arch, self.redundant_experts
+        if isinstance(extra, bool) or not isinstance(extra, int) or not 0 <= extra <= arch.num_experts:
+            raise InputError("redundant_experts", extra, f"a whole number in [0, {arch.num_experts}]")
         if par.ep > 1 and not arch.is_moe:
             dense = f"1 for the dense model {arch.label} (no experts to split)"
             raise InputError("parallelism.ep", par.ep, dense)
-        if par.ep > 1 and arch.num_experts % par.ep:
+        physical = arch.num_experts + extra
+        if par.ep > 1 and physical % par.ep:
+            plus = f" + {extra} redundant" if extra else ""
             raise InputError(
-                "parallelism.ep", par.ep, f"a divisor of {arch.label}'s {arch.num_experts} routed experts"
+                "parallelism.ep",
+                par.ep,
+                f"a divisor of {arch.label}'s {arch.num_experts}{plus} routed experts",
             )
         if par.dp_attention > 1 and not arch.is_moe:
             raise InputError(
@@ -346,13 +355,20 @@ class Deployment:
     def weight_bytes_per_gpu(self) -> float:
         """Bytes of weights each GPU holds: (attention + MLP) / (TP x PP), replicated on every
         attention-DP rank, + routed experts / (TP x DP x PP), split over the stage's GPUs (EP
-        groups, each expert sharded when EP < TP x DP). TP-only: all weights / (TP x PP). Plus the
+        groups, each expert sharded when EP < TP x DP; x (E + redundant) / E with redundant expert
+        copies). TP-only: all weights / (TP x PP). Plus the
         speculative drafter's (model.physics.speculation.draft_memory) in the MLP weights' format,
         split over TP x PP and replicated on every attention-DP rank."""
         w = self.weight_bytes_by_component
-        per_pp = (w["attention"] + w["mlp"]) / self.tp + w["experts"] / self.stage_gpus
+        experts = w["experts"] * self.physical_experts / self.arch.num_experts if self.arch.is_moe else 0.0
+        per_pp = (w["attention"] + w["mlp"]) / self.tp + experts / self.stage_gpus
         drafter = self._drafter[0] * self.weight_bytes_per_element("mlp") / self.tp
         return (per_pp + drafter) / self.pp
+
+    @property
+    def physical_experts(self) -> int:
+        """Routed experts held over the EP group: the model's plus the redundant copies."""
+        return self.arch.num_experts + self.redundant_experts
 
     @cached_property
     def _drafter(self) -> tuple[float, float]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from model.errors import InputError
+from model.llm.arch import expert_width
 from model.llm.attention import KVLayout, kv_layout
 from model.physics.deployment import LOGIT_BYTES, Deployment
 from model.physics.expert_parallel import all_to_all_buffer_bytes
@@ -59,6 +60,7 @@ class MemoryFit:
         chunked or linear-attention layers (:class:`model.llm.attention.KVLayout`)."""
         ctx = np.asarray(context_tokens, dtype=float)
         return ctx if self.kv_layout is None else self.kv_layout.tokens(ctx)
+
     comm_buffer_bytes_per_gpu: float = 0.0
     attention_ranks: int = 1
 
@@ -147,7 +149,9 @@ def memory_fit(
     weights = dep.weight_bytes_per_gpu
     workspace = activation_workspace_bytes(dep, mbt)
     arch = dep.arch
-    buffers = all_to_all_buffer_bytes(arch.hidden_size, arch.num_experts, dep.ep) if arch.is_moe else 0.0
+    buffers = (
+        all_to_all_buffer_bytes(expert_width(arch), dep.physical_experts, dep.ep) if arch.is_moe else 0.0
+    )
     left = usable - weights - workspace - reserve - buffers
     kv_tok = dep.kv_bytes_per_token_per_gpu + dep.drafter_kv_bytes_per_token_per_gpu
     layout = _fit_layout(dep, kv_tok)

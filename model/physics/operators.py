@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from model.llm.arch import LLMArch, expert_params, lm_head_params, mixer_params, mlp_params
+from model.llm.arch import LLMArch, expert_params, lm_head_params, mixer_params, mlp_params, shared_moe_params
 from model.llm.moe import expected_experts_touched
 
 
@@ -26,13 +26,13 @@ def attention_dims(arch: LLMArch, *, absorbed: bool) -> tuple[float, float]:
 
 
 def _shared_mlp_params(arch: LLMArch) -> float:
-    """Non-routed MLP weights of every layer: dense MLPs, plus per MoE layer the router (h x E) and
-    the shared experts."""
+    """Non-routed MLP weights of every layer: dense MLPs, plus per MoE layer the router (h x E), the
+    shared experts and a latent MoE's projections (:func:`model.llm.arch.shared_moe_params`)."""
     if not arch.is_moe:
         return float(arch.ffn_layers * mlp_params(arch, arch.intermediate_size))
-    per_moe = arch.hidden_size * arch.num_experts + arch.num_shared_experts * expert_params(arch)
     return float(
-        arch.num_dense_layers * mlp_params(arch, arch.intermediate_size) + arch.num_moe_layers * per_moe
+        arch.num_dense_layers * mlp_params(arch, arch.intermediate_size)
+        + arch.num_moe_layers * shared_moe_params(arch)
     )
 
 
@@ -87,7 +87,7 @@ def activation_elements_per_token(arch: LLMArch, tp: int) -> float:
         o_dim = arch.num_heads * arch.v_head_dim
     else:
         q_dim = arch.num_heads * arch.head_dim
-        kv_dim = 2 * arch.num_kv_heads * arch.head_dim
+        kv_dim = (1 if arch.kv_shared else 2) * arch.num_kv_heads * arch.head_dim
         o_dim = q_dim
     up = 2 if arch.gated_mlp else 1
     attn = (h + (q_dim + kv_dim) / tp) + (o_dim / tp + h) + (q_dim + o_dim) / tp

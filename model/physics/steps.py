@@ -35,7 +35,7 @@ import numpy as np
 from model.errors import InputError
 from model.hardware.collectives import allreduce_time_s, transfer_time_s
 from model.hardware.parallelism import Parallelism
-from model.llm.arch import lm_head_params
+from model.llm.arch import expert_width, lm_head_params
 from model.physics import decode_tokens
 from model.physics.attention import AttentionWork, decode_work, prefill_work
 from model.physics.deployment import (
@@ -203,7 +203,7 @@ def _comm_s(dep: Deployment, tokens: np.ndarray, busy: np.ndarray) -> np.ndarray
         sent = np.maximum(tokens * busy / tp, load_imbalance(dep.ep) * tokens / dep.stage_gpus)
         comm = comm + moe_comm_time_s(
             sent,
-            hidden_size=arch.hidden_size,
+            hidden_size=expert_width(arch),
             experts_per_token=arch.experts_per_token,
             moe_layers=arch.num_moe_layers,
             parallel_ep=dep.ep,

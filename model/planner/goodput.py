@@ -71,7 +71,7 @@ def highest_rate_rps(
     for _ in range(_DOUBLINGS):
         if not searching.any():
             break
-        ok = good(cands.evaluate(hi))
+        ok = _good_where(cands, good, hi, searching)
         grow = searching & ok
         lo = np.where(grow, hi, lo)
         hi = np.where(grow, hi * 2.0, hi)
@@ -82,10 +82,24 @@ def highest_rate_rps(
         if not np.any(active & (hi - lo > GOODPUT_RTOL * hi)):
             break
         mid = 0.5 * (lo + hi)
-        ok = good(cands.evaluate(mid))
+        ok = _good_where(cands, good, mid, active)
         lo = np.where(active & ok, mid, lo)
         hi = np.where(active & ~ok, mid, hi)
     return np.where(ok_min, lo, 0.0)
+
+
+def _good_where(
+    cands: CandidateSet, good: Callable[[Any], np.ndarray], rates: np.ndarray, mask: np.ndarray
+) -> np.ndarray:
+    """``good`` at ``rates`` for the candidates in ``mask`` (False elsewhere): only those are
+    evaluated (each candidate's evaluation is independent of the others', so the subset gives the
+    same values as the whole set)."""
+    if mask.all():
+        return np.asarray(good(cands.evaluate(rates)), dtype=bool)
+    out = np.zeros(len(mask), dtype=bool)
+    keep = np.nonzero(mask)[0]
+    out[keep] = np.asarray(good(cands.subset(mask).evaluate(rates[keep])), dtype=bool)
+    return out
 
 
 def config_goodput(scn: Scenario, config: Any) -> float:

@@ -34,7 +34,7 @@ def _fixed(
     if value is None:
         return None
     par = value if isinstance(value, Parallelism) else parse_parallelism(field, value)  # type: ignore[arg-type]
-    per_node = node.gpus_per_node if node is not None else DEFAULT_NODE_GPUS
+    per_node = node.domain_gpus if node is not None else DEFAULT_NODE_GPUS  # one NVLink domain
     if par.gpus > gpus:
         raise InputError(
             field, par.label, f"an instance of at most the {gpus} GPUs allowed (it has {par.gpus})"

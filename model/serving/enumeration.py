@@ -13,9 +13,9 @@ from model.hardware.parallelism import Parallelism, as_parallelism, parse_parall
 from model.llm.arch import LLMArch
 from model.serving.candidates import link_for
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
+from model.serving.phase_tables import DEFAULT_CHUNK_OPTIONS as DEFAULT_CHUNK_OPTIONS  # re-exported
 
 DEFAULT_TP_OPTIONS = (1, 2, 4, 8)
-DEFAULT_CHUNK_OPTIONS = (256, 512, 1024, 2048, 4096)
 # Attention-DP degrees the planner tries for MoE models as DEP layouts (tp = 1, ep = dp), within
 # the budget: from one node's 8 GPUs to the 32-GPU prefill (EP32) of DeepSeek's own deployment and
 # the 72-GPU decode pools of SGLang's (DeepSeek-V3 report sec. 3.4; LMSYS 2025-05-05 large-scale EP).
@@ -47,15 +47,16 @@ def valid_tps(arch: LLMArch, tp_options: Sequence[int], max_gpus: int, node: Nod
     """TP degrees that divide the attention heads, fit the budget and, with a node profile, fit in one
     node (a TP group all-reduces twice per layer, which only the intra-node link can carry: instances
     beyond a node use EP, attention-DP or PP across nodes instead)."""
-    limit = min(max_gpus, node.gpus_per_node) if node is not None else max_gpus
+    limit = min(max_gpus, node.domain_gpus) if node is not None else max_gpus
     return sorted({tp for tp in tp_options if tp <= limit and arch.num_heads % tp == 0})
 
 
 def nodes_spanned(gpus: int, node: Node | None, spans: bool = True) -> int | None:
-    """Nodes an instance of ``gpus`` GPUs occupies: 1 when it fits in one node (of the profile, else
-    DEFAULT_NODE_GPUS), else gpus / GPUs per node; None when it does not split evenly. A TP-only
+    """NVLink domains an instance of ``gpus`` GPUs occupies (``Parallelism.nodes``): 1 when it fits in
+    one (the profile's ``domain_gpus``: a server's GPUs, or a GB200/GB300 NVL72 rack's 72, else
+    DEFAULT_NODE_GPUS), else gpus / GPUs per domain; None when it does not split evenly. A TP-only
     instance without a node profile (``spans`` False) stays on one node (one NVLink fabric assumed)."""
-    per_node = node.gpus_per_node if node is not None else DEFAULT_NODE_GPUS
+    per_node = node.domain_gpus if node is not None else DEFAULT_NODE_GPUS
     if gpus <= per_node or (node is None and not spans):
         return 1
     return gpus // per_node if gpus % per_node == 0 else None
@@ -65,9 +66,7 @@ def layout_from_text(field: str, text: str, node: Node | None = None) -> Paralle
     """A layout typed by a user ("dep=16", "tp=2,dp=4,ep=8"), placed on nodes of ``node`` (else of
     DEFAULT_NODE_GPUS GPUs) by :func:`nodes_spanned`; errors name ``field``."""
     par = parse_parallelism(field, text)
-    nodes = nodes_spanned(
-        par.gpus, node, spans=par.gpus > (node.gpus_per_node if node else DEFAULT_NODE_GPUS)
-    )
+    nodes = nodes_spanned(par.gpus, node, spans=par.gpus > (node.domain_gpus if node else DEFAULT_NODE_GPUS))
     if nodes is None:
         raise InputError(field, text, "GPUs per instance within one node or a multiple of a node's GPUs")
     return par if nodes == par.nodes else Parallelism(par.tp, par.pp, par.ep, par.dp_attention, nodes)
@@ -181,7 +180,7 @@ def disaggregated_for_budget(
     link; others over ``link``.
     """
     out = []
-    node_gpus = node.gpus_per_node if node is not None else None
+    node_gpus = node.domain_gpus if node is not None else None
     pars_p = [as_parallelism("prefill_tp", p) for p in prefill_layouts]
     pars_d = [as_parallelism("decode_tp", p) for p in decode_layouts]
     for par_p in pars_p:

@@ -33,6 +33,8 @@ CHUNK_LENGTH_POINTS = 24
 # Smallest prompt chunk per iteration, as a fraction of the token budget, that the chunked model
 # tabulates; a decode batch leaving less room than this is treated as saturating the budget.
 MIN_CHUNK_FRACTION = 1.0 / 16.0
+# The chunked-prefill token budgets the planner tries by default (model.serving.enumeration).
+DEFAULT_CHUNK_OPTIONS = (256, 512, 1024, 2048, 4096)
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,9 +76,39 @@ def deployment(scn: Scenario, gpu: GPU, parallel: Parallelism | int) -> Deployme
     )
 
 
-def _decode_table(dep: Deployment, context_tokens: float) -> np.ndarray:
+# The unchunked prefill and decode tables depend on the instance's layout, not on its chunk budget
+# or role: computed once per (scenario, GPU, layout) and shared by every chunk option (a colocated
+# layout is tabulated for each of its chunk budgets) and by the prefill / decode pools.
+@lru_cache(maxsize=256)
+def _prefill_table(
+    scn: Scenario, gpu: GPU, parallel: Parallelism | int, pool: bool = False, served: float = 1.0
+) -> tuple[Deployment, np.ndarray]:
+    """(deployment, unchunked prefill time per sampled prompt): a prefill-pool instance (``pool``)
+    finds ``scn.prefill_pool_cached_tokens`` cached, a colocated replica ``scn.cached_tokens``; only
+    the ``served`` fraction of those hits is still held anywhere (KV offload tiers)."""
+    dep = deployment(scn, gpu, parallel)
+    prompt = scn.prompt_tokens
+    cached = scn.prefill_pool_cached_tokens if pool else scn.cached_tokens
+    if served < 1.0:  # part of the working set fits nowhere: those hits are misses
+        cached = np.floor(cached * served)
+    pre = np.asarray(prefill_cost(dep, prompt - cached, cached_tokens=cached).time_s, dtype=float)
+    pre.flags.writeable = False
+    return dep, pre
+
+
+@lru_cache(maxsize=256)
+def _decode_table(scn: Scenario, gpu: GPU, parallel: Parallelism | int) -> np.ndarray:
+    dep = _prefill_table(scn, gpu, parallel)[0]
     b = np.maximum(BATCH_GRID, 1.0)
-    return np.asarray(decode_step_cost(dep, b, context_tokens).time_s, dtype=float)
+    dec = np.asarray(decode_step_cost(dep, b, scn.decode_context_tokens).time_s, dtype=float)
+    dec.flags.writeable = False
+    return dec
+
+
+def clear_table_caches() -> None:
+    """Forget every cached table (benchmarks time the cold path with it)."""
+    for cached in (instance_tables, _prefill_table, _decode_table, _chunked_tables):
+        cached.cache_clear()
 
 
 def chunked_prefill_sum_s(
@@ -133,26 +165,40 @@ def chunked_prefill_sum_s(
     return np.asarray(total + tail, dtype=float)
 
 
-def _chunked_table(
-    dep: Deployment, scn: Scenario, chunk: int, batch_grid: np.ndarray, hit_rate: float
-) -> np.ndarray:
-    """Chunked prefill time [Gc, S]: tabulated on a geometric grid of prompt lengths (with the
-    cached prefix at ``hit_rate`` at each length), interpolated at every sampled prompt."""
+def _chunk_grid(chunk: int) -> np.ndarray:
+    """Decode batches tabulated for a chunk budget: those that leave room for a prompt chunk."""
+    return BATCH_GRID[chunk * (1.0 - MIN_CHUNK_FRACTION) > BATCH_GRID]
+
+
+@lru_cache(maxsize=256)
+def _chunked_tables(
+    scn: Scenario, gpu: GPU, parallel: Parallelism | int, chunks: tuple[int, ...], hit_rate: float
+) -> dict[int, np.ndarray]:
+    """Chunked prefill time [Gc, S] of each chunk budget in ``chunks``: tabulated on a geometric grid
+    of prompt lengths (with the cached prefix at ``hit_rate`` at each length), interpolated at every
+    sampled prompt. Every budget's rows (decode batch b, room max(c - b, c / 16)) go through one
+    vectorised :func:`chunked_prefill_sum_s` (row-wise, so the same values as one call per budget)."""
+    dep = _prefill_table(scn, gpu, parallel)[0]
     prompt = scn.prompt_tokens
     lengths = np.unique(
         np.geomspace(max(prompt.min(), 1.0), max(prompt.max(), 2.0), CHUNK_LENGTH_POINTS).round()
     )
     cached = cached_prompt_tokens(lengths, hit_rate)
-    room = np.maximum(chunk - batch_grid, chunk * MIN_CHUNK_FRACTION)[:, None]
+    grids = [_chunk_grid(c) for c in chunks]
+    rooms = [np.maximum(c - g, c * MIN_CHUNK_FRACTION) for c, g in zip(chunks, grids, strict=True)]
+    room = np.concatenate(rooms)
     table = chunked_prefill_sum_s(
         dep,
         (lengths - cached)[None, :],
-        room,
-        batch_grid[:, None],
+        room[:, None],
+        np.concatenate(grids)[:, None],
         scn.decode_context_tokens,
         cached[None, :],
     )
-    return np.stack([np.interp(prompt, lengths, row) for row in table])
+    rows = np.stack([np.interp(prompt, lengths, row) for row in table])
+    rows.flags.writeable = False
+    ends = np.cumsum([len(g) for g in grids])
+    return dict(zip(chunks, np.split(rows, ends[:-1]), strict=True))
 
 
 @lru_cache(maxsize=256)
@@ -166,7 +212,7 @@ def instance_tables(
 
     The engine profile (``scn.engine``) sets the decode-only activation workspace and caps the
     running batch at ``max_num_seqs``, as the simulator does (model.sim.simulate)."""
-    dep = deployment(scn, gpu, parallel)
+    dep = _prefill_table(scn, gpu, parallel)[0]
     prompt = scn.prompt_tokens
     cached = scn.prefill_pool_cached_tokens if role == "prefill" else scn.cached_tokens
     if role == "decode":
@@ -187,11 +233,13 @@ def instance_tables(
     # KV offload tiers: the hits whose prefix this instance still holds, and their reload time
     place = prefix_placement(dep, capacity, scn.kv_offload)
     reload = place.reload_time_s(cached)  # the reused prefix, reloaded when found in a tier
-    hit_rate = scn.workload.prefix_cache_hit_rate * place.served_fraction
-    if place.served_fraction < 1.0:  # part of the working set fits nowhere: those hits are misses
-        cached = np.floor(cached * place.served_fraction)
-    pre = np.asarray(prefill_cost(dep, prompt - cached, cached_tokens=cached).time_s, dtype=float)
-    dec = _decode_table(dep, scn.decode_context_tokens) if role != "prefill" else np.zeros_like(BATCH_GRID)
+    served = float(place.served_fraction)
+    hit_rate = scn.workload.prefix_cache_hit_rate * served
+    if served < 1.0:
+        cached = np.floor(cached * served)
+    pre = _prefill_table(scn, gpu, parallel, role == "prefill", served)[1]
+    loaded = pre + reload  # each prompt's prefill with its prefix reload
+    dec = _decode_table(scn, gpu, parallel) if role != "prefill" else np.zeros_like(BATCH_GRID)
     if role == "prefill":
         # Two identical prompts in one step cost 2 S - F: F is the part paid once per step (overhead,
         # kernel launches, exposed weight reads, all-reduce latency), which a batch of prompts shares.
@@ -199,18 +247,37 @@ def instance_tables(
             prefill_cost(dep, prompt - cached, cached_tokens=cached, batch=2).time_s, dtype=float
         )
         fixed = np.clip(2.0 * pre - two, 0.0, pre)
-        pre = pre + reload
         return InstanceTables(
-            dep, fit, fits, reason, capacity, max_batch, pre, dec, prefill_fixed_s=fixed, prefix=place
+            dep,
+            fit,
+            fits,
+            reason,
+            capacity,
+            max_batch,
+            pre + reload,
+            dec,
+            prefill_fixed_s=fixed,
+            prefix=place,
         )
     if chunk_tokens is None or role != "colocated":
-        return InstanceTables(dep, fit, fits, reason, capacity, max_batch, pre + reload, dec, prefix=place)
-    grid = BATCH_GRID[chunk_tokens * (1.0 - MIN_CHUNK_FRACTION) > BATCH_GRID]
-    if fits:
-        table = _chunked_table(dep, scn, chunk_tokens, grid, hit_rate) + reload[None, :]
+        return InstanceTables(dep, fit, fits, reason, capacity, max_batch, loaded, dec, prefix=place)
+    grid = _chunk_grid(chunk_tokens)
+    if fits:  # tabulated with the planner's default budgets of the same layout, in one pass
+        chunks = tuple(sorted({*DEFAULT_CHUNK_OPTIONS, int(chunk_tokens)}))
+        table = _chunked_tables(scn, gpu, parallel, chunks, hit_rate)[chunk_tokens] + reload[None, :]
     else:  # never evaluated (the planner drops infeasible candidates): skip the costly table
         table = np.broadcast_to(pre, (len(grid), len(pre))).copy()
-    pre = pre + reload
     return InstanceTables(
-        dep, fit, fits, reason, capacity, max_batch, pre, dec, chunk_tokens, grid, table, prefix=place
+        dep,
+        fit,
+        fits,
+        reason,
+        capacity,
+        max_batch,
+        pre + reload,
+        dec,
+        chunk_tokens,
+        grid,
+        table,
+        prefix=place,
     )
