@@ -59,6 +59,7 @@ class MemoryFit:
         chunked or linear-attention layers (:class:`model.llm.attention.KVLayout`)."""
         ctx = np.asarray(context_tokens, dtype=float)
         return ctx if self.kv_layout is None else self.kv_layout.tokens(ctx)
+
     comm_buffer_bytes_per_gpu: float = 0.0
     attention_ranks: int = 1
 

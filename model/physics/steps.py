@@ -33,7 +33,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from model.errors import InputError
-from model.hardware.collectives import allreduce_time_s, transfer_time_s
+from model.hardware.collective_algorithms import allreduce_s
+from model.hardware.collectives import transfer_time_s
 from model.hardware.parallelism import Parallelism
 from model.llm.arch import lm_head_params
 from model.physics import decode_tokens
@@ -179,8 +180,10 @@ def _step(
 def _comm_s(dep: Deployment, tokens: np.ndarray, busy: np.ndarray) -> np.ndarray:
     """Communication of one step along the critical path (not overlapped with compute).
 
-    TP-only: ALLREDUCES_PER_LAYER ring all-reduces of the hidden states per layer over TP
-    (Megatron-LM). With EP or attention-DP the MoE layers change: each layer still all-reduces its
+    TP-only: ALLREDUCES_PER_LAYER all-reduces of the hidden states per layer over TP (Megatron-LM),
+    each by the algorithm the engine picks for its size and the link's topology
+    (:func:`model.hardware.collective_algorithms.allreduce_s`: one-shot, two-shot, NVLS, ring, tree).
+    With EP or attention-DP the MoE layers change: each layer still all-reduces its
     attention output over TP (of the busiest rank's tokens), dense layers their MLP output too,
     and each MoE layer runs the EP dispatch + combine all-to-all instead of the MLP all-reduce
     (EP > 1, shared experts' partial sums reduced with the combine) or, with EP = 1 and DP > 1, an
@@ -195,7 +198,7 @@ def _comm_s(dep: Deployment, tokens: np.ndarray, busy: np.ndarray) -> np.ndarray
     mlp_allreduce_layers = arch.num_dense_layers if moe_changed else arch.num_layers
     if tp > 1:
         link = dep.tp_link_resolved
-        one = allreduce_time_s(rank_message, tp, link.effective_bandwidth_bytes_per_s, link.latency_s)
+        one = allreduce_s(rank_message, tp, link)
         comm = comm + (arch.num_layers + mlp_allreduce_layers) * one
     if moe_changed and dep.ep > 1:
         # the hottest GPU: the larger of what it sends (its rank's tokens over TP) and what it
