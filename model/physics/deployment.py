@@ -10,7 +10,7 @@ activation bytes per element (block scales included) and the GPU peak each compo
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from model.errors import InputError
@@ -19,6 +19,7 @@ from model.hardware.collectives import default_tp_link
 from model.hardware.formats import Precision, bytes_per_element, check_gpu_runs, get_format
 from model.hardware.gpus import GPU
 from model.hardware.links import Link
+from model.hardware.overheads import Overheads
 from model.hardware.parallelism import Parallelism, as_parallelism
 from model.llm.arch import (
     LLMArch,
@@ -60,15 +61,6 @@ LOW_PRECISION_MFU_RATIO = {"fp8": 0.7, "int8": 0.7, "fp4": 0.7}
 # 512-token step on an A100 (bf16, T_half = 57) at 90%, a 4096-token one at 99%. Independent check:
 # Sarathi-Serve's prefill overhead at small chunks (docs/validation.md).
 GEMM_EXPOSED_WEIGHT_FRACTION = 0.5
-# Eager (non-CUDA-graph) kernel launches per transformer layer in a step that carries prompt tokens:
-# 2 norms, QKV GEMM, rotary, KV-cache write, attention, O GEMM, gate/up GEMM, activation, down GEMM,
-# 2 residual adds. Engines capture decode steps in CUDA graphs (vLLM, TensorRT-LLM) but launch
-# prefill kernels one by one, so prefill pays this per layer and decode does not.
-EAGER_KERNELS_PER_LAYER = 12
-# Host-side launch cost of one CUDA kernel: ~4-5 us (NVIDIA developer blog, A. Gray, "Getting
-# Started with CUDA Graphs", 2019: a short kernel costs ~3.8 us per launch without graphs, 2.9 us
-# end to end with them removed from the critical path); 5 us with framework (PyTorch) dispatch.
-KERNEL_LAUNCH_S = 5e-6
 # Weight components of a Precision, in the order the step costs sum them.
 WEIGHT_COMPONENTS = ("attention", "mlp", "experts")
 # The network a group of GPUs uses once it leaves its node (NVLink domain) when no link is given:
@@ -108,6 +100,7 @@ class Deployment:
     precision: Precision | None = None
     speculation: Speculation | None = None  # speculative decoding (model.physics.speculation)
     scale_out_link: Link | None = None
+    overheads: Overheads | None = None  # the engine's (model.hardware.overheads); None: GPU profile only
 
     def __post_init__(self) -> None:
         if not isinstance(self.arch, LLMArch):
@@ -136,6 +129,8 @@ class Deployment:
             and self.step_overhead_s >= 0
         ):
             raise InputError("step_overhead_s", self.step_overhead_s, "a time >= 0 s")
+        if self.overheads is not None and not isinstance(self.overheads, Overheads):
+            raise InputError("overheads", self.overheads, "an Overheads (model.hardware.overheads) or None")
         if self.speculation is not None and not isinstance(self.speculation, Speculation):
             raise InputError("speculation", self.speculation, "a Speculation (model.physics.speculation)")
         for name in ("tp_link", "pp_link", "scale_out_link"):
@@ -246,8 +241,19 @@ class Deployment:
 
     @property
     def overhead_s(self) -> float:
-        """Fixed host-side time per step (s): the override, else the GPU profile's ``step_overhead``."""
-        return self.gpu.step_overhead_s if self.step_overhead_s is None else float(self.step_overhead_s)
+        """Fixed host-side time per step (s): the ``step_overhead_s`` override, else the engine
+        overheads' ``step_s``, else the GPU profile's ``step_overhead``."""
+        if self.step_overhead_s is not None:
+            return float(self.step_overhead_s)
+        return self.gpu.step_overhead_s if self.overheads is None else self.overheads.step_s
+
+    @cached_property
+    def engine_overheads(self) -> Overheads:
+        """The overheads every step pays (model.hardware.overheads): the engine's with ``step_s`` =
+        :attr:`overhead_s`; without an engine only the GPU profile's step overhead and eager
+        launches (no kernel floor, no per-sequence or per-request cost)."""
+        base = self.overheads if self.overheads is not None else Overheads(step_s=self.overhead_s)
+        return replace(base, step_s=self.overhead_s)
 
     def gemm_flops_per_s(self, component: str) -> float:
         """Achieved large-batch GEMM rate of ``component``'s weights: the peak of its format's math x
