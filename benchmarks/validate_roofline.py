@@ -290,14 +290,14 @@ def summary_lines(rows: list[Row]) -> list[str]:
 
 def markdown(rows: list[Row]) -> str:
     lines = [
-        "| # | set | model | GPU | TP | dtype | batch | ISL | OSL | metric | measured (ms) | predicted (ms) "
-        "| error | engine |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| # | set | split | model | GPU | TP | dtype | batch | ISL | OSL | metric | measured (ms) "
+        "| predicted (ms) | error | engine |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for n, r in enumerate((r for r in rows if r.evaluated), 1):
         lines.append(
-            f"| {n} | {r.set} | {r.model} | {r.gpu} | {r.tp} | {r.dtype} | {r.batch} | {r.isl} | {r.osl} "
-            f"| {r.metric} | "
+            f"| {n} | {r.set} | {r.split} | {r.model} | {r.gpu} | {r.tp} | {r.dtype} | {r.batch} | {r.isl} "
+            f"| {r.osl} | {r.metric} | "
             f"{r.measured_s * 1e3:.2f} | {r.predicted_s * 1e3:.2f} | {100 * r.error:+.1f}% | {r.engine} |"
         )
     lines.append("")

@@ -24,9 +24,10 @@ KW = dict(workload="chat", ttft_slo_s=0.5, tpot_slo_s=0.05, gpus=16, node="hgx-h
 
 @pytest.fixture(scope="module")
 def near_tie():
-    # disaggregated +8.2% (tests/test_tieband.py) against an 8% margin: the verdict sits on the edge
-    # (with the 10% default margin the measured error since issue 16 makes the tie ~94% sure)
-    return model.plan("llama-3.1-70b", "h100-sxm", margin=0.08, **KW)
+    # disaggregated +6.7% at a 60 ms TPOT target (tests/test_tieband.py) against a 6% margin: the
+    # verdict sits on the edge (with the 10% default margin the measured error since issue 16 makes
+    # the tie about 90% sure)
+    return model.plan("llama-3.1-70b", "h100-sxm", margin=0.06, **{**KW, "tpot_slo_s": 0.06})
 
 
 def test_error_file_is_fresh():
@@ -86,8 +87,8 @@ def test_near_tie_is_uncertain(near_tie):
 
 def test_large_gap_is_sure():
     # code prompts (long) under 1.5 s / 40 ms: prefill stalls make colocated decode miss the TPOT
-    # target, disaggregated raises goodput by half (+51%; +113% before issue 16's cheaper all-reduce
-    # and engine overheads)
+    # target, disaggregated raises goodput by half (+56%; +113% before issue 16's cheaper all-reduce,
+    # engine overheads and GEMM efficiency)
     kw = {**KW, "workload": "code", "ttft_slo_s": 1.5, "tpot_slo_s": 0.04}
     p = model.plan("llama-3.1-70b", "h100-sxm", **kw)
     assert p.verdict == "disaggregated" and p.gain > 0.4
