@@ -35,7 +35,8 @@ def distribution() -> dict:
         g["log_ratios"].append(round(math.log(r.measured_s / r.predicted_s), 9))
     return {
         "source": "tests/data/published_measurements.csv through benchmarks/validate_roofline.py "
-        "(default GPU-profile efficiencies; every row it evaluates; no held-out split yet)",
+        "(default GPU-profile efficiencies, each row's engine profile; every row it evaluates, train "
+        "and held-out alike: docs/validation.md reports the two splits)",
         "groups": groups,
     }
 

@@ -6,7 +6,11 @@ the median absolute percentage error (MdAPE) per group: "prefill" (prefill / TTF
 "decode" (TPOT rows, and end-to-end rows of a generation whose time is mostly decode steps), for
 the "core" set (the 23 batch-1 rows the 20% target was set on) and for every evaluated row, plus
 the issue-16 categories (MoE, FP8/FP4, consumer, AMD, long prompt, large batch).
-Uses the default per-GPU efficiencies only.
+Uses the default per-GPU efficiencies and the engine profile the row names (``engine_profile``:
+TensorRT-LLM and NIM -> trtllm, vLLM -> vllm, SGLang -> sglang, others -> none): its per-step,
+per-kernel and per-sequence overheads, and, for a TTFT observed at the client (``observed`` =
+client), its per-request overhead. The ``split`` column (train / holdout) is a seeded hash of the
+row id (:func:`split_of`), never chosen by hand; constants fitted on the table use train rows only.
 
 A row is skipped, with its reason, when its ``not_expressible`` column names a feature the model
 lacks (speculative decoding, ...), when its model is not in the catalog, or when the physics
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from model.errors import PdplanError, UnknownNameError
-from model.hardware.catalog import get_gpu
+from model.hardware.catalog import get_engine, get_gpu
 from model.hardware.formats import get_format
 from model.hardware.parallelism import Parallelism
 from model.llm.catalog import get_model
@@ -41,6 +46,22 @@ GROUPS = ("prefill", "decode")
 LONG_PROMPT_TOKENS = 8192
 LARGE_BATCH = 8
 LOW_PRECISION = ("fp8", "fp8_block", "nvfp4", "mxfp4")
+SPLITS = ("train", "holdout")
+SPLIT_SEED = "pdplan-issue16:"
+# Engine profile of a row, by the first word of its ``engine`` column (NIM runs TensorRT-LLM).
+ENGINE_PROFILES = {"tensorrt-llm": "trtllm", "nim": "trtllm", "vllm": "vllm", "sglang": "sglang"}
+
+
+def split_of(row_id: str) -> str:
+    """ "holdout" for one row in three, by sha256(SPLIT_SEED + id) mod 3 == 0; else "train"."""
+    digest = int(hashlib.sha256((SPLIT_SEED + row_id).encode()).hexdigest(), 16)
+    return "holdout" if digest % 3 == 0 else "train"
+
+
+def engine_profile(engine: str) -> str | None:
+    """The engine profile a row's ``engine`` text maps to (None: no profile, GPU defaults only)."""
+    word = engine.strip().split()[0].lower() if engine.strip() else ""
+    return ENGINE_PROFILES.get(word)
 
 
 @dataclass(frozen=True)
@@ -65,6 +86,8 @@ class Row:
     set: str = "core"
     skip: str = ""  # why the row is not evaluated ("" = evaluated)
     categories: tuple[str, ...] = ()
+    observed: str = "engine"
+    split: str = "train"
 
     @property
     def evaluated(self) -> bool:
@@ -90,18 +113,31 @@ def parallelism(r: dict[str, str]) -> Parallelism:
     )
 
 
-def predict(r: dict[str, str]) -> float:
-    """The model's value for one measurement row (default efficiencies of the GPU profile)."""
-    dep = Deployment(
+def deployment(r: dict[str, str], **overrides: object) -> Deployment:
+    """The row's deployment: default efficiencies of the GPU profile, the engine profile's overheads
+    (``overrides`` replace Deployment fields, e.g. ``overheads`` while fitting)."""
+    gpu = get_gpu(r["gpu"])
+    name = engine_profile(r["engine"])
+    kw: dict[str, object] = {"overheads": get_engine(name).overheads(gpu) if name else None}
+    kw.update(overrides)
+    return Deployment(
         get_model(r["model"]),
-        get_gpu(r["gpu"]),
+        gpu,
         parallel=parallelism(r),
         weight_dtype=r["dtype"],
         kv_dtype=r["kv_dtype"] or None,
+        **kw,
     )
+
+
+def predict(r: dict[str, str], **overrides: object) -> float:
+    """The model's value for one measurement row (:func:`deployment`); a TTFT observed at the
+    client includes the engine's per-request overhead."""
+    dep = deployment(r, **overrides)
     b, isl, osl = int(r["batch"]), int(r["isl"]), int(r["osl"])
     if r["metric"] == "prefill_s":
-        return float(prefill_cost(dep, isl, batch=b).time_s)
+        client = dep.engine_overheads.request_s if r.get("observed") == "client" else 0.0
+        return float(prefill_cost(dep, isl, batch=b).time_s) + client
     if r["metric"] == "tpot_s":
         return float(mean_tpot_s(dep, b, isl, osl))
     if r["metric"] == "e2e_s":
@@ -180,34 +216,54 @@ def load(path: Path = DATA) -> list[Row]:
                 set=r.get("set") or "core",
                 skip=skip,
                 categories=categories(r),
+                observed=r.get("observed") or "engine",
+                split=r.get("split") or split_of(r["id"]),
             )
         )
     return out
 
 
-def mdape(rows: list[Row], group: str, subset: str | None = None, category: str | None = None) -> float:
-    """Median absolute percentage error of one group over the evaluated rows, in percent; only the
-    rows of set ``subset`` / category ``category`` when given (NaN when there are none)."""
-    errs = [
-        abs(r.error)
+def selected(
+    rows: list[Row],
+    group: str,
+    subset: str | None = None,
+    category: str | None = None,
+    split: str | None = None,
+) -> list[Row]:
+    """Evaluated rows of one group; only set ``subset`` / category ``category`` / split ``split``
+    when given."""
+    return [
+        r
         for r in rows
         if r.evaluated
         and r.group == group
         and (subset is None or r.set == subset)
         and (category is None or category in r.categories)
+        and (split is None or r.split == split)
     ]
+
+
+def mdape(
+    rows: list[Row],
+    group: str,
+    subset: str | None = None,
+    category: str | None = None,
+    split: str | None = None,
+) -> float:
+    """Median absolute percentage error of :func:`selected` rows, in percent (NaN when none)."""
+    errs = [abs(r.error) for r in selected(rows, group, subset, category, split)]
     return 100.0 * float(np.median(errs)) if errs else float("nan")
 
 
-def count(rows: list[Row], group: str, subset: str | None = None, category: str | None = None) -> int:
+def count(
+    rows: list[Row],
+    group: str,
+    subset: str | None = None,
+    category: str | None = None,
+    split: str | None = None,
+) -> int:
     """Evaluated rows counted by :func:`mdape` for the same arguments."""
-    return sum(
-        r.evaluated
-        and r.group == group
-        and (subset is None or r.set == subset)
-        and (category is None or category in r.categories)
-        for r in rows
-    )
+    return len(selected(rows, group, subset, category, split))
 
 
 CATEGORIES = ("moe", "fp8/fp4", "consumer", "amd", "long prompt", "large batch")
@@ -221,6 +277,9 @@ def summary_lines(rows: list[Row]) -> list[str]:
             lines.append(
                 f"- **{g}, {label}**: MdAPE {mdape(rows, g, subset):.1f}% over {count(rows, g, subset)} rows"
             )
+    for sp in SPLITS:
+        parts = [f"{g} {mdape(rows, g, split=sp):.1f}% ({count(rows, g, split=sp)})" for g in GROUPS]
+        lines.append(f"- split **{sp}**: " + ", ".join(parts))
     for c in CATEGORIES:
         parts = [f"{g} {mdape(rows, g, None, c):.1f}% ({count(rows, g, None, c)})" for g in GROUPS]
         lines.append(f"- category **{c}**: " + ", ".join(parts))
@@ -231,14 +290,14 @@ def summary_lines(rows: list[Row]) -> list[str]:
 
 def markdown(rows: list[Row]) -> str:
     lines = [
-        "| # | set | model | GPU | TP | dtype | batch | ISL | OSL | metric | measured (ms) | predicted (ms) "
-        "| error | engine |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| # | set | split | model | GPU | TP | dtype | batch | ISL | OSL | metric | measured (ms) "
+        "| predicted (ms) | error | engine |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for n, r in enumerate((r for r in rows if r.evaluated), 1):
         lines.append(
-            f"| {n} | {r.set} | {r.model} | {r.gpu} | {r.tp} | {r.dtype} | {r.batch} | {r.isl} | {r.osl} "
-            f"| {r.metric} | "
+            f"| {n} | {r.set} | {r.split} | {r.model} | {r.gpu} | {r.tp} | {r.dtype} | {r.batch} | {r.isl} "
+            f"| {r.osl} | {r.metric} | "
             f"{r.measured_s * 1e3:.2f} | {r.predicted_s * 1e3:.2f} | {100 * r.error:+.1f}% | {r.engine} |"
         )
     lines.append("")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from model.calibrate.csv_format import parse_csv
-from model.calibrate.fit import BOUNDS, calibrate
+from model.calibrate.fit import BOUNDS, _engine_base, calibrate
 from model.calibrate.load import load_measurements
 from model.calibrate.measurements import Measurement, RowDefaults, classify_ttft
 from model.calibrate.problem import group_configs, prefills_per_step
@@ -19,9 +19,10 @@ from model.calibrate.profile_toml import calibrated_profile_toml, write_profiles
 from model.calibrate.vllm_format import parse_vllm_json
 from model.cli import main
 from model.errors import InputError, PdplanError
-from model.hardware.catalog import get_gpu, load_catalog
+from model.hardware.catalog import get_engine, get_gpu, load_catalog
 from model.hardware.collectives import default_tp_link
 from model.hardware.gpus import gpu_from_toml
+from model.hardware.overheads import Overheads
 from model.llm.catalog import get_model
 from model.physics.decode_tokens import tokens_per_decode_step
 from model.physics.deployment import Deployment
@@ -578,3 +579,39 @@ def test_cli_bad_input_exit_2_one_line(tmp_path: Path, capsys: pytest.CaptureFix
         ["calibrate", "--measurements", str(bad), "--format", "vllm-json", "--out-dir", str(tmp_path / "o")]
     )
     assert rc == 2 and "bad.csv line 1" in capsys.readouterr().err
+
+
+def test_engine_overheads_recovered_when_asked() -> None:
+    """Rows generated with a per-kernel floor of 6 us and a per-sequence cost of 20 us (the engine
+    overheads of model.hardware.overheads) on top of TRUE: fitting all five recovers them; the
+    label "synthetic" names no engine profile, so their base is 0 (the GPU profile alone)."""
+    gpu = get_gpu("h100-sxm")
+    ov = Overheads(step_s=TRUE["step_overhead_s"], kernel_s=6e-6, per_sequence_s=20e-6)
+    rows = []
+    for model, tp in (("llama-3.1-8b", 1), ("llama-3.1-70b", 4)):
+        dep = Deployment(get_model(model), gpu, parallel=tp, overheads=ov, **TRUE)
+        for isl, osl, b in ((128, 128, 1), (1024, 256, 1), (4096, 256, 1), (1024, 256, 8), (512, 128, 64)):
+            rows.append(
+                _row(
+                    source=f"syn {model} {isl}/{osl} b{b}",
+                    model=model,
+                    gpu="h100-sxm",
+                    tp=tp,
+                    engine="synthetic",
+                    isl=isl,
+                    osl=osl,
+                    batch=float(b),
+                    ttft_s=float(prefill_cost(dep, isl, batch=b).time_s),
+                    tpot_s=float(mean_tpot_s(dep, b, isl, osl)),
+                )
+            )
+    fit = ("prefill_mfu", "decode_mbu", "step_overhead_s", "kernel_s", "per_sequence_s")
+    g = calibrate(rows, fit=fit, loo=False).group("h100-sxm", "synthetic")
+    assert g.parameter("kernel_s").base == 0.0 and g.parameter("kernel_s").fitted
+    assert g.parameter("kernel_s").value == pytest.approx(6e-6, rel=0.05)
+    assert g.parameter("per_sequence_s").value == pytest.approx(20e-6, rel=0.05)
+    assert g.parameter("step_overhead_s").value == pytest.approx(2e-3, rel=0.05)
+    # an engine label that names a profile starts from that engine's values
+    assert _engine_base("vllm-0.8") == (get_engine("vllm").kernel_s, get_engine("vllm").per_sequence_s)
+    with pytest.raises(InputError, match="fit"):
+        calibrate(rows, fit=("launch_s",))

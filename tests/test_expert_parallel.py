@@ -162,20 +162,21 @@ def _plan(name: str, gpu: str, gpus: int, **kw):
     )
 
 
-def test_deepseek_v3_on_two_h200_nodes_prefers_expert_parallel_layouts() -> None:
-    """16 x H200 (two HGX nodes), FP8. Direction: the best colocated replica is TEP8 rather than TP8,
-    and the disaggregated prefill pool uses DEP8. TEP8 replaces each MoE layer's ring all-reduce over
-    8 GPUs (2 x 7 latency-bound steps) by two one-shot all-to-alls with an FP8 dispatch, so its decode
-    steps communicate less (checked below); DEP8's prefill spreads independent prompts over 8
-    attention ranks (MLA latent KV stored once, not on all 8 GPUs), while a single chunk in a
-    colocated DEP8 replica would run its attention on one GPU and hold up every rank's decodes."""
+def test_deepseek_v3_on_two_h200_nodes_tp8_and_tep8_nearly_tie() -> None:
+    """16 x H200 (two HGX nodes), FP8. With the all-reduce the engines run on NVSwitch (one-shot at
+    decode sizes, NVLS above: model.hardware.collective_algorithms) a TP8 MoE layer's all-reduce
+    costs about what TEP8's dispatch + combine all-to-alls cost, so TP8 and TEP8 decode steps come
+    within 1% of each other and the best colocated replica is an 8-GPU tensor-parallel one on one
+    node (SGLang's DeepSeek-V3 recipe for one 8 x H200 node is --tp 8). Before the algorithm choice,
+    a ring all-reduce of 2 x 7 latency-bound steps made TEP8 look clearly cheaper."""
     p = _plan("deepseek-v3", "h200", 16, node="hgx-h200-8", dtype="fp8")
     assert p.verdict in ("colocated", "colocated-chunked", "disaggregated") and p.reasons
-    assert p.best["colocated-chunked"].config.parallel == Parallelism(tp=8, ep=8)
-    assert p.best["disaggregated"].config.prefill_parallel.dp_attention == 8
+    best = p.best["colocated-chunked"].config.parallel
+    assert best.tp == 8 and best.nodes == 1 and best.ep in (1, 8)
     tep8 = decode_step_cost(Deployment(DSV3, H200, Parallelism(tp=8, ep=8), weight_dtype="fp8"), 64, 2048)
     tp8 = decode_step_cost(Deployment(DSV3, H200, 8, weight_dtype="fp8"), 64, 2048)
-    assert float(tep8.comm_s) < float(tp8.comm_s)
+    assert float(tep8.time_s) == pytest.approx(float(tp8.time_s), rel=0.01)
+    assert float(tep8.comm_s) == pytest.approx(float(tp8.comm_s), rel=0.15)
 
 
 def test_deepseek_v3_on_32_h100_needs_instances_across_nodes() -> None:

@@ -98,7 +98,8 @@ def test_mixed_precision_weight_bytes_by_component() -> None:
 def test_fp8_gemm_peak_h100_and_refused_on_a100() -> None:
     h100 = Deployment(LLAMA_8B, get_gpu("h100-sxm"), weight_dtype="fp8")
     assert h100.peak_flops_per_s == 1978.9e12  # H100 SXM FP8 dense peak
-    assert h100.gemm_flops_per_s("mlp") == pytest.approx(1978.9e12 * 0.6 * 0.7)  # MFU x FP8 ratio
+    # MFU x LARGE_GEMM_MFU_FACTOR x FP8 ratio
+    assert h100.gemm_flops_per_s("mlp") == pytest.approx(1978.9e12 * 0.6 * 1.15 * 0.7)
     assert h100.attention_peak_flops_per_s == 989.4e12  # attention stays on the bf16 path
     # No FP8 tensor cores on Ampere: refused (as before the table), naming what the A100 can run.
     with pytest.raises(InputError) as err:
@@ -109,11 +110,11 @@ def test_fp8_gemm_peak_h100_and_refused_on_a100() -> None:
 
 def test_weight_only_formats_compute_at_16_bit_peak() -> None:
     a100 = Deployment(LLAMA_8B, get_gpu("a100-80gb-sxm"), weight_dtype="int4")
-    assert a100.peak_flops_per_s == 312e12 and a100.gemm_mfu == pytest.approx(0.6)
+    assert a100.peak_flops_per_s == 312e12 and a100.gemm_mfu == pytest.approx(0.6 * 1.15)
     assert get_format("q4_k_m").weight_only and get_format("q4_k_m").math == "fp16"
-    # T_ridge (hand): 312e12 x 0.6 x 0.51953125 / (2 x 2039e9 x 0.8)
+    # T_ridge (hand): 312e12 x 0.6 x 1.15 x 0.51953125 / (2 x 2039e9 x 0.8)
     gpu = get_gpu("a100-80gb-sxm")
-    ridge = 312e12 * 0.6 * 0.51953125 / (2 * gpu.memory_bandwidth_bytes_per_s * gpu.decode_mbu)
+    ridge = 312e12 * 0.6 * 1.15 * 0.51953125 / (2 * gpu.memory_bandwidth_bytes_per_s * gpu.decode_mbu)
     assert a100.gemm_ridge_tokens == pytest.approx(ridge, rel=1e-12)
 
 

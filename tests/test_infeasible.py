@@ -28,7 +28,8 @@ def _plan(**kw):
 
 def test_a_ttft_target_below_the_idle_prefill_binds_ttft_and_states_it():
     """One H100, every prompt 2,048 tokens: at a vanishing load TTFT is the prefill itself plus the
-    mean residual of a batch-1 decode step in progress (half a step, model.serving.colocated), so a
+    mean residual of a batch-1 decode step in progress (half a step, model.serving.colocated) plus
+    the engine's per-request client overhead, so a
     1 ms target is out of reach; the stated floor is that sum on TP1 (prefill-first colocated)."""
     p = _plan(ttft_slo_s=0.001)
     inf = p.infeasibility
@@ -37,7 +38,8 @@ def test_a_ttft_target_below_the_idle_prefill_binds_ttft_and_states_it():
     dep = deployment(scn, p.inputs.gpu, 1)
     step = float(decode_step_cost(dep, 1.0, scn.decode_context_tokens).time_s)
     assert scn.decode_context_tokens == PROMPT + OUTPUT / 2  # E[O (P + O/2)] / E[O], fixed lengths
-    idle = float(prefill_cost(dep, float(PROMPT)).time_s) + step / 2
+    # + the engine's per-request client overhead (TTFT as a user measures it; issue 16)
+    idle = float(prefill_cost(dep, float(PROMPT)).time_s) + step / 2 + scn.engine.request_s
     # Hand floor: 2 FLOP per parameter per prompt token at the datasheet peak (989 TFLOP/s dense BF16).
     floor = 2 * model.total_params(scn.arch) * PROMPT / p.inputs.gpu.peak_flops("bf16")
     assert inf.lowest_ttft_s == pytest.approx(idle, rel=1e-6)

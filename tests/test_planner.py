@@ -98,10 +98,12 @@ def test_same_nodes_over_1gbe_flip_and_threshold_between_link_speeds() -> None:
 
 def test_node_paired_placement_keeps_kv_on_nvlink_over_slow_network() -> None:
     """With the node profile the planner may pair a prefill and a decode instance inside each node, so
-    the KV never crosses the 1 GbE between nodes: disaggregation survives the slow network, and no
-    speed of that network flips it."""
+    the KV never crosses the 1 GbE between nodes: the split stays feasible over the slow network (at
+    least as good as colocated: +1%, a tie, since issue 16's one-shot/NVLS all-reduce made TP8
+    colocated decode cheaper; without pairing it cannot hold the TTFT target at all), and no speed of
+    that network changes the verdict."""
     p = _h100_rag("eth-1g", node="hgx-h100-8")
-    assert p.verdict == "disaggregated"
+    assert p.gain > 0.0 and p.best["disaggregated"].goodput_rps > 0.0
     assert p.best["disaggregated"].config.link.name == "nvlink4"
     (bw,) = [f for f in p.flip_thresholds if f.parameter == "link_bandwidth"]
     assert bw.value == 0.0 and "flips the verdict" in bw.text

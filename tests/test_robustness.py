@@ -24,8 +24,10 @@ KW = dict(workload="chat", ttft_slo_s=0.5, tpot_slo_s=0.05, gpus=16, node="hgx-h
 
 @pytest.fixture(scope="module")
 def near_tie():
-    # disaggregated +8.6% against a 10% margin (tests/test_tieband.py)
-    return model.plan("llama-3.1-70b", "h100-sxm", **KW)
+    # disaggregated +6.7% at a 60 ms TPOT target (tests/test_tieband.py) against a 6% margin: the
+    # verdict sits on the edge (with the 10% default margin the measured error since issue 16 makes
+    # the tie about 90% sure)
+    return model.plan("llama-3.1-70b", "h100-sxm", margin=0.06, **{**KW, "tpot_slo_s": 0.06})
 
 
 def test_error_file_is_fresh():
@@ -83,12 +85,13 @@ def test_near_tie_is_uncertain(near_tie):
     assert "plausible worlds" in r.summary
 
 
-def test_two_fold_gap_is_sure():
+def test_large_gap_is_sure():
     # code prompts (long) under 1.5 s / 40 ms: prefill stalls make colocated decode miss the TPOT
-    # target, disaggregated more than doubles goodput (+113%)
+    # target, disaggregated raises goodput by half (+56%; +113% before issue 16's cheaper all-reduce,
+    # engine overheads and GEMM efficiency)
     kw = {**KW, "workload": "code", "ttft_slo_s": 1.5, "tpot_slo_s": 0.04}
     p = model.plan("llama-3.1-70b", "h100-sxm", **kw)
-    assert p.verdict == "disaggregated" and p.gain > 1.0
+    assert p.verdict == "disaggregated" and p.gain > 0.4
     r = model.robustness(p, draws=64)
     assert r.p_disaggregated_recommended >= 0.9
     assert r.p_disaggregated_better >= r.p_disaggregated_recommended

@@ -101,7 +101,7 @@ def test_kv_transfer_whole_request_by_hand() -> None:
     assert ev.transfer_s == pytest.approx(expected, rel=1e-9)
     # Layer-wise: per-layer transfer t = lat + T_bw / 32; exposed = max(t, 32 t - S + S / 32).
     lw = evaluate(DisaggregatedConfig(H100, 1, 1, H100, 1, 1, link, layerwise=True), scn, 0.01)
-    s = float(prefill_cost(Deployment(scn.arch, H100), 1000).time_s)
+    s = float(prefill_cost(Deployment(scn.arch, H100, overheads=scn.engine.overheads(H100)), 1000).time_s)
     t = link.latency_s + kv / (link.bandwidth_bytes_per_s * link.efficiency) / 32
     assert lw.transfer_s == pytest.approx(max(t, 32 * t - s + s / 32), rel=1e-9)
     assert lw.transfer_s < ev.transfer_s  # overlap only helps
@@ -113,7 +113,7 @@ def test_prefill_pool_is_m_d_c_for_fixed_prompts_and_batching_only_helps() -> No
 
     scn = Scenario.build("llama-3.1-8b", FIXED, SLO(10.0, 1.0), samples=16)
     cfg = DisaggregatedConfig(H100, 1, 2, H100, 1, 2, get_link("nvlink4"))
-    s = float(prefill_cost(Deployment(scn.arch, H100), 1000).time_s)
+    s = float(prefill_cost(Deployment(scn.arch, H100, overheads=scn.engine.overheads(H100)), 1000).time_s)
     # Light load (utilisation 0.1 over two servers): prompts rarely queue, so batching is negligible
     # and the pool is the textbook M/D/2 (deterministic service: SCV 0).
     light = 0.2 / s
@@ -137,7 +137,7 @@ def test_prefill_pool_is_m_d_c_for_fixed_prompts_and_batching_only_helps() -> No
 def test_colocated_stall_inflation_by_hand() -> None:
     # Without chunking, TPOT = t_dec(B) / (1 - rho_p), rho_p = (lambda / R) E[S_prefill].
     scn = Scenario.build("llama-3.1-8b", FIXED, SLO(10.0, 1.0), samples=16)
-    dep = Deployment(scn.arch, H100)
+    dep = Deployment(scn.arch, H100, overheads=scn.engine.overheads(H100))  # the planner's (vLLM)
     s = float(prefill_cost(dep, 1000).time_s)
     rate = 0.3 / s
     ev = evaluate(ColocatedConfig(H100, 1, 1), scn, rate)

@@ -258,15 +258,19 @@ def test_max_sim_time_stops_run():
 
 
 def test_light_load_ttft_is_prefill_time():
-    # One request alone: TTFT = roofline prefill time; TPOT = mean decode step over its contexts.
+    # One request alone: TTFT = roofline prefill time + the engine's per-request client overhead;
+    # TPOT = mean decode step over its contexts (with the default engine's overheads).
+    from model.hardware.catalog import get_engine
     from model.llm.catalog import get_model
     from model.physics.deployment import Deployment
     from model.physics.generation import mean_tpot_s
     from model.physics.steps import prefill_cost
 
-    dep = Deployment(get_model("llama-3.1-8b"), H100)
+    overheads = get_engine().overheads(H100)
+    dep = Deployment(get_model("llama-3.1-8b"), H100, overheads=overheads)
     r = simulate(CONFIGS[0], "llama-3.1-8b", req([0.0], [1000], [50])).records
-    assert r.ttft_s[0] == pytest.approx(float(prefill_cost(dep, 1000).time_s))
+    ttft = float(prefill_cost(dep, 1000).time_s) + overheads.request_s
+    assert r.ttft_s[0] == pytest.approx(ttft)
     assert r.tpot_s[0] == pytest.approx(float(mean_tpot_s(dep, 1, 1000, 50)), rel=1e-9)
 
 

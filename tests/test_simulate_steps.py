@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.hardware.catalog import get_gpu, get_link
+from model.hardware.catalog import get_engine, get_gpu, get_link
 from model.hardware.collectives import transfer_time_s
 from model.llm.catalog import get_model
 from model.physics.deployment import Deployment
@@ -107,7 +107,8 @@ def test_lone_request_transfer_exposure_on_a_slow_link(layerwise):
     from model.sim.simulate import SimRequests
 
     arch, gpu, link = get_model("llama-3.1-70b"), get_gpu("h100-sxm"), get_link("eth-10g")
-    dep = Deployment(arch, gpu, parallel=2)
+    overheads = get_engine().overheads(gpu)  # the default engine's, as the simulator uses
+    dep = Deployment(arch, gpu, parallel=2, overheads=overheads)
     cfg = DisaggregatedConfig(gpu, 2, 1, gpu, 2, 1, link, layerwise=layerwise)
     p = 3000
     r = simulate(cfg, arch, SimRequests(np.array([0.0]), np.array([p]), np.array([20]))).records
@@ -119,4 +120,4 @@ def test_lone_request_transfer_exposure_on_a_slow_link(layerwise):
         exposed = max(t, n * t - s + s / n)
     else:
         exposed = float(transfer_time_s(kv, link))
-    assert r.ttft_s[0] == pytest.approx(s + exposed, rel=1e-9)
+    assert r.ttft_s[0] == pytest.approx(s + exposed + overheads.request_s, rel=1e-9)

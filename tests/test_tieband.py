@@ -16,9 +16,11 @@ from model.cli import main
 from model.planner.report import plan_dict
 from model.planner.verdict import _no_flip_words, decide, tie_band
 
-# The golden scenario plan_70b_h100_chat (the issue's case): disaggregated 27.36 req/s against
-# colocated-chunked 25.21 req/s on 16 x H100, a gain of 27.36 / 25.21 - 1 = +8.5%, under 10%.
-KW = dict(gpus=16, workload="chat", ttft_slo_s=0.5, tpot_slo_s=0.05, node="hgx-h100-8")
+# The issue's case with a 60 ms TPOT target: disaggregated 32.56 req/s against colocated-chunked
+# 30.53 req/s on 16 x H100, a gain of 32.56 / 30.53 - 1 = +6.7%, under 10%. (At 50 ms, the golden
+# scenario plan_70b_h100_chat, it was +8.5% until issue 16's collectives, engine overheads and GEMM
+# efficiency made it +14%: no longer a tie.)
+KW = dict(gpus=16, workload="chat", ttft_slo_s=0.5, tpot_slo_s=0.06, node="hgx-h100-8")
 
 
 @pytest.fixture(scope="module")
@@ -29,11 +31,11 @@ def chat():
 def test_tie_under_margin(chat):
     col, dis = chat.best["colocated-chunked"], chat.best["disaggregated"]
     assert chat.gain == pytest.approx(dis.goodput_rps / col.goodput_rps - 1.0, rel=1e-12)
-    assert 0.08 < chat.gain < 0.09  # 27.36 / 25.21 - 1 = 0.0854
+    assert 0.06 < chat.gain < 0.07  # 32.56 / 30.53 - 1 = 0.0665
     assert chat.tie is True
     assert chat.verdict == "colocated-chunked"
     assert chat.reasons[0] == (
-        "tie within the 10% margin: disaggregated changes goodput by +9% (needs +10%), so "
+        "tie within the 10% margin: disaggregated changes goodput by +7% (needs +10%), so "
         "colocated-chunked is recommended (neither style is ahead by the margin)."
     )
 
@@ -43,7 +45,7 @@ def test_no_flip_text_says_within_margin_not_loses(chat):
     assert len(link) == 1
     assert "loses at all" not in link[0].text
     assert link[0].text.endswith(
-        "disaggregation never reaches the +10% margin at any of them (now +9%: a tie within the margin)"
+        "disaggregation never reaches the +10% margin at any of them (now +7%: a tie within the margin)"
     )
 
 
@@ -55,12 +57,12 @@ def test_json_keys(chat):
 
 def test_margin_moves_the_tie(chat):
     g = chat.gain
-    above = model.plan("llama-3.1-70b", "h100-sxm", margin=g + 0.005, thresholds=False, **KW)
+    above = model.plan("llama-3.1-70b", "h100-sxm", margin=g + 0.002, thresholds=False, **KW)
     assert above.tie is True and above.verdict == "colocated-chunked"
-    # margin 0.0856 + 0.005 = 9.1%: whole percent would print "+9% (needs +9%)", so one decimal
-    assert 0.08 < g < 0.09
+    # margin 0.0665 + 0.002 = 6.9%: whole percent would print "+7% (needs +7%)", so one decimal
+    assert 0.06 < g < 0.07
     assert above.reasons[0].startswith(
-        f"tie within the 9% margin: disaggregated changes goodput by +{g * 100:.1f}% (needs +9%)"
+        f"tie within the 7% margin: disaggregated changes goodput by +{g * 100:.1f}% (needs +7%)"
     )
     below = model.plan("llama-3.1-70b", "h100-sxm", margin=g - 0.005, thresholds=False, **KW)
     assert below.tie is False and below.verdict == "disaggregated"
@@ -113,13 +115,13 @@ def test_cli_text_shows_tie():
     out = io.StringIO()
     args = shlex.split(
         "plan --model llama-3.1-70b --gpu h100-sxm --gpus 16 --workload chat --ttft-slo 500ms "
-        "--tpot-slo 50ms --node hgx-h100-8 --no-thresholds"
+        "--tpot-slo 60ms --node hgx-h100-8 --no-thresholds"
     )
     with contextlib.redirect_stdout(out):
         assert main(args) in (0, None)
     lines = out.getvalue().splitlines()
     assert lines[0] == "verdict: colocated-chunked"
-    assert lines[1] == "tie within the 10% margin: disaggregated +8.6% (needs +10%)"
+    assert lines[1] == "tie within the 10% margin: disaggregated +6.7% (needs +10%)"
 
 
 def test_no_tie_without_both_families(chat):

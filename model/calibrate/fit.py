@@ -51,16 +51,20 @@ from model.calibrate.problem import (
 )
 from model.calibrate.results import CalibrationResult, ErrorRow, Excluded, GroupFit, ParameterFit, Residual
 from model.errors import InputError, PdplanError, UnknownNameError, short
-from model.hardware.catalog import load_catalog
+from model.hardware.catalog import get_engine, load_catalog
 from model.hardware.collectives import default_tp_link
 from model.hardware.gpus import GPU
 from model.limits import MAX_MEASUREMENT_ROWS
 from model.physics.deployment import Deployment
 
-__all__ = ["BOUNDS", "DEFAULT_FIT", "PARAMETERS", "calibrate"]
+__all__ = ["BOUNDS", "DEFAULT_FIT", "FITTABLE", "PARAMETERS", "calibrate"]
 
-PARAMETERS = ("prefill_mfu", "decode_mbu", "step_overhead_s", "comm_efficiency")
+PARAMETERS = ("prefill_mfu", "decode_mbu", "step_overhead_s", "comm_efficiency", "kernel_s", "per_sequence_s")
 DEFAULT_FIT = ("prefill_mfu", "decode_mbu", "step_overhead_s")
+# Parameters ``fit`` may name: the GPU profile's efficiencies and the engine profile's per-kernel floor
+# and per-sequence cost (model.hardware.overheads; written as comments, they belong to an engine
+# profile's [overheads]); comm_efficiency is asked for with ``fit_comm``.
+FITTABLE = ("prefill_mfu", "decode_mbu", "step_overhead_s", "kernel_s", "per_sequence_s")
 # Physically possible ranges. MFU / MBU / link efficiency are fractions of a peak (<= 1 by
 # definition); the lower ends are far below any working engine, so a fit that lands on one means
 # the model is missing something (reported as "at bound"). The step overhead must be > 0 (profile
@@ -70,7 +74,14 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "decode_mbu": (0.05, 1.0),
     "step_overhead_s": (1e-6, 0.05),
     "comm_efficiency": (0.05, 1.0),
+    # a kernel floor above 50 us or a per-sequence cost above 1 ms per step is not an overhead of a
+    # working engine (CUDA Graphs blog: ~3 us per short kernel; vLLM: ~5 us per sequence)
+    "kernel_s": (1e-8, 5e-5),
+    "per_sequence_s": (1e-8, 1e-3),
 }
+# Where an engine overhead's base is 0 (the group's engine label names no profile), sensitivity and
+# the fit start from the built-in engines' value (hardware_profiles/engines/*.toml [overheads]).
+TYPICAL_ENGINE_OVERHEAD = {"kernel_s": 3e-6, "per_sequence_s": 5e-6}
 # A parameter is fitted only if a 5% change of it moves some prediction by at least 0.1%.
 SENSITIVITY_STEP = 0.05
 SENSITIVITY_MIN = 1e-3
@@ -82,6 +93,19 @@ METRICS = ("prefill", "ttft", "tpot", "throughput")
 
 # ---------------------------------------------------------------------------------------------
 # Fitting
+
+
+def _engine_base(engine: str) -> tuple[float, float]:
+    """(kernel_s, per_sequence_s) of the engine profile the group's engine label names (e.g. "vllm",
+    "vllm-0.8" -> vllm), so predictions carry the overheads the planner adds; (0, 0) when the label
+    names no profile (the GPU profile's step overhead alone, as without an engine)."""
+    for label in (engine, re.split(r"[-_ ]", engine.strip(), maxsplit=1)[0]):
+        try:
+            e = get_engine(label)
+        except (UnknownNameError, InputError):
+            continue
+        return e.kernel_s, e.per_sequence_s
+    return 0.0, 0.0
 
 
 def _theta(names: Sequence[str], x: np.ndarray, base: Theta) -> Theta:
@@ -123,8 +147,11 @@ def _fit(
 
 
 def _sensitive(problem: Problem, name: str, base: Theta) -> bool:
-    """Does a SENSITIVITY_STEP relative change of ``name`` move any prediction by SENSITIVITY_MIN?"""
-    value = getattr(base, name)
+    """Does a SENSITIVITY_STEP relative change of ``name`` move any prediction by SENSITIVITY_MIN?
+    (From TYPICAL_ENGINE_OVERHEAD where an engine overhead's base is 0.)"""
+    value = getattr(base, name) or TYPICAL_ENGINE_OVERHEAD.get(name, 0.0)
+    if value != getattr(base, name):
+        base = dataclasses.replace(base, **{name: value})
     lo, hi = BOUNDS[name]
     bumped = (
         value * (1.0 - SENSITIVITY_STEP)
@@ -225,7 +252,8 @@ def _calibrate_group(
     if fit_comm and tp_multi:
         link = default_tp_link(gpu, max(m.tp for m in rows))
         link_name, comm_base = link.name, link.efficiency
-    base = Theta(gpu.prefill_mfu, gpu.decode_mbu, gpu.step_overhead_s, comm_base)
+    kernel_s, per_sequence_s = _engine_base(engine)
+    base = Theta(gpu.prefill_mfu, gpu.decode_mbu, gpu.step_overhead_s, comm_base, kernel_s, per_sequence_s)
 
     warnings: list[str] = []
     wanted = [n for n in fit if n != "comm_efficiency"] + (
@@ -238,7 +266,7 @@ def _calibrate_group(
         if n not in names:
             warnings.append(f"{n} not fitted: no measurement in this group is sensitive to it (kept at base)")
     while True:
-        x0 = np.array([getattr(base, n) for n in names], dtype=float)
+        x0 = np.array([getattr(base, n) or TYPICAL_ENGINE_OVERHEAD.get(n, 0.0) for n in names], dtype=float)
         x = _fit(problem, names, base, x0)
         se, identifiable, norms = _std_errors(problem, names, base, x)
         rel = np.where(np.isfinite(se), se / np.maximum(np.abs(x), 1e-300), np.inf)
@@ -291,6 +319,8 @@ def _calibrate_group(
     for k_name in PARAMETERS:
         if k_name == "comm_efficiency" and comm_base is None:
             continue
+        if k_name in ("kernel_s", "per_sequence_s") and k_name not in wanted:
+            continue  # engine overheads are reported only when asked for (``fit``)
         b = float(getattr(base, k_name))
         if k_name in names:
             k = names.index(k_name)
@@ -346,8 +376,9 @@ def calibrate(
 
     ``measurements``: :class:`Measurement` rows, or a file path (read with
     :func:`load_measurements` using ``fmt`` and ``defaults``). ``fit``: which of
-    ``prefill_mfu``, ``decode_mbu``, ``step_overhead_s`` to fit (others stay at the base profile's
-    values); ``fit_comm`` also fits the TP link efficiency when some row has TP > 1.
+    ``prefill_mfu``, ``decode_mbu``, ``step_overhead_s`` (default) and the engine overheads
+    ``kernel_s``, ``per_sequence_s`` to fit (others stay at the base profiles' values); ``fit_comm``
+    also fits the TP link efficiency when some row has TP > 1.
     ``max_ttft_utilisation``: open-loop TTFT rows with request_rate x TTFT above it are not used.
     ``loo``: compute leave-one-out errors (one refit per row).
     """
@@ -362,7 +393,7 @@ def calibrate(
             "measurements", f"> {MAX_MEASUREMENT_ROWS:,} rows", f"at most {MAX_MEASUREMENT_ROWS:,} rows"
         )
     if isinstance(fit, str) or not isinstance(fit, Sequence) or not all(isinstance(n, str) for n in fit):
-        raise InputError("fit", short(fit), "a list of parameter names from " + ", ".join(PARAMETERS[:3]))
+        raise InputError("fit", short(fit), "a list of parameter names from " + ", ".join(FITTABLE))
     for name, flag in (("fit_comm", fit_comm), ("loo", loo)):
         if not isinstance(flag, bool):
             raise InputError(name, short(flag), "True or False")
@@ -375,9 +406,9 @@ def calibrate(
             raise InputError(
                 "measurements", type(m).__name__, "Measurement rows (see model.calibrate.measurements)"
             )
-    bad = [n for n in fit if n not in PARAMETERS[:3]]
+    bad = [n for n in fit if n not in FITTABLE]
     if bad:
-        raise InputError("fit", bad[0], "some of " + ", ".join(PARAMETERS[:3]))
+        raise InputError("fit", bad[0], "some of " + ", ".join(FITTABLE))
     if not (isinstance(max_ttft_utilisation, int | float) and 0 < max_ttft_utilisation < 1):
         raise InputError("max_ttft_utilisation", max_ttft_utilisation, "a fraction in (0, 1)")
     catalog = load_catalog(profile_dirs)

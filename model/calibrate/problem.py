@@ -19,6 +19,7 @@ from model.calibrate.results import Excluded
 from model.errors import InputError, UnknownNameError
 from model.hardware.collectives import default_tp_link
 from model.hardware.gpus import GPU
+from model.hardware.overheads import Overheads
 from model.hardware.parallelism import Parallelism
 from model.llm.arch import LLMArch
 from model.llm.catalog import get_model
@@ -54,6 +55,8 @@ class Theta:
     decode_mbu: float
     step_overhead_s: float
     comm_efficiency: float | None  # None: the link profile's own efficiency
+    kernel_s: float = 0.0  # engine per-kernel floor (model.hardware.overheads)
+    per_sequence_s: float = 0.0  # engine per-sequence cost per step
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,9 @@ def _deployment(gpu: GPU, cfg: _Config, th: Theta) -> Deployment:
         decode_mbu=th.decode_mbu,
         step_overhead_s=th.step_overhead_s,
         tp_link=link,
+        overheads=Overheads(
+            step_s=th.step_overhead_s, kernel_s=th.kernel_s, per_sequence_s=th.per_sequence_s
+        ),
     )
 
 

@@ -108,6 +108,8 @@ def calibrated_profile_toml(fit: GroupFit, *, when: _dt.datetime | None = None) 
                     + (
                         f" (TP link {fit.tp_link}; not stored in a GPU profile)"
                         if p.name == "comm_efficiency"
+                        else " (engine profile [overheads]; not stored in a GPU profile)"
+                        if p.name in ("kernel_s", "per_sequence_s")
                         else ""
                     )
                 )

@@ -6,7 +6,7 @@ import argparse
 import math
 from typing import Any
 
-from model.calibrate.fit import DEFAULT_FIT, PARAMETERS, calibrate
+from model.calibrate.fit import DEFAULT_FIT, FITTABLE, calibrate
 from model.calibrate.load import load_measurements
 from model.calibrate.measurements import FORMATS, RowDefaults
 from model.calibrate.profile_toml import write_profiles
@@ -42,7 +42,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--fit",
         default=",".join(DEFAULT_FIT),
-        help=f"comma-separated parameters to fit, from {', '.join(PARAMETERS[:3])} (default: all three)",
+        help=f"comma-separated parameters to fit, from {', '.join(FITTABLE)} (default: the first three)",
     )
     p.add_argument(
         "--fit-comm", action="store_true", help="also fit the TP link efficiency (rows with tp > 1)"
@@ -68,6 +68,8 @@ def _pct(x: float) -> str:
 def _val(name: str, x: float) -> str:
     if not math.isfinite(x):
         return "-"
+    if name in ("kernel_s", "per_sequence_s"):
+        return f"{x * 1e6:.2f} us"
     return f"{x * 1e3:.3f} ms" if name == "step_overhead_s" else f"{x:.3f}"
 
 

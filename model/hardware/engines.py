@@ -15,6 +15,7 @@ from pathlib import Path
 
 from model.errors import InputError
 from model.hardware.gpus import GPU
+from model.hardware.overheads import KERNEL_LAUNCH_S, Overheads
 from model.hardware.schema import (
     INT,
     LIST,
@@ -40,6 +41,8 @@ DEFAULT_ENGINE = "vllm"
 PREFILL_POLICIES = ("fcfs-token-cap",)
 # How KV cache can leave a prefill instance: per layer while the prefill runs, or after it.
 KV_TRANSFER_MODES = ("layerwise", "whole-request")
+# How an engine runs decode steps: replayed CUDA/HIP graphs, or kernels launched one by one.
+DECODE_LAUNCHES = ("cuda-graphs", "eager")
 
 # Plausible ranges (units in the names) that catch slips such as a cap of 0 or 10^9 sequences.
 _SEQS_RANGE = (1, 1 << 20)  # sequences per instance
@@ -57,7 +60,9 @@ class Engine:
     ``decode_batched_tokens``: tokens per iteration a decode-only instance reserves activation
     memory for. ``chunk_tokens``: default chunked-prefill token budget per iteration.
     ``step_overhead_extra_s``: added to the GPU profile's ``efficiency.step_overhead``, which is
-    measured with vLLM (the reference engine), so vLLM's is 0.
+    measured with vLLM (the reference engine), so vLLM's is 0. ``kernel_s``, ``launch_s``,
+    ``decode_launch``, ``per_sequence_s``, ``request_s``: the overheads of
+    :mod:`model.hardware.overheads` (:meth:`overheads`).
     """
 
     name: str
@@ -69,6 +74,11 @@ class Engine:
     decode_batched_tokens: int
     chunk_tokens: int
     step_overhead_extra_s: float = 0.0
+    kernel_s: float = 0.0
+    launch_s: float = KERNEL_LAUNCH_S
+    decode_launch: str = "cuda-graphs"
+    per_sequence_s: float = 0.0
+    request_s: float = 0.0
     kv_transfer_modes: tuple[str, ...] = KV_TRANSFER_MODES
     kv_connectors: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
@@ -84,6 +94,9 @@ class Engine:
         x = self.step_overhead_extra_s
         if not (isinstance(x, int | float) and math.isfinite(x) and low <= x <= high):
             raise InputError(f"{owner}.step_overhead_extra_s", x, f"a time in [{low:g}, {high:g}] s")
+        if self.decode_launch not in DECODE_LAUNCHES:
+            raise InputError(f"{owner}.decode_launch", self.decode_launch, f"one of {DECODE_LAUNCHES}")
+        self.overheads(None)  # InputError naming the field for an implausible overhead
         if self.prefill_policy not in PREFILL_POLICIES:
             raise InputError(f"{owner}.prefill_policy", self.prefill_policy, f"one of {PREFILL_POLICIES}")
         bad = [m for m in self.kv_transfer_modes if m not in KV_TRANSFER_MODES]
@@ -95,6 +108,20 @@ class Engine:
         """Fixed time of one engine iteration on ``gpu``: the GPU profile's measured per-step
         overhead (host scheduling, sampling, graph launch under vLLM) plus this engine's difference."""
         return gpu.step_overhead_s + self.step_overhead_extra_s
+
+    def overheads(self, gpu: GPU | None) -> Overheads:
+        """The engine's overheads on ``gpu`` (:mod:`model.hardware.overheads`): step time
+        :meth:`step_overhead_s`, and the profile's per-kernel, per-sequence and per-request costs
+        (``gpu`` None: the step time is the engine's extra alone, for checks)."""
+        step = self.step_overhead_extra_s if gpu is None else self.step_overhead_s(gpu)
+        return Overheads(
+            step_s=step,
+            kernel_s=self.kernel_s,
+            launch_s=self.launch_s,
+            decode_graphs=self.decode_launch == "cuda-graphs",
+            per_sequence_s=self.per_sequence_s,
+            request_s=self.request_s,
+        )
 
     def supports_transfer(self, layerwise: bool) -> bool:
         """Whether the engine can send KV layer by layer (``layerwise``) or after the prefill."""
@@ -124,6 +151,11 @@ _ENGINE_SCHEMA: Schema = {
     ("batching", "decode_batched_tokens"): (INT, None, True),
     ("batching", "chunk_tokens"): (INT, None, True),
     ("overheads", "step_extra"): (QUANTITY0, Kind.TIME, True),
+    ("overheads", "kernel"): (QUANTITY0, Kind.TIME, False),
+    ("overheads", "eager_launch"): (QUANTITY0, Kind.TIME, False),
+    ("overheads", "decode_launch"): (TEXT, None, False),
+    ("overheads", "per_sequence"): (QUANTITY0, Kind.TIME, False),
+    ("overheads", "request"): (QUANTITY0, Kind.TIME, False),
     ("kv_transfer", "modes"): (LIST, None, True),
     ("kv_transfer", "connectors"): (NAMES, None, False),
 }
@@ -144,6 +176,11 @@ def engine_from_toml(path: Path, text: str | None = None) -> Engine:
             decode_batched_tokens=v["batching.decode_batched_tokens"],
             chunk_tokens=v["batching.chunk_tokens"],
             step_overhead_extra_s=v["overheads.step_extra"],
+            kernel_s=v.get("overheads.kernel", 0.0),
+            launch_s=v.get("overheads.eager_launch", KERNEL_LAUNCH_S),
+            decode_launch=v.get("overheads.decode_launch", "cuda-graphs"),
+            per_sequence_s=v.get("overheads.per_sequence", 0.0),
+            request_s=v.get("overheads.request", 0.0),
             kv_transfer_modes=v["kv_transfer.modes"],
             kv_connectors=v.get("kv_transfer.connectors", ()),
             aliases=v.get("aliases", ()),

@@ -25,6 +25,14 @@ from model.hardware.schema import (
 from model.units import Kind
 
 LINK_KINDS = ("network", "intra-node", "pcie", "same-gpu")
+# How the GPUs a link joins are wired, which decides the collective algorithms available
+# (model.hardware.collective_algorithms): "switch" (NVSwitch: any GPU reaches any other at its full
+# per-GPU bandwidth), "switch-multicast" (NVSwitch gen 3+, H100 and later: NVLink SHARP / multimem
+# reductions in the switch), "full-mesh" (AMD xGMI: one link per peer, ``bandwidth`` is per peer),
+# "bus" (PCIe peer-to-peer through the host bridge), "network" (NICs between nodes).
+TOPOLOGIES = ("switch", "switch-multicast", "full-mesh", "bus", "network")
+# The topology of a link whose profile names none, by kind.
+DEFAULT_TOPOLOGY = {"intra-node": "switch", "pcie": "bus", "network": "network", "same-gpu": "switch"}
 
 
 @dataclass(frozen=True)
@@ -43,11 +51,14 @@ class Link:
     aliases: tuple[str, ...] = ()
     sources: Sources = field(default=(), compare=False, repr=False)
     path: str = field(default="", compare=False, repr=False)
+    topology: str = ""  # one of TOPOLOGIES; "" -> DEFAULT_TOPOLOGY of the kind
 
     def __post_init__(self) -> None:
         owner = f"link {self.name}"
         if self.kind not in LINK_KINDS:
             raise InputError(f"{owner}.kind", self.kind, f"one of {', '.join(LINK_KINDS)}")
+        if self.topology and self.topology not in TOPOLOGIES:
+            raise InputError(f"{owner}.topology", self.topology, f"one of {', '.join(TOPOLOGIES)}")
         if self.kind == "same-gpu":
             return
         positive("bandwidth_bytes_per_s", self.bandwidth_bytes_per_s, owner)
@@ -66,6 +77,11 @@ class Link:
         """Achievable bandwidth = line rate x efficiency (infinite for ``same-gpu``)."""
         return self.bandwidth_bytes_per_s * self.efficiency
 
+    @property
+    def fabric(self) -> str:
+        """The link's topology (``topology``, else the default of its kind)."""
+        return self.topology or DEFAULT_TOPOLOGY[self.kind]
+
     def source(self, field_name: str) -> str:
         """The citation recorded for ``field_name`` (e.g. ``"bandwidth"``)."""
         return source_of(self.sources, field_name)
@@ -82,6 +98,7 @@ _LINK_SCHEMA: Schema = {
     ("", "bandwidth"): (QUANTITY, Kind.BANDWIDTH, False),
     ("", "latency"): (QUANTITY, Kind.TIME, False),
     ("", "efficiency"): (NUMBER, None, False),
+    ("", "topology"): (TEXT, None, False),
 }
 
 
@@ -118,5 +135,6 @@ def link_from_toml(path: Path, text: str | None = None) -> Link:
             v.get("aliases", ()),
             sources,
             str(path),
+            v.get("topology", ""),
         ),
     )

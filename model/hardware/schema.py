@@ -119,7 +119,7 @@ def validate(
             continue
         raw = flat[key]
         must_cite = typ in (QUANTITY, QUANTITY0, NUMBER) or (sourced_sections and key[0] != "")
-        if must_cite or (typ == INT and isinstance(raw, dict)):
+        if must_cite or (typ in (INT, TEXT) and isinstance(raw, dict)):
             if not isinstance(raw, dict) or "value" not in raw or "source" not in raw:
                 raise ProfileError(where, dotted, 'expected { value = ..., source = "..." }')
             extra = set(raw) - {"value", "source", "as_of"}

@@ -7,6 +7,8 @@ step processes, how many keys their attention reads and how much KV it reads and
 Per-step time (Williams, Waterman & Patterson 2009, "Roofline", CACM 52(4)):
 
     time = max(compute_s, memory_s) + comm_s + overhead_s
+    overhead_s = engine step time + per-sequence cost + per-kernel floor and eager launches
+                 (:func:`overhead_s`, :mod:`model.hardware.overheads`)
     compute_s = sum over weight components of FLOPs per GPU / (peak of the component's format x MFU)
                 + attention FLOPs per GPU / (16-bit peak x MFU)
     memory_s  = bytes per GPU / (HBM bandwidth x MBU)
@@ -33,17 +35,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from model.errors import InputError
-from model.hardware.collectives import allreduce_time_s, transfer_time_s
+from model.hardware.collective_algorithms import allreduce_s
+from model.hardware.collectives import transfer_time_s
+from model.hardware.overheads import kernels_per_step
 from model.hardware.parallelism import Parallelism
 from model.llm.arch import expert_width, lm_head_params
 from model.physics import decode_tokens
 from model.physics.attention import AttentionWork, decode_work, prefill_work
-from model.physics.deployment import (
-    EAGER_KERNELS_PER_LAYER,
-    KERNEL_LAUNCH_S,
-    LOGIT_BYTES,
-    Deployment,
-)
+from model.physics.deployment import LOGIT_BYTES, Deployment
 from model.physics.expert_parallel import dp_gather_time_s, load_imbalance, moe_comm_time_s
 from model.physics.operators import (
     activation_elements_per_token,
@@ -93,12 +92,14 @@ def _step(
     logits_tokens: np.ndarray,
     prompt_tokens: np.ndarray,
     attn: AttentionWork,
+    seqs: np.ndarray,
     busy: np.ndarray | float = 1.0,
 ) -> StepCost:
     """Roofline of one step (one micro-batch through every stage), inputs already per micro-batch.
 
     tokens: tokens through the linear layers; logits_tokens: tokens that need the LM head;
-    prompt_tokens: prompt tokens in the step (they make it launch kernels eagerly); attn: attention
+    prompt_tokens: prompt tokens in the step (they make it launch kernels eagerly); seqs: sequences
+    in the step (their per-sequence engine cost, on the busiest attention-DP rank); attn: attention
     FLOPs and KV/state bytes per layer kind (:mod:`model.physics.attention`, all layers, per TP rank
     for the bytes: the critical path passes every PP stage); busy: share of the step's sequences
     (their tokens, attention and KV) on the busiest attention-DP rank, which the step waits for (1
@@ -153,9 +154,7 @@ def _step(
     memory_s = total_bytes / stream_bw
     comm = _comm_s(dep, tokens, busy)
 
-    # Per-step host overhead, plus eager kernel launches when the step carries prompt tokens.
-    launches = EAGER_KERNELS_PER_LAYER * arch.num_layers * KERNEL_LAUNCH_S
-    overhead = dep.overhead_s + np.where(prompt_tokens > 0, launches, 0.0)
+    overhead = overhead_s(dep, prompt_tokens, seqs * busy)
     time_s = np.maximum(compute_s, memory_s) + comm + overhead
     bound = np.where(compute_s >= memory_s, "compute", "memory")
     return StepCost(
@@ -176,11 +175,29 @@ def _step(
     )
 
 
+def overhead_s(dep: Deployment, prompt_tokens: np.ndarray, seqs: ArrayLike) -> np.ndarray:
+    """Engine time of one step beyond the roofline (:mod:`model.hardware.overheads`):
+
+        step_s + per_sequence_s x seqs + kernels x (kernel_s + launch_s if eager)
+
+    kernels = :func:`~model.hardware.overheads.kernels_per_step`; a step runs eagerly (each kernel
+    launched from the host) when it carries prompt tokens, or always when the engine does not capture
+    decode steps in CUDA graphs (``decode_graphs`` false, e.g. vLLM with ``--enforce-eager``).
+    """
+    o, arch = dep.engine_overheads, dep.arch
+    kernels = kernels_per_step(arch.num_layers, arch.num_moe_layers)
+    eager = (np.asarray(prompt_tokens) > 0) | (not o.decode_graphs)
+    per_kernel = o.kernel_s + np.where(eager, o.launch_s, 0.0)
+    return o.step_s + o.per_sequence_s * np.asarray(seqs, dtype=float) + kernels * per_kernel
+
+
 def _comm_s(dep: Deployment, tokens: np.ndarray, busy: np.ndarray) -> np.ndarray:
     """Communication of one step along the critical path (not overlapped with compute).
 
-    TP-only: ALLREDUCES_PER_LAYER ring all-reduces of the hidden states per layer over TP
-    (Megatron-LM). With EP or attention-DP the MoE layers change: each layer still all-reduces its
+    TP-only: ALLREDUCES_PER_LAYER all-reduces of the hidden states per layer over TP (Megatron-LM),
+    each by the algorithm the engine picks for its size and the link's topology
+    (:func:`model.hardware.collective_algorithms.allreduce_s`: one-shot, two-shot, NVLS, ring, tree).
+    With EP or attention-DP the MoE layers change: each layer still all-reduces its
     attention output over TP (of the busiest rank's tokens), dense layers their MLP output too,
     and each MoE layer runs the EP dispatch + combine all-to-all instead of the MLP all-reduce
     (EP > 1, shared experts' partial sums reduced with the combine) or, with EP = 1 and DP > 1, an
@@ -195,7 +212,7 @@ def _comm_s(dep: Deployment, tokens: np.ndarray, busy: np.ndarray) -> np.ndarray
     mlp_allreduce_layers = arch.num_dense_layers if moe_changed else arch.num_layers
     if tp > 1:
         link = dep.tp_link_resolved
-        one = allreduce_time_s(rank_message, tp, link.effective_bandwidth_bytes_per_s, link.latency_s)
+        one = allreduce_s(rank_message, tp, link)
         comm = comm + (arch.num_layers + mlp_allreduce_layers) * one
     if moe_changed and dep.ep > 1:
         # the hottest GPU: the larger of what it sends (its rank's tokens over TP) and what it
@@ -298,6 +315,7 @@ def prefill_cost(
         logits_tokens=b_mb,
         prompt_tokens=b_mb * n,
         attn=prefill_work(dep.arch, dep.kv_dtype_resolved, int(dep.tp), n, c, b_mb),
+        seqs=b_mb,
         busy=_busy_share(dep, b_mb),
     )
     return _with_bubble(cost, dep, m)
@@ -323,6 +341,7 @@ def decode_step_cost(dep: Deployment, batch: ArrayLike, context_tokens: ArrayLik
         logits_tokens=b_mb * w,
         prompt_tokens=np.zeros_like(b),
         attn=decode_work(dep.arch, dep.kv_dtype_resolved, int(dep.tp), b_mb, ctx, w),
+        seqs=b_mb,
         busy=_busy_share(dep, b_mb),
     )
     return _with_draft(_with_bubble(cost, dep, m), dep, b, ctx)
@@ -351,6 +370,7 @@ def mixed_step_unchecked(
         logits_tokens=db * w + has_chunk,
         prompt_tokens=chunk,
         attn=prefill_work(arch, kv, tp, chunk, prefix, has_chunk) + decode_work(arch, kv, tp, db, dctx, w),
+        seqs=db + has_chunk,
         busy=_mixed_busy_share(dep, chunk, db * w, db),
     )
     return _with_draft(cost, dep, db, np.maximum(dctx, 1.0))

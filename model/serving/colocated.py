@@ -157,7 +157,10 @@ def evaluate_colocated(
         n,
     )
     prob, cond = wait_tail(queue, stable)
-    fixed = service + (residual + np.where(np.isfinite(adm_mean), adm_mean, 0.0))[:, None]
+    # + the engine's per-request client overhead (tokenise, HTTP; model.hardware.overheads)
+    fixed = (
+        service + (residual + np.where(np.isfinite(adm_mean), adm_mean, 0.0) + scn.engine.request_s)[:, None]
+    )
     latency = LatencyModel(
         wait_prob=prob,
         wait_cond_mean_s=cond,

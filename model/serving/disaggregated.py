@@ -184,7 +184,8 @@ def evaluate_disaggregated(
     )
     prob, cond = wait_tail(queue, stable)
     extra = np.where(np.isfinite(link_wait), link_wait, 0.0) + np.where(np.isfinite(adm_mean), adm_mean, 0.0)
-    fixed = service + exposed + extra[:, None]
+    # + the engine's per-request client overhead (tokenise, HTTP; model.hardware.overheads)
+    fixed = service + exposed + (extra + scn.engine.request_s)[:, None]
     latency = LatencyModel(
         wait_prob=prob,
         wait_cond_mean_s=cond,

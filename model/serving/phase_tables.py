@@ -71,7 +71,7 @@ def deployment(scn: Scenario, gpu: GPU, parallel: Parallelism | int) -> Deployme
         parallel=parallel,
         weight_dtype=scn.weight_dtype,
         kv_dtype=scn.kv_dtype_resolved,
-        step_overhead_s=scn.engine.step_overhead_s(gpu),
+        overheads=scn.engine.overheads(gpu),
         speculation=scn.speculation,
     )
 

@@ -15,6 +15,7 @@ import csv
 import math
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,13 +56,17 @@ class RequestRecords:
         total = float(self.prompt_tokens[started].sum())
         return float(self.cached_tokens[started].sum()) / total if total > 0 else 0.0
 
+    request_overhead_s: float = 0.0  # client-side time per request (model.hardware.overheads.request_s)
+
     @property
     def completed(self) -> np.ndarray:
         return np.isfinite(self.end_s)
 
     @property
     def ttft_s(self) -> np.ndarray:
-        return self.first_token_s - self.arrival_s
+        """First token - arrival, plus the engine's per-request client overhead (TTFT as a user
+        measures it; a constant shift, so the engine-side replay is unchanged)."""
+        return self.first_token_s - self.arrival_s + self.request_overhead_s
 
     @property
     def tpot_s(self) -> np.ndarray:
@@ -99,7 +104,11 @@ class RequestRecords:
         """One row per request with every timestamp and the derived TTFT, TPOT, max ITL (seconds)."""
         cols = {
             "request": np.arange(self.arrival_s.size),
-            **{f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None},
+            **{
+                f.name: getattr(self, f.name)
+                for f in fields(self)
+                if f.name != "request_overhead_s" and getattr(self, f.name) is not None
+            },
             "ttft_s": self.ttft_s,
             "tpot_s": self.tpot_s,
             "queue_wait_s": self.queue_wait_s,
@@ -202,7 +211,11 @@ def max_itl(rec: Recorder, logs: list[list[float]]) -> np.ndarray:
     return out
 
 
-def records_from(rec: Recorder, logs: list[list[float]], warmup: int) -> RequestRecords:
+def records_from(rec: Recorder, logs: list[list[float]], warmup: int, spec: Any = None) -> RequestRecords:
+    """The records of one run; ``spec`` (an InstanceSpec whose steps carry a Deployment) gives the
+    per-request client overhead added to TTFT."""
+    dep = getattr(getattr(spec, "steps", None), "dep", None)
+    request_s = dep.engine_overheads.request_s if dep is not None else 0.0
     n = len(rec.arrival)
     measured = np.arange(n) >= warmup
     return RequestRecords(
@@ -223,6 +236,7 @@ def records_from(rec: Recorder, logs: list[list[float]], warmup: int) -> Request
         measured=measured,
         cached_tokens=np.asarray(rec.cached, dtype=np.int64),
         decode_held_tokens=np.asarray(rec.decode_held, dtype=np.int64),
+        request_overhead_s=request_s,
     )
 
 

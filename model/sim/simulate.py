@@ -29,6 +29,7 @@ from model.errors import InputError, check_whole
 from model.hardware.catalog import get_engine
 from model.hardware.engines import Engine
 from model.hardware.gpus import GPU
+from model.hardware.overheads import Overheads
 from model.hardware.parallelism import Parallelism
 from model.limits import MAX_ARRIVAL_S, MAX_INSTANCES, MAX_SIM_REQUESTS, check_int, checked
 from model.llm.arch import LLMArch
@@ -98,7 +99,7 @@ def build_instance(
     kv_dtype: str | None = None,
     gpu_memory_utilization: float = 0.9,
     max_num_seqs: int | None = None,
-    step_overhead_s: float | None = None,
+    overheads: Overheads | None = None,
     field: str = "config",
     speculation: Speculation | None = None,
     prefix: PrefixReuse | None = None,
@@ -106,9 +107,10 @@ def build_instance(
     """An instance spec from the roofline (step times) and model.memory (KV capacity) for ``gpu``
     GPUs laid out as ``parallel`` (a Parallelism; a whole number = TP-only of that degree).
 
-    ``step_overhead_s`` None: the GPU profile's. Raises InputError naming ``field`` when the weights
-    and workspace leave no room for KV. ``prefix``: prefix hits (and KV offload tiers) drawn per
-    whole-prompt prefill (model.sim.tiers).
+    ``overheads``: the engine's (:meth:`model.hardware.engines.Engine.overheads`, the planner's
+    too); None: the GPU profile's step overhead only. Raises InputError naming ``field`` when the
+    weights and workspace leave no room for KV. ``prefix``: prefix hits (and KV offload tiers) drawn
+    per whole-prompt prefill (model.sim.tiers).
     """
     dep = Deployment(
         arch,
@@ -116,7 +118,7 @@ def build_instance(
         parallel=parallel,
         weight_dtype=weight_dtype,
         kv_dtype=kv_dtype,
-        step_overhead_s=step_overhead_s,
+        overheads=overheads,
         speculation=speculation,
     )
     label = f"{dep.parallel.label} {gpu.name}"
@@ -165,7 +167,7 @@ def simulate_colocated(
     rec, loop = new_run(requests, opts)
     pool = run_colocated(spec, replicas, chunked, loop, rec, opts.prefix_routing)
     makespan = _makespan(rec, loop)
-    records = records_from(rec, [r.log for r in pool], opts.warmup_requests)
+    records = records_from(rec, [r.log for r in pool], opts.warmup_requests, spec)
     busy = sum(r.busy_s for r in pool)
     stats = PoolStats(
         "colocated",
@@ -219,7 +221,7 @@ def simulate_disaggregated(
         prefill, n_prefill, decode, n_decode, transfer, layerwise, layers, loop, rec, opts.prefix_routing
     )
     makespan = _makespan(rec, loop)
-    records = records_from(rec, [d.log for d in dpool], opts.warmup_requests)
+    records = records_from(rec, [d.log for d in dpool], opts.warmup_requests, decode)
 
     def util(busy: float, k: int) -> float:
         return min(busy / (k * makespan), 1.0) if makespan > 0 else 0.0
@@ -316,7 +318,7 @@ def simulate(
             pool.parallel,
             max_batched_tokens=max_batched,
             workspace_tokens=workspace,
-            step_overhead_s=eng.step_overhead_s(pool.gpu),
+            overheads=eng.overheads(pool.gpu),
             field=field,
             **common,
         )

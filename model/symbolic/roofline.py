@@ -99,8 +99,10 @@ def _prefill_time() -> Formula:
             "runs at "
             "the 16-bit peak. The KV is written and "
             "read once (2 n k_gpu); A is the activation traffic (embedding rows, layer inputs/outputs, "
-            "logits). t_comm = TP all-reduces (formula allreduce_ring), t_oh = step overhead + eager "
-            "kernel launches."
+            "logits). t_comm = TP all-reduces (formula allreduce_ring for the ring; steps use the "
+            "algorithm the engine picks, model.hardware.collective_algorithms), t_oh = engine step "
+            "overhead + per-sequence cost + per-kernel floor + eager kernel launches "
+            "(model.hardware.overheads)."
         ),
     )
 

@@ -1,0 +1,86 @@
+"""The validation figures of docs/validation.md, recomputed from tests/data/published_measurements.csv:
+they must not regress past the recorded values (+ a small tolerance), and issue 16's targets
+(<= 12% overall, <= 20% in every category of >= 5 rows) stay strict xfails until they are met."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+import validate_roofline as v
+
+# MdAPE (%) and row count recorded in docs/validation.md ("Issue 16 figures"), per (group, selection).
+# Selection: "all", a split ("train", "holdout") or a category of validate_roofline.CATEGORIES.
+RECORDED: dict[tuple[str, str], tuple[float, int]] = {
+    ("prefill", "all"): (12.4, 25),
+    ("decode", "all"): (12.8, 51),
+    ("prefill", "train"): (13.1, 13),
+    ("decode", "train"): (12.2, 42),
+    ("prefill", "holdout"): (12.1, 12),
+    ("decode", "holdout"): (14.0, 9),
+    ("decode", "moe"): (14.9, 14),
+    ("prefill", "fp8/fp4"): (25.6, 14),
+    ("decode", "fp8/fp4"): (15.2, 32),
+    ("prefill", "consumer"): (12.4, 5),
+    ("decode", "consumer"): (17.2, 6),
+    ("decode", "large batch"): (11.6, 30),
+}
+TOLERANCE_PCT = 0.5  # percentage points a figure may drift before the test calls it a regression
+OVERALL_TARGET_PCT = 12.0
+CATEGORY_TARGET_PCT = 20.0
+MIN_CATEGORY_ROWS = 5
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[v.Row]:
+    return v.load()
+
+
+def _figure(rows: list[v.Row], group: str, selection: str) -> tuple[float, int]:
+    if selection == "all":
+        kw: dict[str, str] = {}
+    elif selection in v.SPLITS:
+        kw = {"split": selection}
+    else:
+        kw = {"category": selection}
+    return v.mdape(rows, group, **kw), v.count(rows, group, **kw)
+
+
+@pytest.mark.parametrize(("group", "selection"), list(RECORDED))
+def test_recorded_figure_does_not_regress(rows, group: str, selection: str) -> None:
+    recorded, n = RECORDED[(group, selection)]
+    got, count = _figure(rows, group, selection)
+    assert count == n, f"{group}/{selection}: {count} rows, recorded {n} (update docs/validation.md)"
+    assert got <= recorded + TOLERANCE_PCT, f"{group}/{selection}: MdAPE {got:.1f}% > recorded {recorded}%"
+
+
+def test_every_category_with_enough_rows_is_recorded(rows) -> None:
+    for c in v.CATEGORIES:
+        for g in v.GROUPS:
+            if v.count(rows, g, category=c) >= MIN_CATEGORY_ROWS:
+                assert (g, c) in RECORDED, f"{g}/{c} has >= {MIN_CATEGORY_ROWS} rows: record its MdAPE"
+
+
+def _target_cases() -> list:
+    """Issue 16's acceptance targets; those the recorded figures do not meet yet are strict xfails."""
+    cases = []
+    for (group, selection), (recorded, _) in RECORDED.items():
+        if selection in v.SPLITS:
+            continue
+        target = OVERALL_TARGET_PCT if selection == "all" else CATEGORY_TARGET_PCT
+        marks = (
+            [pytest.mark.xfail(strict=True, reason=f"recorded {recorded}% > target {target}% (issue 16)")]
+            if recorded > target
+            else []
+        )
+        cases.append(pytest.param(group, selection, target, marks=marks, id=f"{group}-{selection}"))
+    return cases
+
+
+@pytest.mark.parametrize(("group", "selection", "target"), _target_cases())
+def test_issue16_target(rows, group: str, selection: str, target: float) -> None:
+    assert _figure(rows, group, selection)[0] <= target
