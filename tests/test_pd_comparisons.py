@@ -50,7 +50,7 @@ def test_closed_loop_rate_satisfies_littles_law() -> None:
     assert in_flight == pytest.approx(n, rel=0.03)
 
 
-@pytest.mark.parametrize("row_id", ["distserve-opt13b-chat", "dynamo-402-llama70b", "dynamo-gptoss-b200"])
+@pytest.mark.parametrize("row_id", ["mooncake-arxiv", "dynamo-402-llama70b", "dynamo-gptoss-b200"])
 def test_recomputed_rows_keep_the_measured_direction(row_id: str) -> None:
     out = pc.compare(ROWS[row_id])
     assert math.isfinite(out.ratio) and out.co_value > 0 and out.pd_value > 0
