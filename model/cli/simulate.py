@@ -257,12 +257,7 @@ def run(args: argparse.Namespace) -> int:
         config,
         args.model,
         requests,
-        slo=slo,
-        weight_dtype=args.dtype,
-        kv_dtype=args.kv_dtype,
-        engine=engine,
-        options=options,
-        speculation=speculation_for(args, _one_k(args)),
+        **_run_options(args, slo, engine, options),
     )
     if args.per_request:
         res.records.write_csv(args.per_request)
@@ -271,6 +266,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print(res)
     return 0
+
+
+def _run_options(args: argparse.Namespace, slo: SLO | None, engine: Engine, options: SimOptions) -> dict:
+    """The keyword arguments an open- and a closed-loop run share (targets, formats, engine, options,
+    speculative decoding)."""
+    return {
+        "slo": slo,
+        "weight_dtype": args.dtype,
+        "kv_dtype": args.kv_dtype,
+        "engine": engine,
+        "options": options,
+        "speculation": speculation_for(args, _one_k(args)),
+    }
 
 
 def _run_closed(
@@ -293,12 +301,7 @@ def _run_closed(
         load,
         requests=n,
         seed=args.seed,
-        slo=slo,
-        weight_dtype=args.dtype,
-        kv_dtype=args.kv_dtype,
-        engine=engine,
-        options=options,
-        speculation=speculation_for(args, _one_k(args)),
+        **_run_options(args, slo, engine, options),
     )
     if args.per_request:
         res.records.write_csv(args.per_request)

@@ -10,7 +10,7 @@ model.memory (no second performance model).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numpy as np
 
@@ -238,46 +238,24 @@ def instance_tables(
     if served < 1.0:
         cached = np.floor(cached * served)
     pre = _prefill_table(scn, gpu, parallel, role == "prefill", served)[1]
-    loaded = pre + reload  # each prompt's prefill with its prefix reload
     dec = _decode_table(scn, gpu, parallel) if role != "prefill" else np.zeros_like(BATCH_GRID)
+    # every role's tables: each prompt's prefill with its prefix reload, the decode steps, the placement
+    tables = partial(
+        InstanceTables, dep, fit, fits, reason, capacity, max_batch, pre + reload, dec, prefix=place
+    )
     if role == "prefill":
         # Two identical prompts in one step cost 2 S - F: F is the part paid once per step (overhead,
         # kernel launches, exposed weight reads, all-reduce latency), which a batch of prompts shares.
         two = np.asarray(
             prefill_cost(dep, prompt - cached, cached_tokens=cached, batch=2).time_s, dtype=float
         )
-        fixed = np.clip(2.0 * pre - two, 0.0, pre)
-        return InstanceTables(
-            dep,
-            fit,
-            fits,
-            reason,
-            capacity,
-            max_batch,
-            pre + reload,
-            dec,
-            prefill_fixed_s=fixed,
-            prefix=place,
-        )
+        return tables(prefill_fixed_s=np.clip(2.0 * pre - two, 0.0, pre))
     if chunk_tokens is None or role != "colocated":
-        return InstanceTables(dep, fit, fits, reason, capacity, max_batch, loaded, dec, prefix=place)
+        return tables()
     grid = _chunk_grid(chunk_tokens)
     if fits:  # tabulated with the planner's default budgets of the same layout, in one pass
         chunks = tuple(sorted({*DEFAULT_CHUNK_OPTIONS, int(chunk_tokens)}))
         table = _chunked_tables(scn, gpu, parallel, chunks, hit_rate)[chunk_tokens] + reload[None, :]
     else:  # never evaluated (the planner drops infeasible candidates): skip the costly table
         table = np.broadcast_to(pre, (len(grid), len(pre))).copy()
-    return InstanceTables(
-        dep,
-        fit,
-        fits,
-        reason,
-        capacity,
-        max_batch,
-        pre + reload,
-        dec,
-        chunk_tokens,
-        grid,
-        table,
-        prefix=place,
-    )
+    return tables(chunk_tokens=chunk_tokens, chunk_batch_grid=grid, chunked_prefill_s=table)
