@@ -438,8 +438,12 @@ async def _flip_search(devtools_http: str, url: str) -> dict:
     try:
         await _settled(dt)
         before = {"box": await dt.text(FLIP_BOX_JS), "footer": json.loads(await dt.text(FOOTER_JS))["footer"]}
-        if await dt.text(FLIP_TOGGLE_JS) != "clicked":
-            raise RuntimeError("no 'Search what would flip it' toggle")
+        deadline = time.monotonic() + PAGE_WAIT_S  # a loaded machine can draw the fragment late
+        while await dt.text(FLIP_TOGGLE_JS) != "clicked":
+            if time.monotonic() > deadline:
+                page = await dt.text("document.body.innerText.slice(0, 800)")
+                raise RuntimeError(f"no 'Search what would flip it' toggle; the page says: {page!r}")
+            await asyncio.sleep(0.3)
         deadline = time.monotonic() + PAGE_WAIT_S
         while True:
             await asyncio.sleep(0.3)
