@@ -20,6 +20,7 @@ from model.hardware.schema import (
     INT,
     LIST,
     NAMES,
+    QUANTITY,
     QUANTITY0,
     TEXT,
     Schema,
@@ -56,6 +57,9 @@ class Engine:
 
     ``max_num_seqs``: sequences in one instance's running batch (vLLM ``--max-num-seqs``, SGLang
     ``--max-running-requests``, TensorRT-LLM ``max_batch_size``); the KV cache may cap lower.
+    ``small_gpu_max_num_seqs``: the engine's default on smaller GPUs instead (vLLM picks 256 below
+    70 GiB and on A100s): GPUs whose memory is below ``small_gpu_memory_bytes`` or whose name contains
+    one of ``small_gpu_names`` (:meth:`max_num_seqs_on`).
     ``prefill_token_cap``: prompt tokens per prefill iteration without chunking.
     ``decode_batched_tokens``: tokens per iteration a decode-only instance reserves activation
     memory for. ``chunk_tokens``: default chunked-prefill token budget per iteration.
@@ -80,6 +84,9 @@ class Engine:
     per_sequence_s: float = 0.0
     request_s: float = 0.0
     kv_transfer_modes: tuple[str, ...] = KV_TRANSFER_MODES
+    small_gpu_max_num_seqs: int | None = None
+    small_gpu_memory_bytes: float = 0.0
+    small_gpu_names: tuple[str, ...] = ()
     kv_connectors: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     sources: Sources = field(default=(), compare=False, repr=False)
@@ -88,6 +95,8 @@ class Engine:
     def __post_init__(self) -> None:
         owner = f"engine {self.name}"
         _whole_in(owner, "max_num_seqs", self.max_num_seqs, _SEQS_RANGE, "sequences")
+        if self.small_gpu_max_num_seqs is not None:
+            _whole_in(owner, "small_gpu_max_num_seqs", self.small_gpu_max_num_seqs, _SEQS_RANGE, "sequences")
         for name in ("prefill_token_cap", "decode_batched_tokens", "chunk_tokens"):
             _whole_in(owner, name, getattr(self, name), _TOKENS_RANGE, "tokens")
         low, high = _STEP_EXTRA_RANGE_S
@@ -103,6 +112,20 @@ class Engine:
         if bad or not self.kv_transfer_modes:
             allowed = f"a non-empty subset of {KV_TRANSFER_MODES}"
             raise InputError(f"{owner}.kv_transfer_modes", self.kv_transfer_modes, allowed)
+
+    def max_num_seqs_on(self, gpu: GPU | None) -> int:
+        """Running sequences per instance on ``gpu``: ``small_gpu_max_num_seqs`` on a GPU with less memory
+        than ``small_gpu_memory_bytes`` or a name containing one of ``small_gpu_names`` (vLLM's
+        get_batch_defaults: device memory >= 70 GiB and "a100" not in the device name -> 1024, else
+        256), ``max_num_seqs`` otherwise (and when ``gpu`` is None). The planner's decode batch
+        (model.serving.phase_tables) and the simulator's instances (model.sim.simulate) both read it."""
+        if self.small_gpu_max_num_seqs is None or gpu is None:
+            return self.max_num_seqs
+        names = (gpu.name.lower(), gpu.full_name.lower())
+        small = gpu.memory_bytes < self.small_gpu_memory_bytes or any(
+            key in name for key in self.small_gpu_names for name in names
+        )
+        return self.small_gpu_max_num_seqs if small else self.max_num_seqs
 
     def step_overhead_s(self, gpu: GPU) -> float:
         """Fixed time of one engine iteration on ``gpu``: the GPU profile's measured per-step
@@ -146,6 +169,9 @@ _ENGINE_SCHEMA: Schema = {
     ("", "version"): (TEXT, None, True),
     ("", "aliases"): (LIST, None, False),
     ("batching", "max_num_seqs"): (INT, None, True),
+    ("batching", "small_gpu_max_num_seqs"): (INT, None, False),
+    ("batching", "small_gpu_below"): (QUANTITY, Kind.BYTES, False),
+    ("batching", "small_gpu_names"): (LIST, None, False),
     ("batching", "prefill_policy"): (TEXT, None, True),
     ("batching", "prefill_token_cap"): (INT, None, True),
     ("batching", "decode_batched_tokens"): (INT, None, True),
@@ -183,6 +209,9 @@ def engine_from_toml(path: Path, text: str | None = None) -> Engine:
             request_s=v.get("overheads.request", 0.0),
             kv_transfer_modes=v["kv_transfer.modes"],
             kv_connectors=v.get("kv_transfer.connectors", ()),
+            small_gpu_max_num_seqs=v.get("batching.small_gpu_max_num_seqs"),
+            small_gpu_memory_bytes=v.get("batching.small_gpu_below", 0.0),
+            small_gpu_names=v.get("batching.small_gpu_names", ()),
             aliases=v.get("aliases", ()),
             sources=sources,
             path=str(path),

@@ -29,11 +29,13 @@ class BatchSolution:
 
 
 def interp_rows(x: np.ndarray, grid: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Linear interpolation of each row of ``values`` [C, G] (on the common ``grid``) at x [C]."""
+    """Linear interpolation of each row of ``values`` [C, G] (on the common ``grid``) at x [C] (or at
+    every column of x [C, K])."""
+    x = np.asarray(x, dtype=float)
     idx = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, len(grid) - 2)
     x0, x1 = grid[idx], grid[idx + 1]
     w = np.clip((x - x0) / (x1 - x0), 0.0, 1.0)
-    rows = np.arange(values.shape[0])
+    rows = np.arange(values.shape[0]).reshape((-1,) + (1,) * (x.ndim - 1))
     a, b = values[rows, idx], values[rows, idx + 1]
     with np.errstate(invalid="ignore"):
         mixed = a * (1.0 - w) + b * w

@@ -15,6 +15,10 @@ Each candidate configuration c is described by
   Var[sum] = E[N] Var[S] + Var[N] s1^2). Short outputs hit by one long prefill make the TPOT tail,
   which is why the single-stall term is kept exact.
 
+With a decode-batch spread (model.queueing.decode_spread, styles without stalls) the base is random
+per request: TPOT_ci = b_c + s_ci D_c, D_c the per-token time's deviation from its mean under the
+batch's fluctuation and s_ci the shrink from averaging over the request's own tokens.
+
 Attainment is the sample mean of P(TTFT_ci <= T) P(TPOT_ci <= P) (TTFT and TPOT treated as
 independent); a percentile is found by bisection on the sample-mean CDF.
 """
@@ -26,6 +30,8 @@ from functools import cached_property
 
 import numpy as np
 from scipy.special import gammainc
+
+from model.queueing.decode_spread import TpotSpread
 
 _BISECT_STEPS = 32  # bracket / 2**32: far below any reported precision
 
@@ -58,6 +64,11 @@ class LatencyModel:
     stall_sizes_s: np.ndarray  # [C, K] sorted sizes of one stall (its distribution); zeros if none
     output_tokens: np.ndarray  # [S]
     stable: np.ndarray  # [C] bool
+    spread: TpotSpread | None = None  # decode-batch fluctuation of the base (only without stalls)
+
+    def __post_init__(self) -> None:
+        if self.spread is not None and np.any(self.stall_events > 0):
+            raise ValueError("a decode-batch spread is modelled only for styles without prefill stalls")
 
     @cached_property
     def stall_m1_s(self) -> np.ndarray:
@@ -80,6 +91,7 @@ class LatencyModel:
             self.stall_sizes_s,
             self.output_tokens[mask],
             self.stable,
+            None if self.spread is None else self.spread.requests(mask),
         )
 
     def row(self, i: int) -> LatencyModel:
@@ -94,6 +106,7 @@ class LatencyModel:
             self.stall_sizes_s[sl],
             self.output_tokens,
             self.stable[sl],
+            None if self.spread is None else self.spread.row(i),
         )
 
     def ttft_cdf(self, t_s: np.ndarray) -> np.ndarray:
@@ -117,6 +130,8 @@ class LatencyModel:
         x = np.asarray(x_s, dtype=float)
         atom = np.where(x >= base, 1.0, 0.0)
         if not np.any(n > 0):  # no stalls (disaggregated): TPOT is the base step time
+            if self.spread is not None:  # ... fluctuating with the decode batch
+                atom = self.spread.excess_cdf(x - base)
             return np.where(self.stable[:, None], np.broadcast_to(atom, n.shape), 0.0)
         y = np.broadcast_to((x - base) * gaps, n.shape)  # stall time the request can absorb
         p0 = np.exp(-n)
@@ -172,8 +187,11 @@ class LatencyModel:
             + self.stall_events * self.stall_m1_s[:, None]
             + 6.0 * np.sqrt(np.maximum(self.stall_events, 1.0) * self.stall_m2_s2[:, None])
         )
-        hi = self.tpot_base_s + np.max(worst / gaps, axis=1)
-        return _bisect(lambda x: self.tpot_cdf(x[:, None]).mean(axis=1), self.tpot_base_s, hi, q, self.stable)
+        lo, hi = self.tpot_base_s, self.tpot_base_s + np.max(worst / gaps, axis=1)
+        if self.spread is not None:
+            lo = lo + np.minimum(self.spread.dev_s[:, 0], 0.0)
+            hi = hi + np.maximum(self.spread.dev_s[:, -1], 0.0)
+        return _bisect(lambda x: self.tpot_cdf(x[:, None]).mean(axis=1), lo, hi, q, self.stable)
 
 
 def _bisect(cdf, lo: np.ndarray, hi: np.ndarray, q: float, stable: np.ndarray) -> np.ndarray:

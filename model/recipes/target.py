@@ -105,13 +105,13 @@ def _pools(plan: Plan, config: object, max_len: int) -> tuple[Pool, ...] | None:
         from model.hardware.catalog import load_catalog
 
         eng = load_catalog().engine(DEFAULT_ENGINE)
-    seqs = eng.max_num_seqs
+    seqs = eng.max_num_seqs_on  # the engine's running-sequence cap on each pool's GPU
     unchunked = max(eng.prefill_token_cap, max_len)
     if isinstance(config, ColocatedConfig):
         chunk = config.chunk_tokens
         tokens = chunk if chunk is not None else unchunked
-        gpu = config.gpu.name
-        return (Pool("replica", config.replicas, config.parallel, gpu, seqs, tokens, chunk is not None),)
+        gpu, cap = config.gpu.name, seqs(config.gpu)
+        return (Pool("replica", config.replicas, config.parallel, gpu, cap, tokens, chunk is not None),)
     if isinstance(config, DisaggregatedConfig):
         return (
             Pool(
@@ -119,7 +119,7 @@ def _pools(plan: Plan, config: object, max_len: int) -> tuple[Pool, ...] | None:
                 config.n_prefill,
                 config.prefill_parallel,
                 config.prefill_gpu.name,
-                seqs,
+                seqs(config.prefill_gpu),
                 unchunked,
                 False,
             ),
@@ -128,7 +128,7 @@ def _pools(plan: Plan, config: object, max_len: int) -> tuple[Pool, ...] | None:
                 config.n_decode,
                 config.decode_parallel,
                 config.decode_gpu.name,
-                seqs,
+                seqs(config.decode_gpu),
                 eng.decode_batched_tokens,
                 True,
             ),

@@ -19,8 +19,9 @@ Each prefill instance's lanes send its transfers FCFS and each decode instance's
 theirs: an M/G/1 queue at each end with the link occupancy per request (latency + bytes / bandwidth)
 as service (Pollaczek-Khinchine mean wait, model.queueing.mgc.mg1_wait); both waits add to TTFT and
 either end at utilisation >= 1 is unstable. The decode pool is n_d continuous-batching instances:
-B = (lambda / n_d) E[O] t_dec(B), capped by KV capacity, with the slot admission queue of
-model.decode_batch.
+B = (lambda / n_d) E[O] t_dec(B), capped by KV capacity and the engine's max running sequences, with
+the slot admission queue of model.decode_batch; a request's TPOT follows the batch's fluctuation
+around B (model.queueing.decode_spread), not the step at B alone.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import numpy as np
 
 from model.hardware.collectives import alpha_beta_time_s
 from model.queueing.decode_batch import admission_wait, interp_rows, solve_batch
+from model.queueing.decode_spread import decode_tpot_spread
 from model.queueing.latency import LatencyModel
 from model.queueing.mgc import mg1_wait, mgc_wait
 from model.serving.common import StyleResult, busy_fraction, first_reason, moments, stack, wait_tail
@@ -165,6 +167,7 @@ def evaluate_disaggregated(
     rate_d = rate / n_d
     sol = solve_batch(rate_d * eo, BATCH_GRID, dec, max_batch)
     t_dec = sol.per_token_s
+    spread = decode_tpot_spread(rate_d * eo, BATCH_GRID, dec, max_batch, sol.batch, out_tokens)
     tau_cap = interp_rows(max_batch, BATCH_GRID, dec)
     adm_mean, adm_ok = admission_wait(rate_d, eo, scv_o, max_batch, tau_cap)
 
@@ -190,11 +193,12 @@ def evaluate_disaggregated(
         wait_prob=prob,
         wait_cond_mean_s=cond,
         fixed_s=fixed,
-        tpot_base_s=t_dec,
+        tpot_base_s=spread.mean_s,
         stall_events=np.zeros_like(fixed),
         stall_sizes_s=np.zeros((n, 1)),
         output_tokens=out_tokens,
         stable=stable,
+        spread=spread,
     )
     return StyleResult(
         latency=latency,
@@ -212,5 +216,5 @@ def evaluate_disaggregated(
         link_utilisation=np.minimum(link_rho, 1.0),
         kv_bytes_per_request=np.full(n, float(kv_bytes.mean())),
         unstable_reason=reasons,
-        max_itl_s=np.where(stable, t_dec, np.inf),
+        max_itl_s=np.where(stable, np.maximum(t_dec, spread.quantile_s(0.99)), np.inf),
     )

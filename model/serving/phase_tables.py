@@ -211,7 +211,8 @@ def instance_tables(
     ``scn.cached_tokens`` (model.workload.sessions: they differ for multi-turn sessions).
 
     The engine profile (``scn.engine``) sets the decode-only activation workspace and caps the
-    running batch at ``max_num_seqs``, as the simulator does (model.sim.simulate)."""
+    running batch at its max running sequences on ``gpu`` (``Engine.max_num_seqs_on``), as the
+    simulator does (model.sim.simulate)."""
     dep = _prefill_table(scn, gpu, parallel)[0]
     prompt = scn.prompt_tokens
     cached = scn.prefill_pool_cached_tokens if role == "prefill" else scn.cached_tokens
@@ -229,7 +230,7 @@ def instance_tables(
         fits = False
         reason = f"KV cache holds {capacity:,.0f} tokens, less than the longest request ({longest:,.0f})"
     kv_batch = float(fit.max_batch(max(scn.decode_context_tokens, 1.0)))
-    max_batch = min(kv_batch, float(scn.engine.max_num_seqs)) if fits else 0.0
+    max_batch = min(kv_batch, float(scn.engine.max_num_seqs_on(gpu))) if fits else 0.0
     # KV offload tiers: the hits whose prefix this instance still holds, and their reload time
     place = prefix_placement(dep, capacity, scn.kv_offload)
     reload = place.reload_time_s(cached)  # the reused prefix, reloaded when found in a tier

@@ -278,7 +278,8 @@ def simulate(
     ``engine`` (name or profile; None: vLLM) supplies the caps and per-step overhead the planner
     uses too (model.hardware.engines): ``prefill_token_cap`` (prompt tokens per prefill iteration
     without chunking, colocated and the prefill pool; a longer prompt runs alone), ``max_num_seqs``
-    (running sequences per instance) and the decode-only workspace; the two keywords override the
+    (running sequences per instance; the profile's value for each pool's GPU,
+    ``Engine.max_num_seqs_on``) and the decode-only workspace; the two keywords override the
     profile. ``speculation``: speculative decoding on every instance (decode steps emit its mean
     tokens per step, so a request needs ceil((O - 1) / tokens per step) decode steps). ``prefix``:
     prefix hits and KV offload tiers on whole-prompt prefills (model.sim.tiers.PrefixReuse). Raises
@@ -288,8 +289,6 @@ def simulate(
     eng = get_engine(engine)
     if prefill_token_cap is None:
         prefill_token_cap = eng.prefill_token_cap
-    if max_num_seqs is None:
-        max_num_seqs = eng.max_num_seqs
     if not isinstance(requests, SimRequests):
         raise InputError(
             "requests", type(requests).__name__, "a SimRequests (see poisson_requests, trace_requests)"
@@ -302,7 +301,6 @@ def simulate(
         "weight_dtype": weight_dtype,
         "kv_dtype": kv_dtype,
         "gpu_memory_utilization": gpu_memory_utilization,
-        "max_num_seqs": max_num_seqs,
         "speculation": speculation,
         "prefix": prefix,
     }
@@ -320,6 +318,7 @@ def simulate(
             workspace_tokens=workspace,
             overheads=eng.overheads(pool.gpu),
             field=field,
+            max_num_seqs=eng.max_num_seqs_on(pool.gpu) if max_num_seqs is None else max_num_seqs,
             **common,
         )
 

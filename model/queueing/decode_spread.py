@@ -1,0 +1,295 @@
+"""Fluctuation of the continuous-batching decode batch and its effect on TPOT, vectorised over candidates.
+
+Under Poisson arrivals the number N of sequences in a decode instance's batch is a random variable,
+not its mean. Model (assumptions stated; docs/model.md "Decode-batch fluctuation"):
+
+1. **Occupancy.** With n sequences running, every one gains a token per step of per-token time
+   tau(n): the batch is a processor-sharing-like (symmetric) queue whose total service rate is
+   n / tau(n) tokens/s. Requests arrive at rate lambda and need O tokens each. As a birth-death
+   process (births lambda, deaths n / (E[O] tau(n)); exact for geometric O, and insensitive to the
+   shape of O for a symmetric queue at token granularity: Kelly, "Reversibility and Stochastic
+   Networks", 1979, sec. 3.3) the stationary distribution is (Kleinrock, "Queueing Systems" vol. 1,
+   1975, eq. 3.11)
+
+       p(n) = p(0) prod_{k=1..n} a(k) / k,      a(k) = lambda E[O] tau(k).
+
+   With tau constant this is Poisson(a), the M/G/inf occupancy. The engine's cap c (max running
+   sequences, or the KV cache) holds N at c; requests beyond it wait for a slot (the admission wait
+   of model.queueing.decode_batch), during which the batch stays at c with the geometric tail
+   p(c + j) = p(c) rho^j, rho = a(c) / c (the M/M/c queue's waiting states, Gross & Harris,
+   "Fundamentals of Queueing Theory", 4th ed., sec. 2.3), so P(batch = c) gets the atom
+   p(c) rho / (1 - rho) added: an Erlang-C-style truncation. A cap never lets the batch exceed c.
+2. **Batch seen by a token.** A decoding request sees the batch it is in: the customer-average
+   (size-biased) law n p(n) / E[N] of a symmetric queue; it emits one token per tau(n), so per
+   emitted token the law is q(n) proportional to n p(n) / tau(n). Its mean per-token time is then
+   E_q[tau] = E[N] / (lambda E[O]) (Little's law on the decode tokens).
+3. **Averaging over a request's own tokens.** TPOT is the mean of tau(N) over the request's O
+   tokens. N relaxes on the timescale of one decode: for the M/G/inf occupancy the autocovariance is
+   lambda E[(S - t)+] (Eick, Massey & Whitt, "The physics of the Mt/G/inf queue", Oper. Res. 41(4),
+   1993), so in token units the correlation is r(t) = E[(O - t)+] / E[O] over the sampled outputs;
+   a state-dependent tau slows the relaxation by 1 / (1 - eps), eps = d ln tau / d ln n at the mean
+   batch (the linear-noise approximation of the birth-death process; van Kampen, "Stochastic
+   Processes in Physics and Chemistry", ch. X). The variance of a time average over T tokens is
+   Var x g(T), g(T) = (2 / T^2) int_0^T (T - t) r((1 - eps) t) dt (Papoulis, "Probability, Random
+   Variables and Stochastic Processes", sec. 9-5, mean of a stationary process over an interval).
+   The request's TPOT is modelled as E_q[tau] + sqrt(g(O_i)) (tau(N) - E_q[tau]), N ~ q: its
+   spread shrinks with the variance factor and keeps the shape (skew, cap) of the per-token law.
+
+So the p90 TPOT lies between the step at the mean batch and the step at the p90 batch, nearer the
+latter for short outputs. Arrays: C candidates, K support points of the occupancy, S sampled requests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from scipy.special import gammaln
+
+from model.queueing.decode_batch import interp_rows
+
+# Support points of the occupancy law per candidate: integers when the window around the mean batch
+# is narrow, evenly spaced integers (each weighted by the integers it stands for) when wide.
+SUPPORT_POINTS = 32
+# Uniform points on which each candidate's per-token law is tabulated for the CDF lookups of the
+# planner's hot path (a step CDF read at the grid point at or below: conservative by < 1/127 of the
+# law's range).
+CDF_POINTS = 128
+# The window: mean -/+ these many standard deviations of the linearised occupancy (sqrt(m / (1 - eps))).
+_BELOW_SD, _ABOVE_SD = 6.0, 8.0
+# Elasticity of tau above which the linearised relaxation is not trusted (the batch is near saturation).
+_MAX_ELASTICITY = 0.95
+# Lag grid (in mean outputs) on which the variance factor g is tabulated once per scenario.
+_LAG_GRID = np.concatenate([[0.0], np.geomspace(1e-3, 1e3, 96)])
+# Elasticities at which each sampled request's shrink sqrt(g((1 - eps)(O - 1))) is tabulated once per
+# scenario; a candidate takes the nearest (eps within 0.005: g moves by < 0.2%).
+_EPS_GRID = np.linspace(0.0, _MAX_ELASTICITY, 96)
+
+
+@dataclass(frozen=True, eq=False)
+class TpotSpread:
+    """Per-request TPOT law from the decode-batch fluctuation, arrays over candidates.
+
+    ``TPOT_ci = mean_s[c] + shrink[c, i] x D_c`` with D_c on the sorted support ``dev_s[c]`` (per-token
+    time minus its mean) with cumulative probabilities ``cdf[c]``; ``table`` holds P(D <= lo + m step)
+    on CDF_POINTS uniform points from lo = ``dev_s[c, 0]`` (:meth:`cdf_at`).
+    """
+
+    mean_s: np.ndarray  # [C] E_q[tau], the per-token time averaged over tokens
+    dev_s: np.ndarray  # [C, K] tau(n_k) - mean, ascending
+    cdf: np.ndarray  # [C, K] P(D <= dev_s[c, k])
+    shrink: np.ndarray  # [C, S] sqrt of the variance factor of request i's own average
+    inv_shrink: np.ndarray  # [C, S] 1 / shrink
+    step_s: np.ndarray  # [C] spacing of the uniform table
+    table: np.ndarray  # [C, 1 + CDF_POINTS]: 0, then P(D <= dev_s[c, 0] + m step) for m = 0 ..
+
+    def excess_cdf(self, excess_s: np.ndarray) -> np.ndarray:
+        """P(TPOT_ci - mean_s[c] <= excess[c]) for excess [C, 1] (or [C, S]), every request i: the
+        uniform table read at or below excess / shrink (0 below the support). The planner's hot path."""
+        inv_step = 1.0 / self.step_s
+        pos = (np.asarray(excess_s, dtype=float) * inv_step[:, None]) * self.inv_shrink
+        pos += (1.0 - self.dev_s[:, 0] * inv_step)[:, None]
+        np.clip(pos, 0.0, float(CDF_POINTS), out=pos)
+        return np.take_along_axis(self.table, pos.astype(np.intp), axis=1)
+
+    def quantile_s(self, q: float) -> np.ndarray:
+        """q-quantile of the per-token time itself (a request of one token, no averaging), per candidate."""
+        idx = np.argmax(self.cdf >= q - 1e-12, axis=1)
+        return self.mean_s + self.dev_s[np.arange(len(idx)), idx]
+
+    def requests(self, mask: np.ndarray) -> TpotSpread:
+        """The same candidates restricted to the sampled requests selected by ``mask``."""
+        return TpotSpread(
+            self.mean_s,
+            self.dev_s,
+            self.cdf,
+            self.shrink[:, mask],
+            self.inv_shrink[:, mask],
+            self.step_s,
+            self.table,
+        )
+
+    def row(self, i: int) -> TpotSpread:
+        """Candidate ``i`` alone (leading axis of length 1)."""
+        sl = slice(i, i + 1)
+        return TpotSpread(
+            self.mean_s[sl],
+            self.dev_s[sl],
+            self.cdf[sl],
+            self.shrink[sl],
+            self.inv_shrink[sl],
+            self.step_s[sl],
+            self.table[sl],
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class Occupancy:
+    """Stationary law of the running batch per candidate: support ``batch`` [C, K] (ascending) and
+    ``prob`` [C, K]; ``tau_s`` the per-token time at each support point (batch >= 1) and
+    ``elasticity`` d ln tau / d ln n at the mean batch [C]."""
+
+    batch: np.ndarray
+    prob: np.ndarray
+    tau_s: np.ndarray
+    elasticity: np.ndarray
+
+    def mean(self) -> np.ndarray:
+        """E[N] per candidate."""
+        return (self.batch * self.prob).sum(axis=1)
+
+    def quantile(self, q: float) -> np.ndarray:
+        """Smallest support point with P(N <= n) >= q, per candidate."""
+        idx = np.argmax(np.cumsum(self.prob, axis=1) >= q - 1e-12, axis=1)
+        return self.batch[np.arange(len(idx)), idx]
+
+
+def elasticity(mean_batch: np.ndarray, grid: np.ndarray, per_token_s: np.ndarray) -> np.ndarray:
+    """eps = d ln tau / d ln n at the mean batch (central difference over +/-10%), in [0, 0.95]."""
+    m = np.maximum(np.asarray(mean_batch, dtype=float), 1.0)
+    hi, lo = interp_rows(m * 1.1, grid, per_token_s), interp_rows(m / 1.1, grid, per_token_s)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eps = np.log(hi / lo) / np.log(1.21)
+    return np.clip(np.where(np.isfinite(eps), eps, 0.0), 0.0, _MAX_ELASTICITY)
+
+
+def occupancy(
+    demand_tokens_per_s: np.ndarray,
+    grid: np.ndarray,
+    per_token_s: np.ndarray,
+    cap: np.ndarray,
+    mean_batch: np.ndarray,
+) -> Occupancy:
+    """p(n) of the birth-death batch (module docstring, item 1) on SUPPORT_POINTS points per candidate.
+
+    ``demand_tokens_per_s`` = lambda E[O] per instance; ``per_token_s`` rows tau on ``grid``; ``cap``
+    the most sequences the instance runs (max running sequences, KV); ``mean_batch`` the fixed point
+    B = lambda E[O] tau(B) (model.queueing.decode_batch.solve_batch), around which the window sits.
+    Each point n_j stands for the run of integers in (n_{j-1}, n_j] and carries run x p at the run's
+    middle, log p(n) - log p(n_0) = sum of ln a(k) over (n_0, n] - ln(n! / n_0!) (ln a taken at the
+    run's middle; exact when every run is one integer). The cap's waiting states add the atom
+    p(c) rho / (1 - rho) at n = c (one more support point, K + 1 in all).
+    """
+    lam_eo = np.asarray(demand_tokens_per_s, dtype=float)[:, None]
+    c = np.maximum(np.floor(np.asarray(cap, dtype=float)), 1.0)
+    m = np.clip(np.asarray(mean_batch, dtype=float), 0.0, c)
+    eps = elasticity(m, grid, per_token_s)
+    sd = np.sqrt(np.maximum(m, 1.0) / (1.0 - eps))
+    lo = np.floor(np.clip(m - _BELOW_SD * sd, 0.0, c))
+    hi = np.minimum(c, np.ceil(m + _ABOVE_SD * sd + 3.0))
+    step = np.maximum(1.0, np.ceil((hi - lo) / (SUPPORT_POINTS - 1)))
+    j = np.arange(SUPPORT_POINTS, dtype=float)[None, :]
+    n = np.minimum(lo[:, None] + j * step[:, None], hi[:, None])  # [C, K]; repeats of hi weigh 0
+    run = np.diff(n, axis=1, prepend=n[:, :1] - 1.0)  # integers each point stands for (1 at j = 0)
+    mid = np.where(run > 0, n - (run - 1.0) / 2.0, n)  # the middle of the run: where its mass sits
+    tau_mid = interp_rows(np.maximum(mid, 1.0), grid, per_token_s)
+    rows = np.arange(len(c))
+    last = np.argmax(n >= hi[:, None], axis=1)  # the point that reaches hi
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        log_a = np.log(np.maximum(lam_eo * tau_mid, 1e-300))
+        inc = np.where(run > 0, run * log_a, 0.0)
+        inc[:, 0] = 0.0
+        through = np.cumsum(inc, axis=1)  # sum of ln a(k) for k in (lo, n_j]
+        log_fact = gammaln(lo + 1.0)[:, None]
+        # log p at the run's middle (back from n_j by (run - 1) / 2 steps of ln a) and at n_j = hi
+        ell = through - np.maximum(run - 1.0, 0.0) / 2.0 * log_a - (gammaln(mid + 1.0) - log_fact)
+        ell_hi = through[rows, last] - (gammaln(hi + 1.0) - log_fact[:, 0])
+        ell = np.where(np.isfinite(ell), ell, -np.inf)
+        top = ell.max(axis=1, keepdims=True)
+        shift = np.where(np.isfinite(top), top, 0.0)
+        w = np.exp(ell - shift) * np.maximum(run, 0.0)  # run is 1 at j = 0
+        # waiting states beyond the cap: the batch stays at c (geometric tail, ratio a(c) / c)
+        tau_c = interp_rows(c, grid, per_token_s)
+        rho = np.clip(lam_eo[:, 0] * tau_c / c, 0.0, 0.999)
+        atom = np.where(hi >= c, np.exp(ell_hi - shift[:, 0]) * rho / (1.0 - rho), 0.0)
+        atom = np.where(np.isfinite(atom), atom, 0.0)
+        w = np.concatenate([w, atom[:, None]], axis=1)
+        n = np.concatenate([mid, c[:, None]], axis=1)
+        total = w.sum(axis=1, keepdims=True)
+        prob = np.where(total > 0, w / np.where(total > 0, total, 1.0), 0.0)
+    tau = np.concatenate([tau_mid, tau_c[:, None]], axis=1)
+    return Occupancy(batch=n, prob=prob, tau_s=tau, elasticity=eps)
+
+
+def variance_factor(output_tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lags in tokens, g(lag)) for these sampled outputs (:func:`_variance_table`, cached per sample)."""
+    o = np.ascontiguousarray(output_tokens, dtype=float)
+    return _variance_table(o.tobytes())
+
+
+@lru_cache(maxsize=64)
+def _variance_table(output_bytes: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """(lags in tokens, g(lag)): the variance factor of a T-token average of the occupancy, tabulated.
+
+    g(T) = (2 / T^2) int_0^T (T - t) r(t) dt with r(t) = E[(O - t)+] / E[O] (module docstring, item
+    3), in closed form per sampled output O: int_0^T (T - t)(O - t)+ dt = T^2 O / 2 - T^3 / 6 when
+    O >= T, T O^2 / 2 - O^3 / 6 otherwise; g(0) = 1 and g(T) ~ E[O^2] / (E[O] T) for long T.
+    """
+    o = np.frombuffer(output_bytes, dtype=float)[None, :]
+    eo = float(o.mean())
+    t = (_LAG_GRID * eo)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inner = np.where(o >= t, t * t * o / 2.0 - t**3 / 6.0, t * o * o / 2.0 - o**3 / 6.0)
+        g = np.where(t[:, 0] > 0, 2.0 * inner.mean(axis=1) / (eo * t[:, 0] ** 2), 1.0)
+    lags, g = t[:, 0], np.clip(g, 0.0, 1.0)
+    lags.flags.writeable = False
+    g.flags.writeable = False
+    return lags, g
+
+
+def tpot_spread(occ: Occupancy, output_tokens: np.ndarray) -> TpotSpread:
+    """The per-request TPOT law (module docstring, items 2 and 3) from the occupancy ``occ``.
+
+    The step time is taken nondecreasing in the batch (a running maximum over the ascending support
+    enforces it), so the support of the per-token time is sorted with the batch's.
+    """
+    tau = np.maximum.accumulate(np.where(np.isfinite(occ.tau_s), occ.tau_s, 0.0), axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = occ.batch * occ.prob / np.where(tau > 0, tau, np.inf)
+        qs = q.sum(axis=1, keepdims=True)
+        q = np.where(qs > 0, q / np.where(qs > 0, qs, 1.0), 0.0)
+    empty = qs[:, 0] <= 0  # nothing above batch 0 in the window (or unstable): a lone request
+    q[empty, 0] = 1.0
+    mean = (q * tau).sum(axis=1)
+    dev = tau - mean[:, None]
+    cdf = np.minimum(np.cumsum(q, axis=1), 1.0)
+    # the uniform table: each support point's mass goes to the first table point at or above it
+    lo = dev[:, 0]
+    span = dev[:, -1] - lo
+    step = np.where(span > 0, span / (CDF_POINTS - 1), 1.0)
+    bins = np.clip(np.ceil((dev - lo[:, None]) / step[:, None] - 1e-9), 0, CDF_POINTS - 1).astype(np.intp)
+    flat = (bins + CDF_POINTS * np.arange(len(lo))[:, None]).ravel()
+    mass = np.bincount(flat, weights=q.ravel(), minlength=len(lo) * CDF_POINTS)
+    table = np.minimum(np.cumsum(mass.reshape(len(lo), CDF_POINTS), axis=1), 1.0)
+    table = np.concatenate([np.zeros((len(lo), 1)), table], axis=1)
+    rows, inv_rows = _shrink_table(np.ascontiguousarray(output_tokens, dtype=float).tobytes())
+    pick = np.rint(occ.elasticity / (_EPS_GRID[1] - _EPS_GRID[0])).astype(np.intp)
+    pick = np.clip(pick, 0, len(_EPS_GRID) - 1)
+    return TpotSpread(mean, dev, cdf, rows[pick], inv_rows[pick], step, table)
+
+
+@lru_cache(maxsize=64)
+def _shrink_table(output_bytes: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """sqrt(g((1 - eps)(O_i - 1))) and its inverse, [len(_EPS_GRID), S], for the sampled outputs."""
+    out = np.frombuffer(output_bytes, dtype=float)
+    lags, g = _variance_table(output_bytes)
+    gaps = np.maximum(out - 1.0, 1.0)
+    shrink = np.sqrt(np.interp((1.0 - _EPS_GRID)[:, None] * gaps[None, :], lags, g))
+    inv = 1.0 / np.maximum(shrink, 1e-12)
+    shrink.flags.writeable = False
+    inv.flags.writeable = False
+    return shrink, inv
+
+
+def decode_tpot_spread(
+    demand_tokens_per_s: np.ndarray,
+    grid: np.ndarray,
+    per_token_s: np.ndarray,
+    cap: np.ndarray,
+    mean_batch: np.ndarray,
+    output_tokens: np.ndarray,
+) -> TpotSpread:
+    """The per-request TPOT law of C decode instances: :func:`occupancy` then :func:`tpot_spread`."""
+    occ = occupancy(demand_tokens_per_s, grid, per_token_s, cap, mean_batch)
+    return tpot_spread(occ, output_tokens)

@@ -1,0 +1,166 @@
+"""Decode-batch fluctuation (model.queueing.decode_spread): occupancy laws written out by hand, the
+per-request TPOT law of a small case, properties, and the disaggregated p90 TPOT against the simulator."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from model.queueing.decode_spread import (
+    decode_tpot_spread,
+    elasticity,
+    occupancy,
+    tpot_spread,
+    variance_factor,
+)
+from model.queueing.latency import LatencyModel
+from model.serving.phase_tables import BATCH_GRID
+
+GRID = BATCH_GRID
+
+
+def affine(t0_s: float, t1_s: float) -> np.ndarray:
+    """tau(n) = t0 + t1 max(n, 1) on the batch grid, one row (a batch below 1 runs a batch-1 step)."""
+    return (t0_s + t1_s * np.maximum(GRID, 1.0))[None, :]
+
+
+def one(x: float) -> np.ndarray:
+    return np.array([float(x)])
+
+
+def test_constant_step_gives_the_poisson_occupancy_and_its_p90():
+    # tau constant = 10 ms, lambda E[O] = 300 tokens/s: a = 3, p(n) = e^-3 3^n / n! (M/G/inf).
+    # P(N <= 4) = e^-3 (1 + 3 + 4.5 + 4.5 + 3.375) = 0.8153; P(N <= 5) = 0.8153 + e^-3 2.025 = 0.9161,
+    # so the p90 batch is 5 (the mean batch 3).
+    occ = occupancy(one(300.0), GRID, affine(0.010, 0.0), one(1e6), one(3.0))
+    cdf = np.cumsum(occ.prob[0])
+    at = {int(n): float(c) for n, c in zip(occ.batch[0], cdf, strict=True)}
+    assert at[4] == pytest.approx(math.exp(-3) * 16.375, rel=1e-9)
+    assert at[5] == pytest.approx(math.exp(-3) * 18.4, rel=1e-9)
+    assert occ.quantile(0.9)[0] == 5.0
+    assert occ.mean()[0] == pytest.approx(3.0, rel=1e-9)
+
+
+def test_cap_truncates_like_the_mmc_waiting_states():
+    # a = 3 with a cap of 4 sequences: p(k) ~ 3^k / k! for k < 4 (1, 3, 4.5, 4.5), and the batch sits
+    # at the cap in every waiting state: p(4) ~ (3^4 / 4!) / (1 - 3/4) = 13.5 (Gross & Harris,
+    # M/M/c). Total 26.5: P(batch = 4) = 13.5 / 26.5 = 0.5094; the p90 batch is the cap.
+    occ = occupancy(one(300.0), GRID, affine(0.010, 0.0), one(4.0), one(3.0))
+    assert occ.batch.max() == 4.0
+    p: dict[int, float] = {}
+    for n, w in zip(occ.batch[0], occ.prob[0], strict=True):
+        p[int(n)] = p.get(int(n), 0.0) + float(w)  # the waiting-state atom is its own point at the cap
+    p = {n: w for n, w in p.items() if w > 0}
+    want = {0: 1.0, 1: 3.0, 2: 4.5, 3: 4.5, 4: 13.5}
+    assert p == pytest.approx({n: w / 26.5 for n, w in want.items()}, rel=1e-9)
+    assert occ.quantile(0.9)[0] == 4.0
+
+
+def test_small_case_per_token_law_and_tpot_p90():
+    # tau(n) = 10 + 1 n ms, lambda E[O] = 50 tokens/s, cap 2. a(1) = 50 x 0.011 = 0.55,
+    # a(2) = 0.6: p(0) ~ 1, p(1) ~ 0.55, p(2) ~ 0.55 x 0.6 / 2 = 0.165, plus the waiting states
+    # 0.165 x 0.3 / 0.7 (rho = a(2) / 2 = 0.3): p(2) ~ 0.165 / 0.7 = 0.235714.
+    # Per token: q(n) ~ n p(n) / tau(n): q(1) ~ 0.55 / 0.011 = 50, q(2) ~ 2 x 0.235714 / 0.012 = 39.286
+    # -> q = (0.56, 0.44); mean per-token time 0.56 x 11 + 0.44 x 12 = 11.44 ms, which is Little's
+    # E[N] / (lambda E[O]) = (1.021429 / 1.785714) / 50.
+    tau = affine(0.010, 0.001)
+    occ = occupancy(one(50.0), GRID, tau, one(2.0), one(0.57))
+    outputs = np.full(8, 101.0)
+    sp = tpot_spread(occ, outputs)
+    assert sp.mean_s[0] == pytest.approx(0.01144, rel=1e-6)
+    support = sp.mean_s[0] + sp.dev_s[0]
+    law: dict[float, float] = {}
+    for t, c in zip(support, np.diff(sp.cdf[0], prepend=0.0), strict=True):
+        key = round(float(t) * 1e3, 6)
+        law[key] = law.get(key, 0.0) + float(c)
+    law = {t: c for t, c in law.items() if c > 0}
+    assert law == pytest.approx({11.0: 0.56, 12.0: 0.44}, rel=1e-6)
+    # Every request has 100 gaps; with eps = elasticity at the mean batch, T = (1 - eps) 100 tokens
+    # of a deterministic O = 101: g(T) = 1 - T / (3 O) (variance_factor's closed form for T <= O),
+    # so TPOT_i = 11.44 + sqrt(g) (D), and the p90 over requests is 11.44 + sqrt(g) x 0.56 ms.
+    eps = float(elasticity(one(0.57), GRID, tau)[0])
+    g = 1.0 - (1.0 - eps) * 100.0 / (3.0 * 101.0)
+    # (the shrink is tabulated at elasticities 0.01 apart: within 0.1%)
+    assert sp.shrink[0] == pytest.approx(np.full(8, math.sqrt(g)), rel=1e-3)
+    g = float(sp.shrink[0, 0]) ** 2
+    lat = LatencyModel(
+        wait_prob=one(0.0),
+        wait_cond_mean_s=one(0.0),
+        fixed_s=np.zeros((1, 8)),
+        tpot_base_s=sp.mean_s,
+        stall_events=np.zeros((1, 8)),
+        stall_sizes_s=np.zeros((1, 1)),
+        output_tokens=outputs,
+        stable=np.array([True]),
+        spread=sp,
+    )
+    want = 0.01144 + math.sqrt(g) * 0.00056
+    assert lat.tpot_percentile_s(0.9)[0] == pytest.approx(want, rel=1e-4)
+    assert lat.tpot_percentile_s(0.5)[0] == pytest.approx(0.01144 - math.sqrt(g) * 0.00044, rel=1e-4)
+
+
+def test_variance_factor_written_out():
+    # Deterministic outputs O: r(t) = 1 - t / O, g(O) = (2 / O^2) int_0^O (O - t)(1 - t / O) dt = 2/3.
+    lags, g = variance_factor(np.full(50, 200.0))
+    assert float(np.interp(200.0, lags, g)) == pytest.approx(2.0 / 3.0, rel=1e-3)
+    # Exponential outputs: r(t) = exp(-t / E[O]), g(E[O]) = 2 (1 - 1 + e^-1) = 2 / e.
+    out = np.random.default_rng(1).exponential(200.0, 200_000)
+    lags, g = variance_factor(out)
+    assert float(np.interp(out.mean(), lags, g)) == pytest.approx(2.0 / math.e, rel=1e-2)
+
+
+def test_elasticity_of_a_power_law_step():
+    # tau = n^0.5: d ln tau / d ln n = 0.5 (grid interpolation error well under 1%).
+    tau = np.sqrt(np.maximum(GRID, 1.0))[None, :] * 1e-3
+    assert elasticity(one(50.0), GRID, tau)[0] == pytest.approx(0.5, rel=1e-2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    t0=st.floats(1e-3, 50e-3),
+    t1_frac=st.floats(0.0, 0.5),
+    load=st.floats(0.05, 0.9),
+    cap=st.integers(1, 3000),
+    out=st.lists(st.integers(2, 4000), min_size=4, max_size=24),
+)
+def test_p90_tpot_is_at_least_the_step_at_the_mean_batch_and_the_cap_holds(t0, t1_frac, load, cap, out):
+    # An affine step tau(n) = t0 + t1 n with t1 up to half of t0 per sequence; demand set so that the
+    # fixed point sits at ``load`` of the cap (the planner's solve_batch root).
+    from model.queueing.decode_batch import interp_rows, solve_batch
+
+    t1 = t1_frac * t0 / max(cap, 1)
+    tau = affine(t0, t1)
+    m_target = load * cap
+    demand = one(max(m_target, 0.05) / (t0 + t1 * max(m_target, 1.0)))
+    sol = solve_batch(demand, GRID, tau, one(cap))
+    if not sol.below_cap[0]:
+        return
+    outputs = np.asarray(out, dtype=float)
+    occ = occupancy(demand, GRID, tau, one(cap), sol.batch)
+    assert occ.batch.max() <= cap
+    assert occ.prob.sum() == pytest.approx(1.0, rel=1e-9)
+    sp = decode_tpot_spread(demand, GRID, tau, one(cap), sol.batch, outputs)
+    assert sp.mean_s[0] + sp.dev_s[0, -1] <= t0 + t1 * cap + 1e-15  # never a step above the cap's
+    lat = LatencyModel(
+        wait_prob=one(0.0),
+        wait_cond_mean_s=one(0.0),
+        fixed_s=np.zeros((1, len(outputs))),
+        tpot_base_s=sp.mean_s,
+        stall_events=np.zeros((1, len(outputs))),
+        stall_sizes_s=np.zeros((1, 1)),
+        output_tokens=outputs,
+        stable=np.array([True]),
+        spread=sp,
+    )
+    at_mean = float(interp_rows(sol.batch, GRID, tau)[0])
+    assert lat.tpot_percentile_s(0.9)[0] >= at_mean * (1.0 - 1e-9)
+    # a cap never raises the batch: the uncapped law's mean and p90 are at least the capped one's (the
+    # p90 to within the spacing of the uncapped law's support points)
+    free = occupancy(demand, GRID, tau, one(1e6), sol.batch)
+    assert free.mean()[0] >= occ.mean()[0] * (1.0 - 1e-4)  # midpoint sums over runs of 2+ integers
+    spacing = float(np.max(np.diff(free.batch[0])))
+    assert free.quantile(0.9)[0] + spacing >= occ.quantile(0.9)[0]
