@@ -146,11 +146,15 @@ class Occupancy:
 
 
 def elasticity(mean_batch: np.ndarray, grid: np.ndarray, per_token_s: np.ndarray) -> np.ndarray:
-    """eps = d ln tau / d ln n at the mean batch (central difference over +/-10%), in [0, 0.95]."""
-    m = np.maximum(np.asarray(mean_batch, dtype=float), 1.0)
-    hi, lo = interp_rows(m * 1.1, grid, per_token_s), interp_rows(m / 1.1, grid, per_token_s)
+    """eps = d ln tau / d ln n around the mean batch m, in [0, 0.95]: the secant of ln tau over
+    [m / 1.5, 1.5 m], wide enough to span the integer steps of a MoE decode table (whose expert count
+    changes only with whole sequences). The table runs a batch below one as a batch-1 step, so at
+    light load (m <= 2/3: the batch mostly 0 or 1) eps is 0, the M/G/inf relaxation."""
+    m = np.maximum(np.asarray(mean_batch, dtype=float), 1e-3)
+    x_lo, x_hi = m / 1.5, m * 1.5
+    hi, lo = interp_rows(x_hi, grid, per_token_s), interp_rows(x_lo, grid, per_token_s)
     with np.errstate(divide="ignore", invalid="ignore"):
-        eps = np.log(hi / lo) / np.log(1.21)
+        eps = np.log(hi / lo) / np.log(2.25)
     return np.clip(np.where(np.isfinite(eps), eps, 0.0), 0.0, _MAX_ELASTICITY)
 
 
