@@ -87,11 +87,31 @@ class TpotSpread:
     def excess_cdf(self, excess_s: np.ndarray) -> np.ndarray:
         """P(TPOT_ci - mean_s[c] <= excess[c]) for excess [C, 1] (or [C, S]), every request i: the
         uniform table read at or below excess / shrink (0 below the support). The planner's hot path."""
-        inv_step = 1.0 / self.step_s
-        pos = (np.asarray(excess_s, dtype=float) * inv_step[:, None]) * self.inv_shrink
-        pos += (1.0 - self.dev_s[:, 0] * inv_step)[:, None]
+        excess = np.asarray(excess_s, dtype=float)
+        if excess.ndim == 2 and excess.shape[1] == 1:
+            # one threshold per candidate: rows whose whole law lies below (above) it need no lookup
+            # (shrink <= 1 only pulls D towards 0)
+            e = excess[:, 0]
+            inside = ~((e >= self.dev_s[:, -1]) | (e < self.dev_s[:, 0]))
+            if not inside.all():
+                out = np.repeat((e >= self.dev_s[:, -1]).astype(float)[:, None], self.shrink.shape[1], axis=1)
+                if inside.any():
+                    rows = np.nonzero(inside)[0]
+                    out[rows] = self._lookup(excess[rows], rows)
+                return out
+        return self._lookup(excess, None)
+
+    def _lookup(self, excess: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+        """The table read at excess / shrink for ``rows`` (None: every candidate)."""
+        sel = slice(None) if rows is None else rows
+        inv_step = 1.0 / self.step_s[sel]
+        pos = (excess * inv_step[:, None]) * self.inv_shrink[sel]
+        pos += (1.0 - self.dev_s[sel, 0] * inv_step)[:, None]
         np.clip(pos, 0.0, float(CDF_POINTS), out=pos)
-        return np.take_along_axis(self.table, pos.astype(np.intp), axis=1)
+        idx = pos.astype(np.intp)
+        base = np.arange(len(self.step_s)) if rows is None else rows
+        idx += (base * (CDF_POINTS + 1))[:, None]  # rows of the flattened table
+        return np.take(self.table.ravel(), idx)
 
     def quantile_s(self, q: float) -> np.ndarray:
         """q-quantile of the per-token time itself (a request of one token, no averaging), per candidate."""
