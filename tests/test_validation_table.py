@@ -24,6 +24,7 @@ MOE_MODELS = {
     "mixtral-8x7b",
     "deepseek-v3",
     "deepseek-r1",
+    "qwen3-30b-a3b",
     "gpt-oss-20b",
     "gpt-oss-120b",
     "qwen3-235b-a22b",
@@ -49,7 +50,7 @@ def test_every_measurement_is_cited_and_well_formed() -> None:
         assert float(r["measured_s"]) > 0 and int(r["batch"]) >= 1 and int(r["isl"]) >= 1, r["id"]
     assert sum(r["set"] == "core" for r in rows) == 23  # the rows the 20% target was set on
     # issue 16 asks for >= 100 cited rows; dropping a badly scored row would be a regression too
-    assert len(rows) >= 138
+    assert len(rows) >= 142
     assert sum(r["model"] in MOE_MODELS for r in rows) >= 30
 
 
@@ -96,6 +97,10 @@ def test_validation_script_skips_with_reasons() -> None:
     assert by_id["sglang058-b200-glm5_eagle-c1-tpot"].skip.startswith("not yet expressible: EAGLE")
     gpt_oss = by_id["millstone-pro6000-gpt_oss_20b-1k-tpot"]
     assert gpt_oss.evaluated or "not in the catalog" in gpt_oss.skip
+    # llama.cpp runs MXFP4 experts weight-only on an RTX 4090 (no FP4 math): refused with the format's
+    # reason until the physics models weight-only MXFP4 (docs/validation.md, second round).
+    ada = by_id["llamacpp16834-4090-gpt_oss_20b-tg128"]
+    assert ada.evaluated or "mxfp4" in ada.skip
     # Evaluated rows have a finite positive prediction; the core set is evaluated in full.
     assert all(r.predicted_s > 0 for r in rows if r.evaluated)
     assert all(r.evaluated for r in rows if r.set == "core")
