@@ -24,7 +24,8 @@ Conventions (docs/model.md has the full derivations):
   micro-batch of ceil(batch / m) sequences passing through all PP stages, which is the time
   between two steps of the same sequence. ``pp_bubble_fraction`` = 1 - m / PP of stage time idles.
 - Activations travel in the precision's activation format (16-bit) whatever the weight format.
-- Tensor-parallel all-reduces are not overlapped with compute (vLLM and TensorRT-LLM default).
+- Tensor-parallel all-reduces are not overlapped with compute (vLLM and TensorRT-LLM default); the
+  EP all-to-all is, with two-micro-batch overlap (model.physics.expert_parallel.overlapped_layer_s).
 - A decode step runs ``verify_width`` tokens per sequence (:mod:`model.physics.decode_tokens`).
 """
 
@@ -62,7 +63,9 @@ ArrayLike = float | int | np.ndarray
 class StepCost:
     """Cost of one engine step, per GPU along the critical path; every field broadcasts over the inputs.
 
-    time_s = max(compute_s, memory_s) + comm_s + overhead_s. ``bound`` is "compute" where
+    time_s = max(compute_s, memory_s) + comm_s + overhead_s, except with two-micro-batch overlap
+    (``Deployment.overlaps_micro_batches``, EP > 1), where the all-to-all part of comm_s runs beside
+    the compute (:func:`_overlapped_s`) and time_s is less than that sum. ``bound`` is "compute" where
     compute_s >= memory_s, else "memory". Bytes: bytes_moved = weight_bytes + kv_read_bytes +
     kv_write_bytes + activation_bytes.
     """
