@@ -185,3 +185,16 @@ def test_overlap_never_beats_max_of_compute_and_comm(a: float, e: float, d: floa
     compute, comm = 2 * (a + e), 2 * (d + c)
     assert max(compute, comm) * (1 - 1e-12) <= layer <= (compute + comm) * (1 + 1e-12)
     assert math.isfinite(layer)
+
+
+def test_bad_overlap_setting_is_one_clear_error() -> None:
+    """An engine profile's ``overheads.ep_overlap`` must name a known mode."""
+    import dataclasses
+
+    with pytest.raises(InputError, match=r"ep_overlap.*two-micro-batch"):
+        dataclasses.replace(get_engine("sglang"), ep_overlap="always")
+    on = dataclasses.replace(get_engine("sglang"), ep_overlap="two-micro-batch")
+    assert on.overheads(None).micro_batch_overlap
+    par = Parallelism(dp_attention=32, ep=32, nodes=4)
+    dep = Deployment(DSV3, H800, par, weight_dtype="fp8_block", overheads=on.overheads(H800))
+    assert dep.overlaps_micro_batches
