@@ -156,19 +156,20 @@ def test_moe_script_reports_every_row() -> None:
 
 
 # Signed errors (predicted / published - 1) of the evaluated MoE deployment rows as recorded in
-# docs/validation.md ("MoE deployments at scale"). Decode steps land within 2-18%; prefill steps are
-# about twice too slow (the all-to-all is priced per routed expert copy and added to the compute,
-# while DeepEP's normal kernels send a token once per node and two micro-batches hide it).
+# docs/validation.md ("MoE deployments at scale"), with DeepEP's normal kernels in prefill, the
+# low-latency ones in decode and two-micro-batch overlap as the deployments ran it. Every row is now
+# predicted faster than published: DeepSeek's balanced prefill profile within 2%, SGLang's balanced
+# prefill +7.5%, the EPLB and production rows +17% to +98% (overlap is priced as ideal stage pairing).
 MOE_RECORDED_ERRORS = {
-    "deepseek-day6-decode": -0.021,
-    "deepseek-day6-prefill-computed": -0.241,
-    "deepseek-profile-prefill-4k": -0.610,
-    "deepseek-profile-decode-4k": -0.181,
-    "sglang-96h100-prefill-2k": -0.520,
-    "sglang-96h100-prefill-4k": -0.514,
-    "sglang-96h100-prefill-4k-balanced": -0.588,
-    "sglang-96h100-decode-2k": -0.171,
-    "rtpllm-h800-prefill-4k": -0.427,
+    "deepseek-day6-decode": 0.371,
+    "deepseek-day6-prefill-computed": 0.981,
+    "deepseek-profile-prefill-4k": 0.017,
+    "deepseek-profile-decode-4k": 0.17,
+    "sglang-96h100-prefill-2k": 0.275,
+    "sglang-96h100-prefill-4k": 0.268,
+    "sglang-96h100-prefill-4k-balanced": 0.075,
+    "sglang-96h100-decode-2k": 0.265,
+    "rtpllm-h800-prefill-4k": 0.481,
 }
 # A change may worsen a row's error by at most this much (absolute) without updating the docs.
 MOE_ERROR_TOLERANCE = 0.05
@@ -197,6 +198,7 @@ def test_moe_decode_by_hand_at_the_published_batch() -> None:
         par,
         weight_dtype="fp8_block",
         redundant_experts=32,
+        micro_batch_overlap=True,  # the row's deployment ran two-batch overlap
     )
     step = float(decode_step_cost(dep, 18_432, 2000.0).time_s)
     (res,) = [r for r in vm.load() if r.id == row["id"]]
