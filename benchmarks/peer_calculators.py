@@ -17,8 +17,8 @@ validation tests score). MdAPE per tool and group (prefill; decode = TPOT and en
 the rows that tool predicted, pdplan's MdAPE over the same rows, and all tools over the rows every
 tool predicted (the common subset).
 
-Run: ``PEER_VENV=/work/peervenv .venv/bin/python benchmarks/peer_calculators.py [--markdown]
-[--only PEER ...] [--out PATH]`` (a few minutes: aiconfigurator loads its database per system).
+Run: ``PEER_VENV=/work/peervenv .venv/bin/python benchmarks/peer_calculators.py [--only PEER ...]
+[--out PATH]`` (a few minutes: aiconfigurator loads its database per system).
 Results: benchmarks/results/peer_calculators.json; docs/validation.md, "Peer calculators side by side".
 """
 
@@ -59,20 +59,21 @@ def peer_python(venv: str | None) -> Path | None:
     return py if py.is_file() else None
 
 
-def run_peer(python: Path, peer: str, requests: list[dict]) -> dict:
+def run_peer(python: Path, peer: str, requests: list[dict], progress: bool = False) -> dict:
     """Run the driver for one peer; {"versions", "results"} or {"error": text}."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONWARNINGS="ignore")
     proc = subprocess.run(
         [str(python), str(DRIVER)],
         input=json.dumps({"peer": peer, "requests": requests}),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=None if progress else subprocess.PIPE,
         text=True,
         timeout=PEER_TIMEOUT_S,
         env=env,
         cwd=str(HERE),
     )
     if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]
+        tail = ((proc.stderr or "").strip().splitlines() or ["(see stderr)"])[-1]
         return {"error": f"driver exited {proc.returncode}: {tail}"}
     return json.loads(proc.stdout)
 
@@ -117,10 +118,12 @@ def mdape_of(rows: list[v.Row], cells: dict[str, Cell], group: str, ids: set[str
 
 
 def score(rows: list[v.Row], table: dict[str, dict[str, Cell]]) -> dict:
-    """MdAPE per tool: over its own rows (with pdplan on the same rows) and over the common subset."""
+    """MdAPE per tool: over its own rows (with pdplan on the same rows), over the common subset, and
+    over the holdout split (rows no pdplan constant was fitted on) shared with pdplan."""
     have = {t: {rid for rid, c in table[t].items() if usable(c.predicted_s)} for t in table}
     common = set.intersection(*have.values()) if have else set()
-    out: dict = {"own": {}, "common": {}}
+    holdout = {r.id for r in rows if r.split == "holdout"}
+    out: dict = {"own": {}, "common": {}, "holdout": {}}
     for t in table:
         for g in v.GROUPS:
             m, n = mdape_of(rows, table[t], g, have[t])
@@ -128,6 +131,10 @@ def score(rows: list[v.Row], table: dict[str, dict[str, Cell]]) -> dict:
             out["own"][f"{t}/{g}"] = {"mdape": m, "rows": n, "pdplan_same_rows": pm}
             cm, cn = mdape_of(rows, table[t], g, common)
             out["common"][f"{t}/{g}"] = {"mdape": cm, "rows": cn}
+            ids = have[t] & have["pdplan"] & holdout
+            hm, hn = mdape_of(rows, table[t], g, ids)
+            hp, _ = mdape_of(rows, table["pdplan"], g, ids)
+            out["holdout"][f"{t}/{g}"] = {"mdape": hm, "rows": hn, "pdplan_same_rows": hp}
     out["common_ids"] = sorted(common)
     return out
 
@@ -147,7 +154,7 @@ def collect(venv: str | None, only: tuple[str, ...] = PEERS) -> dict:
         if python is None:
             runs[peer] = {"skipped": f"PEER_VENV not set or has no bin/python ({venv!r})"}
             continue
-        out = run_peer(python, peer, requests)
+        out = run_peer(python, peer, requests, progress=True)
         runs[peer] = {
             "versions": out.get("versions", {}),
             "error": out.get("error", ""),
@@ -181,6 +188,21 @@ def report(res: dict) -> str:
     lines.append("|---|---|---|---|---|")
     for t in tools:
         p, d = sc["own"][f"{t}/prefill"], sc["own"][f"{t}/decode"]
+        lines.append(
+            f"| {t} | {fmt_pct(p['mdape'])} ({p['rows']}) | {fmt_pct(p['pdplan_same_rows'])} "
+            f"| {fmt_pct(d['mdape'])} ({d['rows']}) | {fmt_pct(d['pdplan_same_rows'])} |"
+        )
+    lines += [
+        "",
+        "Holdout split (no pdplan constant fitted on these rows), each tool and pdplan on the same rows:",
+    ]
+    lines += [
+        "",
+        "| tool | prefill MdAPE (rows) | pdplan | decode MdAPE (rows) | pdplan |",
+        "|---|---|---|---|---|",
+    ]
+    for t in tools:
+        p, d = sc["holdout"][f"{t}/prefill"], sc["holdout"][f"{t}/decode"]
         lines.append(
             f"| {t} | {fmt_pct(p['mdape'])} ({p['rows']}) | {fmt_pct(p['pdplan_same_rows'])} "
             f"| {fmt_pct(d['mdape'])} ({d['rows']}) | {fmt_pct(d['pdplan_same_rows'])} |"
@@ -238,7 +260,6 @@ def main() -> None:
     )
     ap.add_argument("--only", nargs="+", choices=PEERS, default=list(PEERS))
     ap.add_argument("--out", type=Path, default=RESULTS, help="JSON results file")
-    ap.add_argument("--markdown", action="store_true", help="print the docs/validation.md tables")
     args = ap.parse_args()
     if peer_python(args.peer_venv) is None:
         print(f"peers skipped: PEER_VENV not set or has no bin/python ({args.peer_venv!r}); pdplan alone")

@@ -87,16 +87,17 @@ def _genz(req: dict, tmp: str) -> dict:
     from GenZ import decode_moddeling, prefill_moddeling
 
     kw = dict(req["kwargs"])
-    out_tokens = kw.pop("output_tokens")
+    osl = kw.pop("output_tokens")
     pre = prefill_moddeling(model=req["model"], system_name=req["system"], **kw)
     prefill_s = float(pre["Latency"]) * 1e-3
-    if out_tokens <= 1:
+    if osl <= 1:
         return {"prefill_s": prefill_s, "tpot_s": float("nan"), "e2e_s": prefill_s}
-    dec = decode_moddeling(
-        model=req["model"], system_name=req["system"], output_tokens=out_tokens, Bb=1, **kw
-    )
+    # One greedy decode step (Bb=1 beam; GenZ's default is 4) after ``decode_generated_tokens``
+    # tokens since the prefill: the middle of the generation, so the mean step of the request.
+    gen = req["decode_generated_tokens"]
+    dec = decode_moddeling(model=req["model"], system_name=req["system"], output_tokens=gen, Bb=1, **kw)
     step_s = float(dec["Latency"]) * 1e-3
-    return {"prefill_s": prefill_s, "tpot_s": step_s, "e2e_s": prefill_s + (out_tokens - 1) * step_s}
+    return {"prefill_s": prefill_s, "tpot_s": step_s, "e2e_s": prefill_s + (osl - 1) * step_s}
 
 
 RUNNERS = {"aiconfigurator": _aiconfigurator, "llm-analysis": _llm_analysis, "genz-llm": _genz}
@@ -132,6 +133,8 @@ def main() -> None:
                 text = (str(err).strip().splitlines() or [""])[0][:300]
                 msg = f"{type(err).__name__}: {text} ({where})"
                 results.append({"id": req["row_id"], "error": msg})
+            done = results[-1]
+            print(f"{peer} {len(results)}/{len(job['requests'])} {done['id']}", file=sys.stderr, flush=True)
     json.dump({"versions": versions(peer), "results": results}, sys.stdout)
 
 

@@ -218,6 +218,12 @@ LLMA_DTYPES = {
 KV_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1}
 
 
+def llm_analysis_ffn(hidden: int, intermediate: int) -> int:
+    """llm-analysis's ``ffn_embed_dim`` for a gated MLP: 1.5 x intermediate (same weights in its two
+    matrices as in the three gated ones), rounded to the nearest multiple of ``hidden`` (it requires one)."""
+    return max(1, round(1.5 * intermediate / hidden)) * hidden
+
+
 def llm_analysis_request(row: v.Row) -> dict:
     """The llm-analysis ``infer`` call for one row (dense models only: it has no MoE routing)."""
     _common_refusals(row)
@@ -228,7 +234,8 @@ def llm_analysis_request(row: v.Row) -> dict:
         req["model"] = LLMA_MODELS[row.model]
     elif is_plain_llama(row.model):
         # Its MLP is two matrices of hidden x ffn_embed_dim: 1.5 x intermediate keeps the gated
-        # MLP's three matrices' weights and FLOPs (the wheel's own Llama-2-7B config uses 4 x hidden).
+        # MLP's three matrices' weights and FLOPs (the wheel's own Llama-2-7B config uses 4 x hidden);
+        # it refuses an ffn_embed_dim that is not a multiple of hidden_dim, so the nearest multiple.
         m = get_model(row.model)
         req["model"] = row.model
         req["model_config"] = {
@@ -239,7 +246,7 @@ def llm_analysis_request(row: v.Row) -> dict:
             "vocab_size": m.vocab_size,
             "max_seq_len": m.max_context_tokens,
             "num_key_value_heads": m.num_kv_heads,
-            "ffn_embed_dim": int(1.5 * m.intermediate_size),
+            "ffn_embed_dim": llm_analysis_ffn(m.hidden_size, m.intermediate_size),
             "model_type": "llama",
         }
     else:
@@ -322,6 +329,7 @@ def genz_request(row: v.Row) -> dict:
     return {
         "row_id": row.id,
         "model": GENZ_MODELS[row.model],
+        "decode_generated_tokens": row.osl // 2,
         "system": system,
         "kwargs": {
             "batch_size": row.batch,

@@ -85,9 +85,11 @@ def test_llm_analysis_uses_shipped_configs_and_datasheet_gpus(rows):
     g = req["gpu_config"]
     assert g["hbm_bandwidth_in_GB_per_sec"] == pytest.approx(864.0)
     assert g["peak_fp16_TFLOPS"] == pytest.approx(362.05, rel=1e-3)
-    # Llama-3.1-8B is not shipped: two-matrix MLP of 1.5 x 14336 keeps the gated MLP's weights.
+    # Llama-3.1-8B is not shipped: a two-matrix MLP of 1.5 x 14336 = 21504 keeps the gated MLP's
+    # weights; it must be a multiple of 4096, so 5 x 4096 = 20480 (-4.8%).
     req = pr.llm_analysis_request(rows["inferencebench-h100-l31_8b"])
-    assert req["model_config"]["ffn_embed_dim"] == 21504
+    assert req["model_config"]["ffn_embed_dim"] == 20480
+    assert pr.llm_analysis_ffn(16384, 53248) == 81920  # Llama-3.1-405B: 79872 -> 5 x 16384
     assert req["model_config"]["num_key_value_heads"] == 8
 
 
@@ -112,6 +114,7 @@ def test_genz_presets_and_datasheet_systems(rows):
         "pipeline_parallel": 1,
     }
     req = pr.genz_request(rows["vllm-bk-h200-llama8b_tp1"])
+    assert req["decode_generated_tokens"] == 64  # OSL 128: the mean step is the one after 64 tokens
     assert req["system"]["Memory_BW"] == pytest.approx(4800.0)  # H200 datasheet: 4.8 TB/s
     assert req["system"]["real_values"] is True
 
@@ -135,6 +138,11 @@ def test_scoring_uses_each_tools_own_rows_and_the_common_subset(rows):
     assert sc["own"]["peer/decode"]["mdape"] == pytest.approx(30.0)
     assert sc["common_ids"] == sorted([ids[0], ids[2]])
     assert sc["common"]["pdplan/prefill"]["rows"] == 1
+    # Holdout split: only the 2048-token row is held out, and the peer has no value there.
+    assert [rows[i].split for i in ids] == ["train", "holdout", "train"]
+    assert sc["holdout"]["pdplan/prefill"]["rows"] == 1
+    assert sc["holdout"]["pdplan/prefill"]["mdape"] == pytest.approx(10.0)
+    assert sc["holdout"]["peer/prefill"]["rows"] == 0 and math.isnan(sc["holdout"]["peer/prefill"]["mdape"])
 
 
 def test_without_peer_venv_the_peers_are_skipped_with_a_reason():
