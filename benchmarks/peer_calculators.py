@@ -159,6 +159,8 @@ def collect(venv: str | None, only: tuple[str, ...] = PEERS) -> dict:
             "versions": out.get("versions", {}),
             "error": out.get("error", ""),
             "requests": len(requests),
+            # What the peer resolved per row (aiconfigurator: database version, quant modes, layout).
+            "details": {r["id"]: r["detail"] for r in out.get("results", []) if r.get("detail")},
         }
         table[peer] = cells_for(peer, rows, refused, out)
     return {"rows": rows, "table": table, "runs": runs, "score": score(rows, table)}
