@@ -38,12 +38,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import validate_roofline as v
-from peer_requests import PEERS, metric_quantity, translate
+from peer_requests import PEERS, VARIANTS, metric_quantity, translate
 
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "peer_driver.py"
 RESULTS = HERE / "results" / "peer_calculators.json"
-TOOLS = ("pdplan", *PEERS)
+TOOLS = ("pdplan", *PEERS, *VARIANTS)
 PEER_TIMEOUT_S = 1800.0
 
 
@@ -143,7 +143,7 @@ def pdplan_cells(rows: list[v.Row]) -> dict[str, Cell]:
     return {r.id: Cell(predicted_s=r.predicted_s) if r.evaluated else Cell(why_not=r.skip) for r in rows}
 
 
-def collect(venv: str | None, only: tuple[str, ...] = PEERS) -> dict:
+def collect(venv: str | None, only: tuple[str, ...] = PEERS + VARIANTS) -> dict:
     """Load the table, run each peer, and return everything the report and the JSON need."""
     rows = v.load()
     table: dict[str, dict[str, Cell]] = {"pdplan": pdplan_cells(rows)}
@@ -260,7 +260,7 @@ def main() -> None:
     ap.add_argument(
         "--peer-venv", default=os.environ.get("PEER_VENV"), help="the peers' virtualenv (PEER_VENV)"
     )
-    ap.add_argument("--only", nargs="+", choices=PEERS, default=list(PEERS))
+    ap.add_argument("--only", nargs="+", choices=PEERS + VARIANTS, default=list(PEERS + VARIANTS))
     ap.add_argument("--out", type=Path, default=RESULTS, help="JSON results file")
     args = ap.parse_args()
     if peer_python(args.peer_venv) is None:

@@ -88,14 +88,18 @@ def _genz(req: dict, tmp: str) -> dict:
 
     kw = dict(req["kwargs"])
     osl = kw.pop("output_tokens")
-    pre = prefill_moddeling(model=req["model"], system_name=req["system"], **kw)
+    eff = {"system_eff": req.get("prefill_eff", 1)}  # GenZ's default efficiency is 1
+    pre = prefill_moddeling(model=req["model"], system_name=req["system"], **eff, **kw)
     prefill_s = float(pre["Latency"]) * 1e-3
     if osl <= 1:
         return {"prefill_s": prefill_s, "tpot_s": float("nan"), "e2e_s": prefill_s}
     # One greedy decode step (Bb=1 beam; GenZ's default is 4) after ``decode_generated_tokens``
     # tokens since the prefill: the middle of the generation, so the mean step of the request.
     gen = req["decode_generated_tokens"]
-    dec = decode_moddeling(model=req["model"], system_name=req["system"], output_tokens=gen, Bb=1, **kw)
+    eff = {"system_eff": req.get("decode_eff", 1)}
+    dec = decode_moddeling(
+        model=req["model"], system_name=req["system"], output_tokens=gen, Bb=1, **eff, **kw
+    )
     step_s = float(dec["Latency"]) * 1e-3
     return {"prefill_s": prefill_s, "tpot_s": step_s, "e2e_s": prefill_s + (osl - 1) * step_s}
 
@@ -115,7 +119,7 @@ def versions(peer: str) -> dict:
 
 def main() -> None:
     job = json.load(sys.stdin)
-    peer = job["peer"]
+    peer = job["peer"].split("+")[0]  # "genz-llm+eff" runs genz-llm with other inputs
     run = RUNNERS[peer]
     warnings.simplefilter("ignore")
     logging.disable(logging.WARNING)
@@ -134,7 +138,11 @@ def main() -> None:
                 msg = f"{type(err).__name__}: {text} ({where})"
                 results.append({"id": req["row_id"], "error": msg})
             done = results[-1]
-            print(f"{peer} {len(results)}/{len(job['requests'])} {done['id']}", file=sys.stderr, flush=True)
+            print(
+                f"{job['peer']} {len(results)}/{len(job['requests'])} {done['id']}",
+                file=sys.stderr,
+                flush=True,
+            )
     json.dump({"versions": versions(peer), "results": results}, sys.stdout)
 
 

@@ -20,6 +20,9 @@ from model.hardware.catalog import get_gpu
 from model.llm.catalog import get_model
 
 PEERS = ("aiconfigurator", "llm-analysis", "genz-llm")
+# The two analytical peers again, with pdplan's per-GPU default efficiencies instead of their own
+# default of 1 (peak compute and bandwidth): separates the efficiency constants from the structure.
+VARIANTS = ("llm-analysis+eff", "genz-llm+eff")
 
 
 class NotExpressible(Exception):
@@ -342,10 +345,28 @@ def genz_request(row: v.Row) -> dict:
     }
 
 
+def llm_analysis_eff_request(row: v.Row) -> dict:
+    """:func:`llm_analysis_request` with pdplan's GPU profile efficiencies: ``flops_efficiency`` =
+    prefill MFU, ``hbm_memory_efficiency`` = decode MBU (its defaults are 1)."""
+    req = llm_analysis_request(row)
+    g = get_gpu(row.gpu)
+    req["kwargs"] |= {"flops_efficiency": g.prefill_mfu, "hbm_memory_efficiency": g.decode_mbu}
+    return req
+
+
+def genz_eff_request(row: v.Row) -> dict:
+    """:func:`genz_request` with pdplan's GPU profile efficiencies: GenZ's one ``system_eff`` (compute
+    and memory) is the prefill MFU for the prefill call and the decode MBU for the decode call."""
+    g = get_gpu(row.gpu)
+    return genz_request(row) | {"prefill_eff": g.prefill_mfu, "decode_eff": g.decode_mbu}
+
+
 TRANSLATORS: dict[str, Callable[[v.Row], dict]] = {
     "aiconfigurator": aiconfigurator_request,
     "llm-analysis": llm_analysis_request,
     "genz-llm": genz_request,
+    "llm-analysis+eff": llm_analysis_eff_request,
+    "genz-llm+eff": genz_eff_request,
 }
 
 

@@ -165,3 +165,17 @@ def test_real_peer_run_on_one_row(rows, peer):
     res = out["results"][0]
     assert "error" not in res, res
     assert math.isfinite(res["prefill_s"]) and 0.018 / 2 < res["prefill_s"] < 0.036 * 2
+
+
+def test_efficiency_variants_take_pdplans_gpu_defaults(rows):
+    """H100 SXM profile: prefill MFU 0.60, decode MBU 0.80 (hardware_profiles/gpus/h100-sxm.toml);
+    the analytical peers' own defaults are 1."""
+    row = rows["trtllm05-h100-l2_7b-2048"]
+    req = pr.llm_analysis_eff_request(row)
+    assert req["kwargs"]["flops_efficiency"] == pytest.approx(0.60)
+    assert req["kwargs"]["hbm_memory_efficiency"] == pytest.approx(0.80)
+    assert "flops_efficiency" not in pr.llm_analysis_request(row)["kwargs"]
+    req = pr.genz_eff_request(row)
+    assert (req["prefill_eff"], req["decode_eff"]) == pytest.approx((0.60, 0.80))
+    assert "prefill_eff" not in pr.genz_request(row)
+    assert set(pr.TRANSLATORS) == set(pr.PEERS) | set(pr.VARIANTS)
