@@ -157,14 +157,16 @@ PEER_VENV = os.environ.get("PEER_VENV")
 
 
 @pytest.mark.skipif(pc.peer_python(PEER_VENV) is None, reason="PEER_VENV unset: peers not installed here")
-@pytest.mark.parametrize("peer", ["llm-analysis", "genz-llm"])
+@pytest.mark.parametrize("peer", ["aiconfigurator", "llm-analysis", "genz-llm"])
 def test_real_peer_run_on_one_row(rows, peer):
-    """The analytical peers answer a batch-1 Llama-2-7B prefill on H100 within 2x of 36 ms."""
+    """Each peer answers a batch-1 Llama-2-7B FP8 prefill of 2048 tokens on H100 between a quarter and
+    twice the measured 36 ms (aiconfigurator 32 ms, llm-analysis 15 ms, GenZ 15 ms in the recorded
+    run): a finite answer of the right order, not an accuracy bound."""
     req = pr.TRANSLATORS[peer](rows["trtllm05-h100-l2_7b-2048"])
     out = pc.run_peer(pc.peer_python(PEER_VENV), peer, [req])
     res = out["results"][0]
     assert "error" not in res, res
-    assert math.isfinite(res["prefill_s"]) and 0.018 / 2 < res["prefill_s"] < 0.036 * 2
+    assert math.isfinite(res["prefill_s"]) and 0.036 / 4 < res["prefill_s"] < 0.036 * 2
 
 
 def test_efficiency_variants_take_pdplans_gpu_defaults(rows):
