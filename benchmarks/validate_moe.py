@@ -9,8 +9,10 @@ express prints ``not yet expressible: <reason>``. The prediction needs the weigh
 and the per-instance batch the deployment ran (``batch_per_instance``): prefill throughput = ISL x
 batch / prefill step time, decode throughput = batch / decode step time at the row's mean KV length
 (``context_tokens``, else ISL + OSL / 2), each per node (divided by the instance's nodes) or per GPU
-as the row's metric says. One step at that batch, no queueing: the deployments were measured
-saturated. Rows that do not publish the batch print ``needs batch_per_instance``; nothing is guessed.
+as the row's metric says, with two-micro-batch overlap where the row's deployment ran it
+(``micro_batch_overlap`` = 1: DeepSeek's, SGLang's and RTP-LLM's all state it). One step at that
+batch, no queueing: the deployments were measured saturated. Rows that do not publish the batch
+print ``needs batch_per_instance``; nothing is guessed.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ def evaluate(r: dict[str, str]) -> Result:
             weight_dtype=r["dtype"] or "bf16",
             kv_dtype=r["kv_dtype"] or None,
             redundant_experts=int(r.get("redundant_experts") or 0),
+            micro_batch_overlap=bool(r.get("micro_batch_overlap")),
         )
         # Ask the physics for one step at the row's layout: it refuses a layout it cannot model.
         prefill_cost(dep, int(r["isl"] or 1024), batch=1)

@@ -19,6 +19,7 @@ from model.hardware.parallelism import Parallelism
 from model.llm.catalog import get_model
 from model.physics.deployment import Deployment
 from model.physics.expert_parallel import (
+    EPGroup,
     combine_bytes_per_token,
     dispatch_bytes_per_token,
     moe_comm_time_s,
@@ -61,16 +62,7 @@ def test_deepseek_v3_decode_all_to_all_at_ep32_nvlink_vs_infiniband() -> None:
         got = decode_step_cost(dep, 4096, 2048).comm_s  # TP1: the all-to-alls are all of it
         assert math.isclose(float(got), want_s, rel_tol=1e-8)
     # the function behind it, on its own: EP1 moves nothing
-    zero = moe_comm_time_s(
-        np.array(4096.0),
-        hidden_size=7168,
-        experts_per_token=8,
-        moe_layers=58,
-        parallel_ep=1,
-        local_gpus=8,
-        intra=nv4,
-        inter=ndr,
-    )
+    zero = moe_comm_time_s(np.array(4096.0), DSV3, EPGroup(1, 8, nv4, ndr))
     assert float(zero) == 0.0
 
 
@@ -234,16 +226,7 @@ def test_layout_invariants(tp, dp, tokens) -> None:
     assert math.isclose(per_gpu * par.gpus, total + (dp - 1) * (w["attention"] + w["mlp"]), rel_tol=1e-12)
     fast, slow = get_link("ib-ndr-400"), get_link("roce-100")
     times = [
-        moe_comm_time_s(
-            np.array(tokens),
-            hidden_size=7168,
-            experts_per_token=8,
-            moe_layers=58,
-            parallel_ep=par.ep,
-            local_gpus=dep.domain_gpus,
-            intra=dep.intra_link,
-            inter=link,
-        )
+        moe_comm_time_s(np.array(tokens), DSV3, EPGroup(par.ep, dep.domain_gpus, dep.intra_link, link))
         for link in (fast, slow)
     ]
     assert float(times[1]) >= float(times[0]) >= 0.0
@@ -316,14 +299,7 @@ def test_latent_moe_weights_and_all_to_all_by_hand() -> None:
     cost = decode_step_cost(dep, tokens, 4096)
     sent = max(tokens / 8, 1.2 * tokens / 8)
     a2a = moe_comm_time_s(
-        np.array(sent),
-        hidden_size=1024,
-        experts_per_token=22,
-        moe_layers=40,
-        parallel_ep=8,
-        local_gpus=dep.domain_gpus,
-        intra=dep.intra_link,
-        inter=dep.scale_out_link_resolved,
+        np.array(sent), a, EPGroup(8, dep.domain_gpus, dep.intra_link, dep.scale_out_link_resolved)
     )
     assert float(cost.comm_s) == pytest.approx(float(a2a), rel=1e-12)
 

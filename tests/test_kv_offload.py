@@ -191,6 +191,31 @@ def test_cli_plan_with_kv_offload_and_a_tier_too_large():
     assert "kv_offload.cpu" in lines[0] and "host_memory of node hgx-h200-8 (2 TB)" in lines[0]
 
 
+def test_cli_simulate_with_kv_offload():
+    """`pdplan simulate --kv-offload`: the same arrivals and hit rate with tiers cost at least what
+    HBM-resident prefixes cost (a reload or a miss where the draw lands beyond HBM), at most what no
+    reuse costs in the median; a tier larger than the node's host memory is one error line."""
+    from tests.fuzz_common import cli_text
+
+    base = (
+        "simulate --model llama-3.1-8b --gpu h100-sxm --style colocated --tp 1 --replicas 2 --workload chat "
+        "--rate 20 --requests 400 --ttft-slo 500ms --tpot-slo 20ms --json"
+    )
+    ttft = {}
+    for name, extra in (
+        ("none", ""),
+        ("hbm", " --prefix-hit-rate 0.7"),
+        ("tiers", " --prefix-hit-rate 0.7 --kv-offload cpu:1TB,nvme:8TB,working-set:20M"),
+    ):
+        code, out, err = cli_text(base + extra)
+        assert code == 0, err
+        ttft[name] = json.loads(out)["ttft_s"]["p50"]
+    assert ttft["hbm"] < ttft["tiers"] <= ttft["none"] * 1.05
+    code, out, err = cli_text(base + " --prefix-hit-rate 0.7 --kv-offload cpu:3TB")
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1 and "kv_offload.cpu" in lines[0]
+
+
 def test_scenario_file_and_app_carry_kv_offload(tmp_path):
     pytest.importorskip("streamlit")
     from app_support import inputs

@@ -264,3 +264,29 @@ def test_kimura_against_simulation(dist, c, rho):
     tol_mean, tol_p90 = (0.20, 0.20) if rho > 0.9 else (0.10, 0.15)
     _check_close(float(model.mean_wait_s), sim.mean_wait_s, sim.mean_wait_se_s, tol_mean)
     _check_close(float(model.p90_wait_s), sim.p90_wait_s, sim.mean_wait_se_s, tol_p90)
+
+
+def test_percentiles_in_one_bisection_equal_one_at_a_time():
+    """LatencyModel.percentiles_s (one stacked bisection for several quantiles) gives exactly the
+    quantiles that ttft_percentile_s / tpot_percentile_s give one by one."""
+    from model.queueing.latency import LatencyModel
+
+    rng = np.random.default_rng(3)
+    s = 64
+    lat = LatencyModel(
+        wait_prob=np.array([0.0, 0.4]),
+        wait_cond_mean_s=np.array([0.0, 0.2]),
+        fixed_s=rng.uniform(0.05, 0.4, (2, s)),
+        tpot_base_s=np.array([0.02, 0.03]),
+        stall_events=rng.uniform(0.0, 3.0, (2, s)),
+        stall_sizes_s=np.sort(rng.uniform(0.01, 0.1, (2, 16)), axis=1),
+        output_tokens=rng.integers(2, 400, s).astype(float),
+        stable=np.array([True, True]),
+    )
+    for i in (0, 1):
+        sub = lat.row(i)
+        ttft, tpot = sub.percentiles_s((0.5, 0.9, 0.99))
+        for k, q in enumerate((0.5, 0.9, 0.99)):
+            assert ttft[k] == sub.ttft_percentile_s(q)[0]
+            assert tpot[k] == sub.tpot_percentile_s(q)[0]
+        assert ttft[0] < ttft[1] < ttft[2] and tpot[0] < tpot[1] < tpot[2]

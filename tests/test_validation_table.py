@@ -23,6 +23,8 @@ DEPLOYMENTS = ROOT / "tests" / "data" / "moe_deployments.csv"
 MOE_MODELS = {
     "mixtral-8x7b",
     "deepseek-v3",
+    "deepseek-r1",
+    "qwen3-30b-a3b",
     "gpt-oss-20b",
     "gpt-oss-120b",
     "qwen3-235b-a22b",
@@ -47,8 +49,9 @@ def test_every_measurement_is_cited_and_well_formed() -> None:
         assert r["metric"] in v.GROUP and r["set"] in v.SETS, r["id"]
         assert float(r["measured_s"]) > 0 and int(r["batch"]) >= 1 and int(r["isl"]) >= 1, r["id"]
     assert sum(r["set"] == "core" for r in rows) == 23  # the rows the 20% target was set on
-    assert len(rows) >= 70
-    assert sum(r["model"] in MOE_MODELS for r in rows) >= 15
+    # issue 16 asks for >= 100 cited rows; dropping a badly scored row would be a regression too
+    assert len(rows) >= 142
+    assert sum(r["model"] in MOE_MODELS for r in rows) >= 30
 
 
 def test_conversions_follow_the_cited_tables() -> None:
@@ -66,6 +69,24 @@ def test_conversions_follow_the_cited_tables() -> None:
     assert pro6000 == pytest.approx(1 / 105.5, abs=1e-6)
     # vLLM nightly latency test, batch 8, 32 in / 128 out: Mixtral TP2 on H200 1,917.44 ms.
     assert float(rows["vllm-bk-h200-mixtral8x7b_tp2"]["measured_s"]) == pytest.approx(1.91744)
+    # TensorRT-LLM H200 launch blog (v0.5, FP8): llama_70b batch 512, TP2, 128 in / 2048 out at
+    # 1,654 out tok/s per GPU -> 512 x 2048 / (1,654 x 2) = 316.98 s for the static batch.
+    h200 = float(rows["trtllm05-h200-l2_70b-b512-tp2-128-2048"]["measured_s"])
+    assert h200 == pytest.approx(512 * 2048 / (1654 * 2), abs=1e-3)
+    # Falcon180B-H200 blog (v0.7a): Llama-70B on 1 H200, 128 in / 4096 out, batch 96 (the fifth of the
+    # listed batch sizes 960, 960, 192, 560, 96, 640): 1,946 tok/s/GPU -> 96 x 4096 / 1,946 s.
+    h200_v07 = float(rows["trtllm07a-h200-l2_70b-b96-128-4096"]["measured_s"])
+    assert h200_v07 == pytest.approx(96 * 4096 / 1946, abs=1e-3)
+    # OCI MI300X latency table: Llama 3.1 405B FP8, batch 256, 128/128: average latency 17.750 s.
+    assert float(rows["oci-mi300x-l31_405b-b256-e2e"]["measured_s"]) == pytest.approx(17.75)
+    # llama-bench (May 2024) on an RTX 4090, Llama-3-8B Q4_K_M: pp 8192 at 4,039.68 t/s is one
+    # 8192-token prompt in 8192 / 4,039.68 s; tg 8192 at 110.66 t/s is 1 / 110.66 s per token.
+    pp, tg = (float(rows[f"xd-llamacpp-4090-l3_8b-q4_k_m-{t}"]["measured_s"]) for t in ("pp8192", "tg8192"))
+    assert pp == pytest.approx(8192 / 4039.68, abs=1e-6) and tg == pytest.approx(1 / 110.66, abs=1e-7)
+    # dstack raw data: DeepSeek-R1 on 8x H200 with vLLM, concurrency 64, mean TPOT 65.6177 ms.
+    dsr1 = rows["dstack-h200-vllm-dsr1-c64-tpot"]
+    shape = (dsr1["batch"], dsr1["isl"], dsr1["osl"])
+    assert float(dsr1["measured_s"]) == pytest.approx(0.0656177) and shape == ("64", "3200", "800")
 
 
 def test_validation_script_skips_with_reasons() -> None:
@@ -76,6 +97,10 @@ def test_validation_script_skips_with_reasons() -> None:
     assert by_id["sglang058-b200-glm5_eagle-c1-tpot"].skip.startswith("not yet expressible: EAGLE")
     gpt_oss = by_id["millstone-pro6000-gpt_oss_20b-1k-tpot"]
     assert gpt_oss.evaluated or "not in the catalog" in gpt_oss.skip
+    # llama.cpp runs MXFP4 experts weight-only on an RTX 4090 (no FP4 math): refused with the format's
+    # reason until the physics models weight-only MXFP4 (docs/validation.md, second round).
+    ada = by_id["llamacpp16834-4090-gpt_oss_20b-tg128"]
+    assert ada.evaluated or "mxfp4" in ada.skip
     # Evaluated rows have a finite positive prediction; the core set is evaluated in full.
     assert all(r.predicted_s > 0 for r in rows if r.evaluated)
     assert all(r.evaluated for r in rows if r.set == "core")
@@ -131,19 +156,20 @@ def test_moe_script_reports_every_row() -> None:
 
 
 # Signed errors (predicted / published - 1) of the evaluated MoE deployment rows as recorded in
-# docs/validation.md ("MoE deployments at scale"). Decode steps land within 2-18%; prefill steps are
-# about twice too slow (the all-to-all is priced per routed expert copy and added to the compute,
-# while DeepEP's normal kernels send a token once per node and two micro-batches hide it).
+# docs/validation.md ("MoE deployments at scale"), with DeepEP's normal kernels in prefill, the
+# low-latency ones in decode and two-micro-batch overlap as the deployments ran it. Every row is now
+# predicted faster than published: DeepSeek's balanced prefill profile within 2%, SGLang's balanced
+# prefill +7.5%, the EPLB and production rows +17% to +98% (overlap is priced as ideal stage pairing).
 MOE_RECORDED_ERRORS = {
-    "deepseek-day6-decode": -0.021,
-    "deepseek-day6-prefill-computed": -0.241,
-    "deepseek-profile-prefill-4k": -0.610,
-    "deepseek-profile-decode-4k": -0.181,
-    "sglang-96h100-prefill-2k": -0.520,
-    "sglang-96h100-prefill-4k": -0.514,
-    "sglang-96h100-prefill-4k-balanced": -0.588,
-    "sglang-96h100-decode-2k": -0.171,
-    "rtpllm-h800-prefill-4k": -0.427,
+    "deepseek-day6-decode": 0.371,
+    "deepseek-day6-prefill-computed": 0.981,
+    "deepseek-profile-prefill-4k": 0.017,
+    "deepseek-profile-decode-4k": 0.17,
+    "sglang-96h100-prefill-2k": 0.275,
+    "sglang-96h100-prefill-4k": 0.268,
+    "sglang-96h100-prefill-4k-balanced": 0.075,
+    "sglang-96h100-decode-2k": 0.265,
+    "rtpllm-h800-prefill-4k": 0.481,
 }
 # A change may worsen a row's error by at most this much (absolute) without updating the docs.
 MOE_ERROR_TOLERANCE = 0.05
@@ -172,6 +198,7 @@ def test_moe_decode_by_hand_at_the_published_batch() -> None:
         par,
         weight_dtype="fp8_block",
         redundant_experts=32,
+        micro_batch_overlap=True,  # the row's deployment ran two-batch overlap
     )
     step = float(decode_step_cost(dep, 18_432, 2000.0).time_s)
     (res,) = [r for r in vm.load() if r.id == row["id"]]

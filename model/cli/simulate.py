@@ -22,11 +22,13 @@ from model.cli.speculation import add_speculation_args, spec_tokens, speculation
 from model.errors import InputError
 from model.hardware.catalog import get_engine, get_gpu
 from model.hardware.engines import Engine
+from model.hardware.kv_offload import resolve_kv_offload
 from model.limits import MAX_SIM_REQUESTS
 from model.serving.registry import get_style, style_names, styles
 from model.serving.style import CliFlag
 from model.sim.prefix_cache import session_or_poisson_requests, with_hit_rate
 from model.sim.simulate import SimOptions, SimResult, simulate, trace_requests
+from model.sim.tiers import PrefixReuse
 from model.units import Kind, format_rate, format_time, parse_quantity
 from model.workload.presets import get_workload
 from model.workload.slo import SLO
@@ -71,6 +73,13 @@ def register(sub: Any) -> None:
     p.add_argument("--engine", default="vllm", help="serving-engine profile (see `pdplan list engines`)")
     add_speculation_args(p)
     add_prefix_args(p)
+    p.add_argument(
+        "--kv-offload",
+        default=None,
+        help="KV offload tiers per node and the prefix working set, e.g. 'cpu:1TB,nvme:8TB,working-set:50M' "
+        "(reused prefixes are found in HBM or a tier and reloaded from it; with --prefix-hit-rate, "
+        "sessions or a trace's block hashes)",
+    )
     add_workload_source(
         p,
         "workload preset (chat, code, summarization, rag, short, mixed, multiturn-chat, agentic)",
@@ -257,7 +266,7 @@ def run(args: argparse.Namespace) -> int:
         config,
         args.model,
         requests,
-        **_run_options(args, slo, engine, options),
+        **_run_options(args, config, slo, engine, options),
     )
     if args.per_request:
         res.records.write_csv(args.per_request)
@@ -268,10 +277,24 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_options(args: argparse.Namespace, slo: SLO | None, engine: Engine, options: SimOptions) -> dict:
+def _prefix_reuse(args: argparse.Namespace, config: Any, hit: float | None) -> PrefixReuse | None:
+    """``--kv-offload``: the tiers (parsed against the node of the configuration's first GPU) where
+    reused prefixes are found; the run's cached tokens (the requests' or the LRU caches') say how
+    much of each prompt is reused, else ``--prefix-hit-rate`` does."""
+    if args.kv_offload is None:
+        return None
+    gpu = getattr(config, "gpu", None) or config.prefill_gpu
+    tiers = resolve_kv_offload(args.kv_offload.strip(), None, gpu.name)
+    return PrefixReuse(hit if hit is not None else 0.0, tiers, seed=args.seed)
+
+
+def _run_options(
+    args: argparse.Namespace, config: Any, slo: SLO | None, engine: Engine, options: SimOptions
+) -> dict:
     """The keyword arguments an open- and a closed-loop run share (targets, formats, engine, options,
-    speculative decoding)."""
+    speculative decoding, KV offload tiers)."""
     return {
+        "prefix": _prefix_reuse(args, config, prefix_hit_rate(args)),
         "slo": slo,
         "weight_dtype": args.dtype,
         "kv_dtype": args.kv_dtype,
@@ -301,7 +324,7 @@ def _run_closed(
         load,
         requests=n,
         seed=args.seed,
-        **_run_options(args, slo, engine, options),
+        **_run_options(args, config, slo, engine, options),
     )
     if args.per_request:
         res.records.write_csv(args.per_request)

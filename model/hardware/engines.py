@@ -44,6 +44,11 @@ PREFILL_POLICIES = ("fcfs-token-cap",)
 KV_TRANSFER_MODES = ("layerwise", "whole-request")
 # How an engine runs decode steps: replayed CUDA/HIP graphs, or kernels launched one by one.
 DECODE_LAUNCHES = ("cuda-graphs", "eager")
+# Whether an engine overlaps the MoE all-to-all of expert parallelism with compute by default:
+# "none", or "two-micro-batch" (each step split in two micro-batches, one's dispatch / combine beside
+# the other's compute: SGLang --enable-two-batch-overlap, vLLM --enable-dbo;
+# model.physics.expert_parallel.overlapped_step_s).
+EP_OVERLAPS = ("none", "two-micro-batch")
 
 # Plausible ranges (units in the names) that catch slips such as a cap of 0 or 10^9 sequences.
 _SEQS_RANGE = (1, 1 << 20)  # sequences per instance
@@ -66,7 +71,8 @@ class Engine:
     ``step_overhead_extra_s``: added to the GPU profile's ``efficiency.step_overhead``, which is
     measured with vLLM (the reference engine), so vLLM's is 0. ``kernel_s``, ``launch_s``,
     ``decode_launch``, ``per_sequence_s``, ``request_s``: the overheads of
-    :mod:`model.hardware.overheads` (:meth:`overheads`).
+    :mod:`model.hardware.overheads` (:meth:`overheads`). ``ep_overlap``: one of EP_OVERLAPS, the
+    engine's default for overlapping the EP all-to-all with compute.
     """
 
     name: str
@@ -83,6 +89,7 @@ class Engine:
     decode_launch: str = "cuda-graphs"
     per_sequence_s: float = 0.0
     request_s: float = 0.0
+    ep_overlap: str = "none"
     kv_transfer_modes: tuple[str, ...] = KV_TRANSFER_MODES
     small_gpu_max_num_seqs: int | None = None
     small_gpu_memory_bytes: float = 0.0
@@ -105,6 +112,8 @@ class Engine:
             raise InputError(f"{owner}.step_overhead_extra_s", x, f"a time in [{low:g}, {high:g}] s")
         if self.decode_launch not in DECODE_LAUNCHES:
             raise InputError(f"{owner}.decode_launch", self.decode_launch, f"one of {DECODE_LAUNCHES}")
+        if self.ep_overlap not in EP_OVERLAPS:
+            raise InputError(f"{owner}.ep_overlap", self.ep_overlap, f"one of {EP_OVERLAPS}")
         self.overheads(None)  # InputError naming the field for an implausible overhead
         if self.prefill_policy not in PREFILL_POLICIES:
             raise InputError(f"{owner}.prefill_policy", self.prefill_policy, f"one of {PREFILL_POLICIES}")
@@ -144,6 +153,7 @@ class Engine:
             decode_graphs=self.decode_launch == "cuda-graphs",
             per_sequence_s=self.per_sequence_s,
             request_s=self.request_s,
+            micro_batch_overlap=self.ep_overlap == "two-micro-batch",
         )
 
     def supports_transfer(self, layerwise: bool) -> bool:
@@ -182,6 +192,7 @@ _ENGINE_SCHEMA: Schema = {
     ("overheads", "decode_launch"): (TEXT, None, False),
     ("overheads", "per_sequence"): (QUANTITY0, Kind.TIME, False),
     ("overheads", "request"): (QUANTITY0, Kind.TIME, False),
+    ("overheads", "ep_overlap"): (TEXT, None, False),
     ("kv_transfer", "modes"): (LIST, None, True),
     ("kv_transfer", "connectors"): (NAMES, None, False),
 }
@@ -207,6 +218,7 @@ def engine_from_toml(path: Path, text: str | None = None) -> Engine:
             decode_launch=v.get("overheads.decode_launch", "cuda-graphs"),
             per_sequence_s=v.get("overheads.per_sequence", 0.0),
             request_s=v.get("overheads.request", 0.0),
+            ep_overlap=v.get("overheads.ep_overlap", "none"),
             kv_transfer_modes=v["kv_transfer.modes"],
             kv_connectors=v.get("kv_transfer.connectors", ()),
             small_gpu_max_num_seqs=v.get("batching.small_gpu_max_num_seqs"),

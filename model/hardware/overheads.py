@@ -55,6 +55,9 @@ class Overheads:
     decode_graphs: bool = True
     per_sequence_s: float = 0.0
     request_s: float = 0.0
+    # Two-micro-batch overlap of the EP all-to-all with compute (the engine profile's
+    # ``[overheads] micro_batch_overlap``; model.physics.expert_parallel.overlapped_step_s).
+    micro_batch_overlap: bool = False
 
     def __post_init__(self) -> None:
         for name in ("step_s", "kernel_s", "launch_s", "per_sequence_s", "request_s"):
@@ -65,8 +68,9 @@ class Overheads:
                 or not (math.isfinite(x) and 0 <= x <= _MAX_S)
             ):
                 raise InputError(f"overheads.{name}", x, f"a time in [0, {_MAX_S:g}] s")
-        if not isinstance(self.decode_graphs, bool):
-            raise InputError("overheads.decode_graphs", self.decode_graphs, "true or false")
+        for flag in ("decode_graphs", "micro_batch_overlap"):
+            if not isinstance(getattr(self, flag), bool):
+                raise InputError(f"overheads.{flag}", getattr(self, flag), "true or false")
 
 
 def kernels_per_step(num_layers: int, num_moe_layers: int) -> int:

@@ -219,6 +219,8 @@ def arch_from_hf_config(cfg: Mapping[str, Any], *, name: str = "", where: str = 
                 "first_k_dense_replace",
             ),
             "moe_latent_size": _int(cfg.get("moe_latent_size") or 0, where, "moe_latent_size"),
+            "routing_groups": _int(cfg.get("n_group") or 0, where, "n_group"),
+            "routing_groups_per_token": _int(cfg.get("topk_group") or 0, where, "topk_group"),
         }
         _moe_layout(cfg, layers, moe_kwargs, where, notes)
 

@@ -71,6 +71,8 @@ _FIELD_RANGES: dict[str, tuple[int, int]] = {
     "o_groups": (0, 1 << 16),
     "o_lora_rank": (0, 1 << 16),
     "moe_latent_size": (0, 1 << 20),
+    "routing_groups": (0, 1 << 16),
+    "routing_groups_per_token": (0, 1 << 16),
 }
 
 
@@ -96,6 +98,12 @@ class LLMArch:
     # Latent MoE (Nemotron 3 Super): routed experts work in this width, between a shared h x latent
     # down-projection and latent x h up-projection per MoE layer; 0 = experts work in hidden_size.
     moe_latent_size: int = 0
+    # Group-limited (node-limited) routing: the router picks routing_groups_per_token of
+    # routing_groups expert groups, then the top-k experts inside them (DeepSeek-V3 config.json
+    # n_group = 8, topk_group = 4; DeepSeek-V3 report sec. 2.1.2: each token reaches at most 4 nodes).
+    # 0 = no group limit.
+    routing_groups: int = 0
+    routing_groups_per_token: int = 0
     kv_lora_rank: int = 0
     q_lora_rank: int = 0
     qk_rope_head_dim: int = 0
@@ -183,12 +191,16 @@ class LLMArch:
                 "moe_intermediate_size",
                 "num_dense_layers",
                 "moe_latent_size",
+                "routing_groups",
+                "routing_groups_per_token",
             ):
                 if getattr(self, name):
                     raise bad(name, "0 for a dense model (num_experts = 0)")
         else:
             if not 1 <= self.experts_per_token <= self.num_experts:
                 raise bad("experts_per_token", f"1..num_experts ({self.num_experts})")
+            if self.routing_groups_per_token > self.routing_groups:
+                raise bad("routing_groups_per_token", f"0..routing_groups ({self.routing_groups})")
             if self.moe_intermediate_size < 1:
                 raise bad("moe_intermediate_size", "a whole number >= 1 in an MoE model")
             if self.num_dense_layers >= self.ffn_layers:

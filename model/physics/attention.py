@@ -54,6 +54,11 @@ class AttentionWork:
             self.kv_write_bytes + other.kv_write_bytes,
         )
 
+    def scaled(self, factor: float) -> AttentionWork:
+        """The work of ``factor`` times as many sequences of the same lengths (every field is linear
+        in the sequence count)."""
+        return AttentionWork(self.flops * factor, self.kv_read_bytes * factor, self.kv_write_bytes * factor)
+
 
 def key_pairs_before(kind: str, x: np.ndarray, window: float) -> np.ndarray:
     """sum of keys(p) for p = 1..x (closed forms; x may be any non-negative array).

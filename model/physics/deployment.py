@@ -96,6 +96,9 @@ class Deployment:
     ``scale_out_link``: the network any TP / EP / PP group uses once it leaves the instance's node
     (``parallel.nodes`` > 1); None -> DEFAULT_SCALE_OUT_LINK. A node profile whose one NVLink fabric
     spans a rack (GB200 NVL72) keeps every group of up to its GPUs on NVLink.
+    ``micro_batch_overlap``: run each step as two micro-batches whose EP all-to-all overlaps the
+    other's compute (:func:`model.physics.expert_parallel.overlapped_step_s`; SGLang
+    ``--enable-two-batch-overlap``); None -> the engine profile's setting (``overheads``), else off.
     """
 
     arch: LLMArch
@@ -113,6 +116,7 @@ class Deployment:
     scale_out_link: Link | None = None
     redundant_experts: int = 0
     overheads: Overheads | None = None  # the engine's (model.hardware.overheads); None: GPU profile only
+    micro_batch_overlap: bool | None = None  # two-micro-batch overlap; None: the engine's (overheads)
 
     def __post_init__(self) -> None:
         if not isinstance(self.arch, LLMArch):
@@ -144,6 +148,8 @@ class Deployment:
             raise InputError("step_overhead_s", self.step_overhead_s, "a time >= 0 s")
         if self.overheads is not None and not isinstance(self.overheads, Overheads):
             raise InputError("overheads", self.overheads, "an Overheads (model.hardware.overheads) or None")
+        if self.micro_batch_overlap is not None and not isinstance(self.micro_batch_overlap, bool):
+            raise InputError("micro_batch_overlap", self.micro_batch_overlap, "true, false or None")
         if self.speculation is not None and not isinstance(self.speculation, Speculation):
             raise InputError("speculation", self.speculation, "a Speculation (model.physics.speculation)")
         for name in ("tp_link", "pp_link", "scale_out_link"):
@@ -270,6 +276,15 @@ class Deployment:
         if self.step_overhead_s is not None:
             return float(self.step_overhead_s)
         return self.gpu.step_overhead_s if self.overheads is None else self.overheads.step_s
+
+    @property
+    def overlaps_micro_batches(self) -> bool:
+        """Whether steps run two overlapped micro-batches: the ``micro_batch_overlap`` override, else
+        the engine's (``overheads.micro_batch_overlap``), else False. It changes only steps with an
+        EP all-to-all (model.physics.steps)."""
+        if self.micro_batch_overlap is not None:
+            return self.micro_batch_overlap
+        return self.overheads is not None and self.overheads.micro_batch_overlap
 
     @cached_property
     def engine_overheads(self) -> Overheads:

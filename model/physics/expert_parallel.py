@@ -18,11 +18,15 @@ layer and reduce-scatter after it (SGLang DP attention), priced as one all-reduc
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from model.hardware.collectives import all_to_all_time_s, allreduce_time_s
 from model.hardware.formats import bytes_per_element
 from model.hardware.links import Link
+from model.llm.arch import LLMArch, expert_width
+from model.llm.moe import expected_experts_touched
 
 # Bytes per hidden element of a dispatched token: FP8 (e4m3) values plus one fp32 scale per 128
 # channels. DeepEP dispatches in FP8 with per-128-channel scales (deepseek-ai/DeepEP docs/legacy.md,
@@ -51,6 +55,18 @@ LL_MAX_DISPATCH_TOKENS_PER_RANK = 128
 # Copies of the low-latency send and receive areas (odd/even double buffering, DeepEP
 # csrc/config.hpp LowLatencyLayout: 2 send + 2 receive buffers).
 LL_BUFFER_COPIES = 4
+# Share of the GPU's SMs DeepEP's normal (high-throughput) kernels occupy while they run beside the
+# GEMMs of the other micro-batch: Buffer.num_sms = 20 (deepseek-ai/DeepEP deep_ep/buffers/legacy.py
+# default; DeepSeek-V3 report sec. 3.2.2: "only 20 SMs are sufficient to fully utilize the bandwidths
+# of IB and NVLink") of an H800's 132 SMs (NVIDIA Hopper architecture whitepaper: H100 SXM5 132 SMs).
+# The low-latency kernels' receive hook occupies no SM during the overlap (DeepEP docs/legacy.md,
+# "hook-based communication-computation overlapping method that does not occupy any SM").
+NORMAL_KERNEL_SM_SHARE = 20.0 / 132.0
+# Rows of one tile of a grouped (MoE) GEMM: each expert's rows are computed in whole tiles of this
+# many rows. DeepGEMM's grouped FP8 kernels use BLOCK_M = 128 (contiguous layout: each expert's
+# segment aligned to get_m_alignment_for_contiguous_layout() = 128; masked layout: block_m 128 for
+# more than 64 rows, deep_gemm/jit_kernels/gemm.py get_best_configs, 2025-03 release).
+GROUPED_GEMM_BLOCK_M = 128
 
 
 def dispatch_bytes_per_token(hidden_size: int, experts_per_token: int) -> float:
@@ -70,36 +86,175 @@ def load_imbalance(ep: int) -> float:
     return EP_LOAD_IMBALANCE if ep > 1 else 1.0
 
 
+@dataclass(frozen=True)
+class EPGroup:
+    """The GPUs one MoE all-to-all runs over: ``ep`` GPUs, ``local_gpus`` of them in each NVLink
+    domain (node), joined inside the node by ``intra`` and between nodes by ``inter``."""
+
+    ep: int
+    local_gpus: int
+    intra: Link
+    inter: Link
+
+    @property
+    def local(self) -> int:
+        """GPUs of the group in one node: min(local_gpus, ep)."""
+        return max(1, min(self.local_gpus, self.ep))
+
+    @property
+    def nodes(self) -> int:
+        """Nodes the group spans: ceil(ep / local)."""
+        return -(-self.ep // self.local)
+
+
+def _distinct(bins: float, picks: int) -> float:
+    """Expected distinct bins ``picks`` uniform draws land in: n (1 - (1 - 1/n)^k) (occupancy,
+    Feller vol. 1 ch. II; with replacement, within 0.5% of drawing k distinct experts at k << E)."""
+    return bins * (1.0 - (1.0 - 1.0 / bins) ** picks) if bins > 0 else 0.0
+
+
+def node_limit(arch: LLMArch, nodes: int) -> float:
+    """Most nodes one token's experts can sit on. Group-limited routing picks M =
+    ``routing_groups_per_token`` of g = ``routing_groups`` expert groups; with whole groups per node
+    a token reaches at most M nodes (DeepSeek-V3 report, arXiv 2412.19437, sec. 2.1.2 "Node-Limited
+    Routing": "each token will be sent to at most M nodes", M = 4; config.json n_group 8,
+    topk_group 4), with more nodes than groups each group spans nodes / g of them: min(nodes,
+    M x max(1, nodes / g)). No group limit (0, or g = M): all ``nodes``."""
+    g, m = arch.routing_groups, arch.routing_groups_per_token
+    if not g or not m or m >= g:
+        return float(nodes)
+    return float(min(nodes, m * max(1.0, nodes / g)))
+
+
+def normal_copies_per_token(arch: LLMArch, group: EPGroup) -> tuple[float, float]:
+    """(copies over RDMA, copies over NVLink) of one token's hidden state in a dispatch (or combine)
+    by DeepEP's normal (high-throughput) kernels, per source GPU, for uniform routing.
+
+    The normal kernels send a token once to each destination node over RDMA (to the GPU of the same
+    local rank) and that GPU forwards it over NVLink to the node's GPUs holding its experts
+    (deepseek-ai/DeepEP docs/legacy.md, "Normal kernels with NVLink and RDMA forwarding", kernels
+    "optimized for asymmetric-domain bandwidth forwarding ... from NVLink domain to RDMA domain";
+    DeepSeek-V3 report sec. 3.2.2). With n nodes, the token's k experts among the n' =
+    :func:`node_limit` reachable nodes of L GPUs each:
+    D = n' (1 - (1 - 1/n')^k) destination nodes, of which the share (n - 1) / n is remote:
+    RDMA copies = D (n - 1) / n; distinct destination GPUs G_d = n' L (1 - (1 - 1/(n' L))^k), each
+    reached over NVLink except from itself: NVLink copies = G_d (L - 1) / L.
+    DeepSeek-V3 at EP32 over 4 nodes: D = 4 (1 - 0.75^8) = 3.5995, RDMA 2.6996 copies (6 with the
+    low-latency kernels' k (N - L) / N), G_d = 32 (1 - (31/32)^8) = 7.1777, NVLink 6.2805.
+    """
+    k, local, n = arch.experts_per_token, group.local, group.nodes
+    reach = node_limit(arch, n)
+    dest_nodes = _distinct(reach, k)
+    rdma = dest_nodes * (n - 1) / n
+    nvlink = _distinct(reach * local, k) * (local - 1) / local
+    return rdma, nvlink
+
+
+def _normal_a2a_s(per_gpu_bytes: np.ndarray, copies: tuple[float, float], group: EPGroup) -> np.ndarray:
+    """One normal-kernel all-to-all: latency + max(B x RDMA copies / bw_inter, B x NVLink copies /
+    bw_intra) for B bytes per token-copy-set sent by the hottest GPU (the two paths run at once)."""
+    rdma, nvlink = copies
+    remote = group.nodes > 1
+    latency = max(group.intra.latency_s, group.inter.latency_s) if remote else group.intra.latency_s
+    over_nic = per_gpu_bytes * rdma / group.inter.effective_bandwidth_bytes_per_s if remote else 0.0
+    over_nvl = per_gpu_bytes * nvlink / group.intra.effective_bandwidth_bytes_per_s
+    return latency + np.maximum(over_nic, over_nvl)
+
+
 def moe_comm_time_s(
-    tokens_per_gpu: np.ndarray,
-    *,
-    hidden_size: int,
-    experts_per_token: int,
-    moe_layers: int,
-    parallel_ep: int,
-    local_gpus: int,
-    intra: Link,
-    inter: Link,
+    tokens_per_gpu: np.ndarray, arch: LLMArch, group: EPGroup, *, normal: np.ndarray | bool = False
 ) -> np.ndarray:
-    """All-to-all time of one step's MoE layers along the critical path (ep > 1), in seconds.
+    """All-to-all time of one step's MoE layers along the critical path (ep > 1), in seconds: the sum
+    of :func:`moe_dispatch_combine_s`."""
+    dispatch, combine = moe_dispatch_combine_s(tokens_per_gpu, arch, group, normal=normal)
+    return dispatch + combine
+
+
+def moe_dispatch_combine_s(
+    tokens_per_gpu: np.ndarray, arch: LLMArch, group: EPGroup, *, normal: np.ndarray | bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """(dispatch, combine) all-to-all time of one step's MoE layers (ep > 1; zeros otherwise).
 
     ``tokens_per_gpu``: tokens the hottest GPU moves, t = max(its rank's tokens / TP, f x T / G)
     for T step tokens over the stage's G GPUs (a TP group splits its replicated tokens, as
-    TensorRT-LLM's and SGLang's TEP do; f = EP_LOAD_IMBALANCE on the receiving side). Per MoE layer:
-    a2a(t x dispatch bytes per token) + a2a(t x combine bytes per token),
-    a2a = :func:`model.hardware.collectives.all_to_all_time_s` over ``parallel_ep`` GPUs of which
-    ``local_gpus`` share the NVLink domain. Not overlapped with compute (DeepSeek's two-micro-batch
-    overlap hides part of it; docs/model.md).
+    TensorRT-LLM's and SGLang's TEP do; f = EP_LOAD_IMBALANCE on the receiving side). Per MoE layer
+    a dispatch of t x h x 1.03125 B per copy and a combine of t x h x 2 B per copy (h =
+    :func:`model.llm.arch.expert_width`), by one of DeepEP's two kernel kinds (``normal`` per element):
+
+    - low-latency (decode): one copy per routed expert, k copies spread over the group,
+      :func:`model.hardware.collectives.all_to_all_time_s` of t x h x k x b bytes over ``group.ep``
+      GPUs, ``group.local`` per node;
+    - normal / high-throughput (steps with prompt tokens): one copy per destination node over RDMA,
+      fanned out over NVLink (:func:`normal_copies_per_token`).
+
+    Engines choose by phase: SGLang ``--moe-a2a-backend deepep --deepep-mode auto`` (the default
+    mode) runs the normal kernels for batches with prefill (extend) tokens and the low-latency ones
+    for decode batches (docs.sglang.ai Server Arguments; DeepEP docs/legacy.md: normal kernels "for
+    both training and inference prefilling", low-latency kernels "for latency-sensitive inference
+    decoding"); vLLM's ``deepep_high_throughput`` / ``deepep_low_latency`` backends are the same
+    pair chosen per deployment (a prefill pool / a decode pool).
+    Not overlapped with compute here; :func:`overlapped_layer_s` applies two-micro-batch overlap.
     """
     per_gpu = np.asarray(tokens_per_gpu, dtype=float)
-    if parallel_ep <= 1:
-        return np.zeros_like(per_gpu)
-    local = min(local_gpus, parallel_ep)
-    one = np.zeros_like(per_gpu)
-    for per_token in (dispatch_bytes_per_token, combine_bytes_per_token):
-        sent = per_gpu * per_token(hidden_size, experts_per_token)
-        one = one + np.asarray(all_to_all_time_s(sent, parallel_ep, local, intra, inter), dtype=float)
-    return moe_layers * one
+    if group.ep <= 1:
+        return np.zeros_like(per_gpu), np.zeros_like(per_gpu)
+    h, k = expert_width(arch), arch.experts_per_token
+    copies = normal_copies_per_token(arch, group)
+    out = []
+    for per_element in (DISPATCH_BYTES_PER_ELEMENT, COMBINE_BYTES_PER_ELEMENT):
+        one_copy = per_gpu * h * per_element
+        ll = all_to_all_time_s(one_copy * k, group.ep, group.local, group.intra, group.inter)
+        ht = _normal_a2a_s(one_copy, copies, group)
+        out.append(arch.num_moe_layers * np.where(normal, ht, np.asarray(ll, dtype=float)))
+    return out[0], out[1]
+
+
+def overlapped_layer_s(
+    attention_s: np.ndarray, experts_s: np.ndarray, dispatch_s: np.ndarray, combine_s: np.ndarray
+) -> np.ndarray:
+    """One MoE layer of two overlapped micro-batches A and B, each input the time of ONE micro-batch's
+    stage in that layer: a (attention and everything but the routed experts), e (routed experts), d
+    (dispatch), c (combine). Each all-to-all of one micro-batch runs beside a compute stage of the
+    other, in four pairs per layer:
+
+        layer = max(d, a) + max(d, e) + max(c, e) + max(c, a)
+
+    (A's dispatch beside B's attention, B's dispatch beside A's experts, A's combine beside B's
+    experts, B's combine beside A's next attention: SGLang two-batch overlap, operations
+    attn | dispatch, mlp | combine with a yield between, LMSYS large-scale EP blog 2025-05-05,
+    "Two-batch Overlap", +27-35% prefill throughput measured; DeepSeek profile-data README: "two
+    micro-batches to overlap computation and all-to-all communication" in prefill and decode).
+    Between max(2a + 2e, 2d + 2c) (perfect hiding) and their sum (no overlap); unbalanced stages
+    (e.g. decode's long attention against short expert GEMMs) leave communication exposed.
+    """
+    a, e = np.asarray(attention_s, dtype=float), np.asarray(experts_s, dtype=float)
+    d, c = np.asarray(dispatch_s, dtype=float), np.asarray(combine_s, dtype=float)
+    return np.maximum(d, a) + np.maximum(d, e) + np.maximum(c, e) + np.maximum(c, a)
+
+
+def rows_per_expert(arch: LLMArch, tokens: np.ndarray) -> np.ndarray:
+    """Mean rows a touched routed expert receives in one MoE layer of a ``tokens``-token step:
+    T k / E_touched (:func:`model.llm.moe.expected_experts_touched`; T = 1 gives 1, T -> inf T k / E)."""
+    t = np.asarray(tokens, dtype=float)
+    touched = expected_experts_touched(arch.num_experts, arch.experts_per_token, t)
+    return t * arch.experts_per_token / np.maximum(touched, 1e-300)
+
+
+def grouped_gemm_rows(rows_per_expert: np.ndarray) -> np.ndarray:
+    """Rows a grouped GEMM computes per touched expert that receives m rows on average:
+    m + (B / 2) min(1, m / B), B = GROUPED_GEMM_BLOCK_M.
+
+    Each expert's rows fill whole B-row tiles, so its last tile is on average half empty (the token
+    counts per expert vary from step to step, so the remainder m mod B is spread evenly): B / 2
+    wasted rows per expert once m >= B. Below one tile the idle rows' math overlaps the expert's
+    weight loads, which :func:`model.physics.steps.gemm_mfu_at`'s exposed-weight term already
+    charges, so the waste is taken in proportion, (B / 2) (m / B), tending to 0 with m (an
+    assumption that keeps small-batch MoE decode memory-bound, as measured).
+    DeepSeek-V3 decode at 576 rows per expert: 640 rows (+11%); prefill at 16,384: +0.4%.
+    """
+    m = np.asarray(rows_per_expert, dtype=float)
+    block = float(GROUPED_GEMM_BLOCK_M)
+    return m + 0.5 * block * np.minimum(1.0, m / block)
 
 
 def dp_gather_time_s(message_bytes: np.ndarray, layers: int, stage_gpus: int, link: Link) -> np.ndarray:

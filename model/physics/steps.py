@@ -24,7 +24,8 @@ Conventions (docs/model.md has the full derivations):
   micro-batch of ceil(batch / m) sequences passing through all PP stages, which is the time
   between two steps of the same sequence. ``pp_bubble_fraction`` = 1 - m / PP of stage time idles.
 - Activations travel in the precision's activation format (16-bit) whatever the weight format.
-- Tensor-parallel all-reduces are not overlapped with compute (vLLM and TensorRT-LLM default).
+- Tensor-parallel all-reduces are not overlapped with compute (vLLM and TensorRT-LLM default); the
+  EP all-to-all is, with two-micro-batch overlap (model.physics.expert_parallel.overlapped_layer_s).
 - A decode step runs ``verify_width`` tokens per sequence (:mod:`model.physics.decode_tokens`).
 """
 
@@ -39,17 +40,21 @@ from model.hardware.collective_algorithms import allreduce_s
 from model.hardware.collectives import transfer_time_s
 from model.hardware.overheads import kernels_per_step
 from model.hardware.parallelism import Parallelism
-from model.llm.arch import expert_width, lm_head_params
 from model.physics import decode_tokens
 from model.physics.attention import AttentionWork, decode_work, prefill_work
-from model.physics.deployment import LOGIT_BYTES, Deployment
-from model.physics.expert_parallel import dp_gather_time_s, load_imbalance, moe_comm_time_s
-from model.physics.operators import (
-    activation_elements_per_token,
-    linear_flops_per_token,
-    weight_params_read,
+from model.physics.deployment import Deployment
+from model.physics.expert_parallel import (
+    NORMAL_KERNEL_SM_SHARE,
+    EPGroup,
+    dp_gather_time_s,
+    grouped_gemm_rows,
+    load_imbalance,
+    moe_comm_time_s,
+    moe_dispatch_combine_s,
+    overlapped_layer_s,
 )
 from model.physics.speculation import draft_arch
+from model.physics.step_work import StepWork, step_work
 
 ArrayLike = float | int | np.ndarray
 
@@ -58,7 +63,9 @@ ArrayLike = float | int | np.ndarray
 class StepCost:
     """Cost of one engine step, per GPU along the critical path; every field broadcasts over the inputs.
 
-    time_s = max(compute_s, memory_s) + comm_s + overhead_s. ``bound`` is "compute" where
+    time_s = max(compute_s, memory_s) + comm_s + overhead_s, except with two-micro-batch overlap
+    (``Deployment.overlaps_micro_batches``, EP > 1), where the all-to-all part of comm_s runs beside
+    the compute (:func:`_overlapped_s`) and time_s is less than that sum. ``bound`` is "compute" where
     compute_s >= memory_s, else "memory". Bytes: bytes_moved = weight_bytes + kv_read_bytes +
     kv_write_bytes + activation_bytes.
     """
@@ -98,81 +105,68 @@ def _step(
     """Roofline of one step (one micro-batch through every stage), inputs already per micro-batch.
 
     tokens: tokens through the linear layers; logits_tokens: tokens that need the LM head;
-    prompt_tokens: prompt tokens in the step (they make it launch kernels eagerly); seqs: sequences
-    in the step (their per-sequence engine cost, on the busiest attention-DP rank); attn: attention
-    FLOPs and KV/state bytes per layer kind (:mod:`model.physics.attention`, all layers, per TP rank
-    for the bytes: the critical path passes every PP stage); busy: share of the step's sequences
-    (their tokens, attention and KV) on the busiest attention-DP rank, which the step waits for (1
-    without attention-DP; :func:`_busy_share`).
+    prompt_tokens: prompt tokens in the step (they make it launch kernels eagerly, and choose
+    DeepEP's normal all-to-all kernels); seqs: sequences in the step (their per-sequence engine
+    cost, on the busiest attention-DP rank); attn: attention FLOPs and KV/state bytes per layer
+    kind (:mod:`model.physics.attention`, all layers, per TP rank for the bytes: the critical path
+    passes every PP stage); busy: share of the step's sequences (their tokens, attention and KV) on
+    the busiest attention-DP rank, which the step waits for (1 without attention-DP; :func:`_busy_share`).
+
+    With two-micro-batch overlap (``Deployment.overlaps_micro_batches``, EP > 1, >= 2 sequences) the
+    step is two micro-batches of half the tokens whose all-to-alls run beside the other's work
+    (:func:`_overlapped_s`); compute_s / memory_s still report the whole step in one piece.
     """
-    arch, tp, g = dep.arch, int(dep.tp), int(dep.stage_gpus)
-    act_b = dep.activation_bytes
-    # Work per GPU (model.physics.expert_parallel): attention, dense MLPs, shared experts and the LM
-    # head run on each attention-DP rank for its own sequences (the busiest rank's share ``busy``),
-    # split over its TP GPUs; the routed experts serve all the step's tokens split over the stage's
-    # G = TP x DP GPUs, the hottest GPU carrying load_imbalance(EP) times the mean. TP-only: all / TP.
-    busy = np.asarray(busy, dtype=float)
-    share = {"attention": busy / tp, "mlp": busy / tp, "experts": load_imbalance(dep.ep) / g}
-
-    # FLOPs per GPU (linear layers per weight component; the LM head is in "mlp")
-    attn_flops = attn.flops
-    per_token = linear_flops_per_token(arch)
-    parts = dep.weight_components  # components the architecture has
-    linear = {c: per_token[c] * tokens for c in parts}
-    linear["mlp"] = linear["mlp"] + 2.0 * lm_head_params(arch) * logits_tokens
-    linear = {c: linear[c] * share[c] for c in parts}  # per GPU
-    attn_flops = attn_flops * busy / tp
-    flops = sum(linear.values()) + attn_flops
-
-    # Bytes per GPU (weights per component in its format, block scales included): each DP rank
-    # streams its TP shard of the replicated weights; the routed experts the step's tokens touch are
-    # spread over the G stage GPUs.
-    params = weight_params_read(arch, tokens)
-    w_share = {"attention": 1.0 / tp, "mlp": 1.0 / tp, "experts": 1.0 / g}
-    w_bytes = sum(params[c] * dep.weight_bytes_per_element(c) * w_share[c] for c in parts)
-    kv_read = attn.kv_read_bytes * busy
-    kv_write = attn.kv_write_bytes * busy
-    act = (
-        tokens * busy * activation_elements_per_token(arch, tp) * act_b
-        + tokens * busy * arch.hidden_size * dep.weight_bytes_per_element("mlp")  # embedding rows gathered
-        + logits_tokens * busy * arch.vocab_size / tp * LOGIT_BYTES
-    )
-    total_bytes = w_bytes + kv_read + kv_write + act
-
-    # Linear layers run at their format's tensor-core peak with the token-dependent efficiency
-    # MFU(M) = MFU x M / (M + T_half) per GEMM of M rows (``gemm_mfu_at``). Summed over the GEMMs a
-    # step streams, the (M + T_half) / M stretch adds T_half x 2 x weights / (peak x MFU) =
-    # GEMM_EXPOSED_WEIGHT_FRACTION x weight bytes / (bandwidth x MBU) to the ideal FLOP time, with the
-    # same weight bytes as the memory term (MoE: the touched experts, i.e. M = T k / E_touched rows
-    # per expert; LM head: M = logits rows). Attention (FlashAttention) runs in 16-bit at the MFU.
-    stream_bw = dep.gpu.memory_bandwidth_bytes_per_s * dep.mbu
-    compute_s = (
-        sum(linear[c] / dep.gemm_flops_per_s(c) for c in parts)
-        + dep.exposed_weight_fraction * w_bytes / stream_bw
-        + attn_flops / (dep.attention_peak_flops_per_s * dep.mfu)
-    )
-    memory_s = total_bytes / stream_bw
-    comm = _comm_s(dep, tokens, busy)
-
+    w = step_work(dep, tokens, logits_tokens, attn, busy)
+    normal = np.asarray(prompt_tokens) > 0  # SGLang --deepep-mode auto: normal kernels with prefill
+    other, a2a = _comm_s(dep, tokens, busy, normal)
     overhead = overhead_s(dep, prompt_tokens, seqs * busy)
-    time_s = np.maximum(compute_s, memory_s) + comm + overhead
-    bound = np.where(compute_s >= memory_s, "compute", "memory")
+    time_s = np.maximum(w.compute_s, w.memory_s) + other + a2a + overhead
+    if dep.overlaps_micro_batches and dep.ep > 1:
+        half = step_work(dep, tokens / 2, logits_tokens / 2, attn.scaled(0.5), busy)
+        overlapped = _overlapped_s(dep, half, tokens, busy, normal) + other + overhead
+        time_s = np.where(np.asarray(seqs) >= 2, overlapped, time_s)
     return StepCost(
         time_s=time_s,
-        compute_s=compute_s,
-        memory_s=memory_s,
-        comm_s=comm,
+        compute_s=w.compute_s,
+        memory_s=w.memory_s,
+        comm_s=other + a2a,
         overhead_s=overhead,
-        flops=flops,
-        bytes_moved=total_bytes,
-        weight_bytes=w_bytes,
-        kv_read_bytes=kv_read,
-        kv_write_bytes=kv_write,
-        activation_bytes=act,
-        bound=bound,
+        flops=w.flops,
+        bytes_moved=w.total_bytes,
+        weight_bytes=w.weight_bytes,
+        kv_read_bytes=w.kv_read_bytes,
+        kv_write_bytes=w.kv_write_bytes,
+        activation_bytes=w.activation_bytes,
+        bound=np.where(w.compute_s >= w.memory_s, "compute", "memory"),
         tokens=tokens,
         pp_bubble_fraction=np.zeros_like(tokens, dtype=float),
     )
+
+
+def _overlapped_s(
+    dep: Deployment, half: StepWork, tokens: np.ndarray, busy: np.ndarray | float, normal: np.ndarray
+) -> np.ndarray:
+    """Two overlapped micro-batches of ``half`` the work each: the dense layers' share of the
+    non-expert work runs alone, then per MoE layer
+    :func:`~model.physics.expert_parallel.overlapped_layer_s` of one micro-batch's per-layer
+    attention side a, routed experts e (each its own roofline, max(compute, memory); compute slowed
+    by 1 / (1 - NORMAL_KERNEL_SM_SHARE) beside the normal kernels, which hold those SMs), dispatch
+    d and combine c (all-to-alls at half the tokens)."""
+    arch = dep.arch
+    layers = arch.num_moe_layers
+    stretch = np.where(normal, 1.0 / (1.0 - NORMAL_KERNEL_SM_SHARE), 1.0)
+    experts = np.maximum(half.expert_compute_s * stretch, half.expert_memory_s)
+    rest = np.maximum(
+        (half.compute_s - half.expert_compute_s) * stretch, half.memory_s - half.expert_memory_s
+    )
+    sent = np.maximum(tokens / 2 * busy / dep.tp, load_imbalance(dep.ep) * tokens / 2 / dep.stage_gpus)
+    group = EPGroup(dep.ep, dep.domain_gpus, dep.intra_link, dep.scale_out_link_resolved)
+    dispatch, combine = moe_dispatch_combine_s(sent, arch, group, normal=normal)
+    moe_share = layers / arch.num_layers  # the attention side of the MoE layers
+    per_layer = overlapped_layer_s(
+        rest * moe_share / layers, experts / layers, dispatch / layers, combine / layers
+    )
+    return 2.0 * rest * (1.0 - moe_share) + layers * per_layer
 
 
 def overhead_s(dep: Deployment, prompt_tokens: np.ndarray, seqs: ArrayLike) -> np.ndarray:
@@ -191,8 +185,10 @@ def overhead_s(dep: Deployment, prompt_tokens: np.ndarray, seqs: ArrayLike) -> n
     return o.step_s + o.per_sequence_s * np.asarray(seqs, dtype=float) + kernels * per_kernel
 
 
-def _comm_s(dep: Deployment, tokens: np.ndarray, busy: np.ndarray) -> np.ndarray:
-    """Communication of one step along the critical path (not overlapped with compute).
+def _comm_s(
+    dep: Deployment, tokens: np.ndarray, busy: np.ndarray, normal: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Communication of one step along the critical path, as (other collectives, EP all-to-all).
 
     TP-only: ALLREDUCES_PER_LAYER all-reduces of the hidden states per layer over TP (Megatron-LM),
     each by the algorithm the engine picks for its size and the link's topology
@@ -200,14 +196,17 @@ def _comm_s(dep: Deployment, tokens: np.ndarray, busy: np.ndarray) -> np.ndarray
     With EP or attention-DP the MoE layers change: each layer still all-reduces its
     attention output over TP (of the busiest rank's tokens), dense layers their MLP output too,
     and each MoE layer runs the EP dispatch + combine all-to-all instead of the MLP all-reduce
-    (EP > 1, shared experts' partial sums reduced with the combine) or, with EP = 1 and DP > 1, an
-    all-gather + reduce-scatter over the stage (model.physics.expert_parallel). PP: a hop per stage
-    boundary. Groups that leave the node use the scale-out network (``Deployment.group_link``).
+    (EP > 1, shared experts' partial sums reduced with the combine; DeepEP's normal kernels where
+    ``normal``, else its low-latency ones) or, with EP = 1 and DP > 1, an all-gather +
+    reduce-scatter over the stage (model.physics.expert_parallel). PP: a hop per stage boundary.
+    Groups that leave the node use the scale-out network (``Deployment.group_link``). Only the
+    all-to-all overlaps compute under two-micro-batch overlap.
     """
     arch, tp, dp = dep.arch, int(dep.tp), int(dep.dp)
     message = tokens * arch.hidden_size * dep.activation_bytes
     rank_message = message * busy
     comm = np.zeros_like(tokens, dtype=float)
+    a2a = np.zeros_like(tokens, dtype=float)
     moe_changed = arch.is_moe and (dep.ep > 1 or dp > 1)
     mlp_allreduce_layers = arch.num_dense_layers if moe_changed else arch.num_layers
     if tp > 1:
@@ -218,22 +217,14 @@ def _comm_s(dep: Deployment, tokens: np.ndarray, busy: np.ndarray) -> np.ndarray
         # the hottest GPU: the larger of what it sends (its rank's tokens over TP) and what it
         # receives (the imbalanced mean of all tokens' expert copies)
         sent = np.maximum(tokens * busy / tp, load_imbalance(dep.ep) * tokens / dep.stage_gpus)
-        comm = comm + moe_comm_time_s(
-            sent,
-            hidden_size=expert_width(arch),
-            experts_per_token=arch.experts_per_token,
-            moe_layers=arch.num_moe_layers,
-            parallel_ep=dep.ep,
-            local_gpus=dep.domain_gpus,
-            intra=dep.intra_link,
-            inter=dep.scale_out_link_resolved,
-        )
+        group = EPGroup(dep.ep, dep.domain_gpus, dep.intra_link, dep.scale_out_link_resolved)
+        a2a = a2a + moe_comm_time_s(sent, arch, group, normal=normal)
     elif moe_changed:
         link = dep.group_link(dep.stage_gpus)
         comm = comm + dp_gather_time_s(message, arch.num_moe_layers, dep.stage_gpus, link)
     if dep.pp > 1:
         comm = comm + (dep.pp - 1) * transfer_time_s(rank_message, dep.pp_link_resolved)
-    return comm
+    return comm, a2a
 
 
 def gemm_mfu_at(dep: Deployment, tokens: ArrayLike) -> np.ndarray:
@@ -247,6 +238,22 @@ def gemm_mfu_at(dep: Deployment, tokens: ArrayLike) -> np.ndarray:
     """
     t = check_numbers("tokens", tokens, 0)
     return dep.gemm_mfu * t / (t + dep.gemm_half_efficiency_tokens)
+
+
+def grouped_gemm_mfu_at(dep: Deployment, rows: ArrayLike) -> np.ndarray:
+    """Achieved MFU of a routed expert's grouped GEMM that receives ``rows`` tokens on average (useful
+    FLOPs over the expert format's peak): MFU_experts x m / (padded(m) + T_half), padded =
+    :func:`~model.physics.expert_parallel.grouped_gemm_rows` (whole 128-row tiles), T_half as in
+    :func:`gemm_mfu_at` with the experts' format. ``_step`` charges exactly this through the touched
+    experts' weights (m = T k / E_touched, ``rows_per_expert``). DeepGEMM's published grouped FP8
+    GEMMs on H800 (README, 2025-03-25, DeepSeek-V3 shapes) at 256 / 512 / 1024 rows per group reach
+    0.61-0.69 / 0.75-0.77 / 0.76-0.92 of their 4096-8192-row rate (tests/test_moe_kernels.py)."""
+    m = check_numbers("rows", rows, 0)
+    rate = dep.gemm_flops_per_s("experts")
+    peak = dict(dep.gpu.peak_flops_per_s)[dep.resolved_precision.format("experts").math]
+    stream_bw = dep.gpu.memory_bandwidth_bytes_per_s * dep.mbu
+    ridge = rate * dep.weight_bytes_per_element("experts") / (2.0 * stream_bw)
+    return rate / peak * m / (grouped_gemm_rows(m) + dep.exposed_weight_fraction * ridge)
 
 
 def check_numbers(name: str, value: ArrayLike, minimum: float) -> np.ndarray:

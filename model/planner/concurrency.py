@@ -198,6 +198,7 @@ def _points(
         sub = lat.row(i)
         check = check_slo(sub, sub.stable, scn.slo)
         x = float(state.throughput_rps[i])
+        ttft, tpot = (Percentiles(*map(float, v)) for v in sub.percentiles_s((0.5, 0.9, 0.99)))
         out.append(
             ConcurrencyPoint(
                 users=int(users[i]),
@@ -206,8 +207,8 @@ def _points(
                 response_mean_s=float(state.response_s[i]),
                 ttft_mean_s=float(res.ttft_mean_s[i] + state.extra_wait_s[i]),
                 tpot_mean_s=float(sub.mean_tpot_s()[0]),
-                ttft_s=Percentiles(*(float(sub.ttft_percentile_s(q)[0]) for q in (0.5, 0.9, 0.99))),
-                tpot_s=Percentiles(*(float(sub.tpot_percentile_s(q)[0]) for q in (0.5, 0.9, 0.99))),
+                ttft_s=ttft,
+                tpot_s=tpot,
                 slo_attainment=float(check.attainment[0]),
                 meets_slo=bool(check.ok[0]),
                 equivalent_rate_rps=float(state.rate_rps[i]),

@@ -130,17 +130,16 @@ class TpotSpread:
             self.table,
         )
 
-    def row(self, i: int) -> TpotSpread:
-        """Candidate ``i`` alone (leading axis of length 1)."""
-        sl = slice(i, i + 1)
+    def take(self, idx: np.ndarray) -> TpotSpread:
+        """Candidates ``idx`` (in that order, repeats allowed) along the leading axis."""
         return TpotSpread(
-            self.mean_s[sl],
-            self.dev_s[sl],
-            self.cdf[sl],
-            self.shrink[sl],
-            self.inv_shrink[sl],
-            self.step_s[sl],
-            self.table[sl],
+            self.mean_s[idx],
+            self.dev_s[idx],
+            self.cdf[idx],
+            self.shrink[idx],
+            self.inv_shrink[idx],
+            self.step_s[idx],
+            self.table[idx],
         )
 
 

@@ -96,18 +96,28 @@ class LatencyModel:
 
     def row(self, i: int) -> LatencyModel:
         """The model of candidate ``i`` alone (leading axis of length 1)."""
-        sl = slice(i, i + 1)
+        return self.take(np.array([i]))
+
+    def take(self, idx: np.ndarray) -> LatencyModel:
+        """The models of candidates ``idx`` (in that order, repeats allowed) along the leading axis."""
         return LatencyModel(
-            self.wait_prob[sl],
-            self.wait_cond_mean_s[sl],
-            self.fixed_s[sl],
-            self.tpot_base_s[sl],
-            self.stall_events[sl],
-            self.stall_sizes_s[sl],
+            self.wait_prob[idx],
+            self.wait_cond_mean_s[idx],
+            self.fixed_s[idx],
+            self.tpot_base_s[idx],
+            self.stall_events[idx],
+            self.stall_sizes_s[idx],
             self.output_tokens,
-            self.stable[sl],
-            None if self.spread is None else self.spread.row(i),
+            self.stable[idx],
+            None if self.spread is None else self.spread.take(idx),
         )
+
+    def percentiles_s(self, qs: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """TTFT and TPOT ``qs``-quantiles of a one-candidate model, all in one vectorised bisection
+        (the candidate repeated once per quantile): two arrays of len(qs)."""
+        q = np.asarray(qs, dtype=float)
+        rep = self.take(np.zeros(len(q), dtype=int))
+        return rep.ttft_percentile_s(q), rep.tpot_percentile_s(q)
 
     def ttft_cdf(self, t_s: np.ndarray) -> np.ndarray:
         """P(TTFT_ci <= t) for t broadcast against [C, S]."""
@@ -171,16 +181,18 @@ class LatencyModel:
         both = self.ttft_cdf(ttft) * self.tpot_cdf(tpot)
         return np.where(self.stable, both.mean(axis=1), 0.0)
 
-    def ttft_percentile_s(self, q: float) -> np.ndarray:
-        """q-quantile (0 < q < 1) of TTFT over requests, per candidate; inf where unstable."""
+    def ttft_percentile_s(self, q: float | np.ndarray) -> np.ndarray:
+        """q-quantile (0 < q < 1; a scalar or one per candidate) of TTFT over requests, per
+        candidate; inf where unstable."""
         hi = np.max(self.fixed_s, axis=1) + np.where(
             np.isfinite(self.wait_cond_mean_s), self.wait_cond_mean_s * (np.log(1.0 / (1.0 - q)) + 5.0), 0.0
         )
         lo = np.min(self.fixed_s, axis=1)
         return _bisect(lambda t: self.ttft_cdf(t[:, None]).mean(axis=1), lo, hi, q, self.stable)
 
-    def tpot_percentile_s(self, q: float) -> np.ndarray:
-        """q-quantile of TPOT over requests, per candidate; inf where unstable."""
+    def tpot_percentile_s(self, q: float | np.ndarray) -> np.ndarray:
+        """q-quantile (a scalar or one per candidate) of TPOT over requests, per candidate; inf
+        where unstable."""
         gaps = np.maximum(self.output_tokens - 1.0, 1.0)[None, :]
         worst = (
             self.stall_sizes_s.max(axis=1)[:, None]
@@ -194,7 +206,7 @@ class LatencyModel:
         return _bisect(lambda x: self.tpot_cdf(x[:, None]).mean(axis=1), lo, hi, q, self.stable)
 
 
-def _bisect(cdf, lo: np.ndarray, hi: np.ndarray, q: float, stable: np.ndarray) -> np.ndarray:
+def _bisect(cdf, lo: np.ndarray, hi: np.ndarray, q: float | np.ndarray, stable: np.ndarray) -> np.ndarray:
     """Smallest t with cdf(t) >= q, per candidate, by bisection between lo and hi."""
     lo = np.where(stable, np.asarray(lo, dtype=float), 0.0)
     hi = np.where(stable, np.asarray(hi, dtype=float), 1.0)

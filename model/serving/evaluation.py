@@ -170,8 +170,7 @@ def summarise(cands, res: StyleResult, i: int, scenario: Scenario, rate_rps: flo
     stable = bool(res.stable[i])
     slo = scenario.slo
     sub = lat.row(i)
-    ttft = Percentiles(*(float(sub.ttft_percentile_s(q)[0]) for q in (0.5, 0.9, 0.99)))
-    tpot = Percentiles(*(float(sub.tpot_percentile_s(q)[0]) for q in (0.5, 0.9, 0.99)))
+    ttft, tpot = (Percentiles(*map(float, v)) for v in sub.percentiles_s((0.5, 0.9, 0.99)))
     check = check_slo(sub, sub.stable, slo)
     attainment = float(check.attainment[0])
     meets = bool(check.ok[0])

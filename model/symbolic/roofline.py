@@ -92,7 +92,8 @@ def _prefill_time() -> Formula:
         result_unit="s",
         where=where,
         assumptions=(
-            "One prompt, no prefix cache, PP = 1. N_lin = active non-embedding parameters; only the last "
+            "One prompt, no prefix cache, PP = 1. N_lin = active non-embedding parameters (MoE: routed "
+            "experts at their grouped GEMMs' padded rows); only the last "
             "token needs the LM head (2 V h). Linear layers run at the weight format's peak P_lin x "
             "MFU_lin (MFU x 0.7 for 8/4-bit GEMMs), plus phi W / (BW MBU) for the weight loads small "
             "GEMMs do not hide (phi = model.physics.deployment.GEMM_EXPOSED_WEIGHT_FRACTION); attention "
@@ -131,7 +132,8 @@ def _decode_step_time() -> Formula:
         where=where,
         assumptions=(
             "PP = 1. MLA models attend over the latent (absorbed projections): d_qk = r_kv + d_rope, "
-            "d_v = r_kv. MoE: W counts the expected distinct experts the batch touches."
+            "d_v = r_kv. MoE: W counts the expected distinct experts the batch touches; N_lin counts the "
+            "routed experts' grouped GEMMs at their padded rows (whole 128-row tiles)."
         ),
     )
 
@@ -180,14 +182,29 @@ BUILDERS = {
 # Values from a deployment (for the "Show the math" panel).
 
 
-def _roofline_values(dep: Deployment, cost: _CostView) -> dict[str, float]:
+def _linear_params(dep: Deployment, tokens: float) -> float:
+    """N_lin: active non-embedding weights, the routed experts' counted at their grouped GEMMs'
+    padded rows (model.physics.expert_parallel.grouped_gemm_rows at ``tokens`` step tokens)."""
     from model.llm.arch import active_params, embedding_params
+    from model.physics.expert_parallel import grouped_gemm_rows, rows_per_expert
+    from model.physics.operators import linear_flops_per_token
+
+    arch = dep.arch
+    base = float(active_params(arch) - embedding_params(arch))
+    if not arch.is_moe:
+        return base
+    rows = float(rows_per_expert(arch, np.asarray(tokens, dtype=float)))
+    routed = linear_flops_per_token(arch)["experts"] / 2.0
+    return base + routed * (float(grouped_gemm_rows(rows)) / rows - 1.0)
+
+
+def _roofline_values(dep: Deployment, cost: _CostView) -> dict[str, float]:
     from model.physics.deployment import GEMM_EXPOSED_WEIGHT_FRACTION
     from model.physics.operators import attention_dims as _attention_dims
 
     arch = dep.arch
     return {
-        "linear_params": float(active_params(arch) - embedding_params(arch)),
+        "linear_params": _linear_params(dep, cost.tokens),
         "vocab_size": float(arch.vocab_size),
         "hidden_size": float(arch.hidden_size),
         "num_heads": float(arch.num_heads),
@@ -215,6 +232,7 @@ class _CostView:
     comm_s: float
     overhead_s: float
     absorbed: bool
+    tokens: float
 
 
 def prefill_values(dep: Deployment, prompt_tokens: float) -> dict[str, float]:
@@ -234,6 +252,7 @@ def prefill_values(dep: Deployment, prompt_tokens: float) -> dict[str, float]:
         float(cost.comm_s),
         float(cost.overhead_s),
         False,
+        n,
     )
     return _roofline_values(dep, view) | {"prompt_tokens": n}
 
@@ -253,5 +272,6 @@ def decode_values(dep: Deployment, batch: float, context_tokens: float) -> dict[
         float(cost.comm_s),
         float(cost.overhead_s),
         True,
+        float(cost.tokens),
     )
     return _roofline_values(dep, view) | {"batch": b, "context_tokens": ctx}
