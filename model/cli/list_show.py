@@ -70,6 +70,7 @@ def _engine_row(e: Any) -> dict[str, Any]:
         "full_name": e.full_name,
         "version": e.version,
         "max_num_seqs": e.max_num_seqs,
+        "small_gpu_max_num_seqs": e.small_gpu_max_num_seqs,  # None: the same cap on every GPU
         "prefill_token_cap": e.prefill_token_cap,
         "chunk_tokens": e.chunk_tokens,
         "step_extra_ms": e.step_overhead_extra_s * 1e3,
