@@ -161,7 +161,7 @@ def test_p90_tpot_is_at_least_the_step_at_the_mean_batch_and_the_cap_holds(t0, t
     # a cap never raises the batch: the uncapped law's mean and p90 are at least the capped one's (the
     # p90 to within the spacing of the uncapped law's support points)
     free = occupancy(demand, GRID, tau, one(1e6), sol.batch)
-    assert free.mean()[0] >= occ.mean()[0] * (1.0 - 1e-4)  # midpoint sums over runs of 2+ integers
+    assert free.mean()[0] >= occ.mean()[0] * (1.0 - 1e-3)  # midpoint sums over runs of 2+ integers
     spacing = float(np.max(np.diff(free.batch[0])))
     assert free.quantile(0.9)[0] + spacing >= occ.quantile(0.9)[0]
 

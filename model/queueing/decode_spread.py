@@ -170,8 +170,8 @@ def elasticity(mean_batch: np.ndarray, grid: np.ndarray, per_token_s: np.ndarray
     changes only with whole sequences). The table runs a batch below one as a batch-1 step, so at
     light load (m <= 2/3: the batch mostly 0 or 1) eps is 0, the M/G/inf relaxation."""
     m = np.maximum(np.asarray(mean_batch, dtype=float), 1e-3)
-    x_lo, x_hi = m / 1.5, m * 1.5
-    hi, lo = interp_rows(x_hi, grid, per_token_s), interp_rows(x_lo, grid, per_token_s)
+    both = interp_rows(np.stack([m / 1.5, m * 1.5], axis=1), grid, per_token_s)
+    lo, hi = both[:, 0], both[:, 1]
     with np.errstate(divide="ignore", invalid="ignore"):
         eps = np.log(hi / lo) / np.log(2.25)
     return np.clip(np.where(np.isfinite(eps), eps, 0.0), 0.0, _MAX_ELASTICITY)
@@ -206,7 +206,8 @@ def occupancy(
     n = np.minimum(lo[:, None] + j * step[:, None], hi[:, None])  # [C, K]; repeats of hi weigh 0
     run = np.diff(n, axis=1, prepend=n[:, :1] - 1.0)  # integers each point stands for (1 at j = 0)
     mid = np.where(run > 0, n - (run - 1.0) / 2.0, n)  # the middle of the run: where its mass sits
-    tau_mid = interp_rows(np.maximum(mid, 1.0), grid, per_token_s)
+    tau = interp_rows(np.concatenate([np.maximum(mid, 1.0), c[:, None]], axis=1), grid, per_token_s)
+    tau_mid, tau_c = tau[:, :-1], tau[:, -1]  # at the runs' middles, and at the cap
     rows = np.arange(len(c))
     last = np.argmax(n >= hi[:, None], axis=1)  # the point that reaches hi
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -223,7 +224,6 @@ def occupancy(
         shift = np.where(np.isfinite(top), top, 0.0)
         w = np.exp(ell - shift) * np.maximum(run, 0.0)  # run is 1 at j = 0
         # waiting states beyond the cap: the batch stays at c (geometric tail, ratio a(c) / c)
-        tau_c = interp_rows(c, grid, per_token_s)
         rho = np.clip(lam_eo[:, 0] * tau_c / c, 0.0, 0.999)
         atom = np.where(hi >= c, np.exp(ell_hi - shift[:, 0]) * rho / (1.0 - rho), 0.0)
         atom = np.where(np.isfinite(atom), atom, 0.0)
@@ -231,7 +231,6 @@ def occupancy(
         n = np.concatenate([mid, c[:, None]], axis=1)
         total = w.sum(axis=1, keepdims=True)
         prob = np.where(total > 0, w / np.where(total > 0, total, 1.0), 0.0)
-    tau = np.concatenate([tau_mid, tau_c[:, None]], axis=1)
     return Occupancy(batch=n, prob=prob, tau_s=tau, elasticity=eps)
 
 
