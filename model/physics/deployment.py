@@ -70,6 +70,22 @@ GEMM_EXPOSED_WEIGHT_FRACTION = 0.75
 # 312 TFLOP/s, against ~80% reached by large BF16 GEMMs (a100-80gb-sxm.toml prefill_mfu source).
 # Attention keeps the profile's MFU.
 LARGE_GEMM_MFU_FACTOR = 1.15
+# Accumulators of 16-bit GEMMs (``Deployment.gemm_accumulate``). "fp32": cuBLAS with
+# CUBLAS_COMPUTE_32F, what PyTorch-based engines (vLLM, SGLang) and TensorRT-LLM run (PyTorch
+# aten/src/ATen/cuda/CUDABlas.cpp: gemm<at::Half> / gemm<at::BFloat16> call cublasGemmEx with
+# CUBLAS_COMPUTE_32F); GeForce cards run it at half their FP16-accumulate rate. "fp16": llama.cpp's
+# CUDA backend (ggml-cuda.cu at ggerganov/llama.cpp 005de593, Jan 2024, ggml_cuda_op_mul_mat_cublas
+# and ggml_cuda_mul_mat_batched_cublas): F16 and, above MMQ_MAX_BATCH_SIZE tokens, quantised weights
+# are converted to an FP16 copy (to_fp16_cuda) and multiplied by cublasGemmEx with
+# CUBLAS_COMPUTE_16F; the attention products (KQ, KQV) too. Its 16-bit GEMMs and attention run at the
+# GPU profile's ``compute.fp16_accumulate`` peak (GPU.fp16_accumulate_peak).
+GEMM_ACCUMULATORS = ("fp32", "fp16")
+SIXTEEN_BIT_MATH = ("fp16", "bf16")  # math keys the accumulator choice applies to
+# Step tokens above which llama.cpp hands weight-only quantised GEMMs to that cuBLAS path instead of
+# its own MMQ kernels (ggml-cuda.cu: ``#define MMQ_MAX_BATCH_SIZE 32``, "max batch size to use MMQ
+# kernels when tensor cores are available"; ggml_cuda_mul_mat: use_mul_mat_q && !(fp16_performance_good
+# && src1->ne[1] > MMQ_MAX_BATCH_SIZE)).
+FP16_COPY_ABOVE_TOKENS = 32
 # Weight components of a Precision, in the order the step costs sum them.
 WEIGHT_COMPONENTS = ("attention", "mlp", "experts")
 # The network a group of GPUs uses once it leaves its node (NVLink domain) when no link is given:
@@ -113,6 +129,7 @@ class Deployment:
     scale_out_link: Link | None = None
     redundant_experts: int = 0
     overheads: Overheads | None = None  # the engine's (model.hardware.overheads); None: GPU profile only
+    gemm_accumulate: str = "fp32"  # accumulator of 16-bit GEMMs, one of GEMM_ACCUMULATORS
 
     def __post_init__(self) -> None:
         if not isinstance(self.arch, LLMArch):
@@ -144,6 +161,8 @@ class Deployment:
             raise InputError("step_overhead_s", self.step_overhead_s, "a time >= 0 s")
         if self.overheads is not None and not isinstance(self.overheads, Overheads):
             raise InputError("overheads", self.overheads, "an Overheads (model.hardware.overheads) or None")
+        if self.gemm_accumulate not in GEMM_ACCUMULATORS:
+            raise InputError("gemm_accumulate", self.gemm_accumulate, " or ".join(GEMM_ACCUMULATORS))
         if self.speculation is not None and not isinstance(self.speculation, Speculation):
             raise InputError("speculation", self.speculation, "a Speculation (model.physics.speculation)")
         for name in ("tp_link", "pp_link", "scale_out_link"):
@@ -236,7 +255,7 @@ class Deployment:
     @cached_property
     def _component_table(self) -> dict[str, tuple[float, float]]:
         """component -> (bytes per weight, achieved large-batch GEMM FLOP/s), read once from the table."""
-        prec, peaks = self.resolved_precision, dict(self.gpu.peak_flops_per_s)
+        prec, peaks = self.resolved_precision, self._peaks
         out = {}
         for c in WEIGHT_COMPONENTS:
             fmt = prec.format(c)
@@ -247,6 +266,16 @@ class Deployment:
             )
             out[c] = (fmt.bytes_per_element, rate)
         return out
+
+    @cached_property
+    def _peaks(self) -> dict[str, float]:
+        """The GPU's dense peaks per math key, 16-bit ones at the FP16-accumulate peak when
+        ``gemm_accumulate`` is "fp16" (GEMM_ACCUMULATORS)."""
+        peaks = dict(self.gpu.peak_flops_per_s)
+        if self.gemm_accumulate == "fp16":
+            fast = self.gpu.fp16_accumulate_peak()
+            peaks.update({k: fast for k in SIXTEEN_BIT_MATH if k in peaks})
+        return peaks
 
     @property
     def mfu(self) -> float:
@@ -293,7 +322,7 @@ class Deployment:
     def peak_flops_per_s(self) -> float:
         """Peak of the dense linear layers' math (the ``mlp`` component's format)."""
         fmt = self.resolved_precision.format("mlp")
-        return check_gpu_runs(fmt, dict(self.gpu.peak_flops_per_s), self.gpu.name, "dtype")
+        return check_gpu_runs(fmt, self._peaks, self.gpu.name, "dtype")
 
     @property
     def gemm_mfu(self) -> float:
@@ -327,7 +356,7 @@ class Deployment:
     def attention_peak_flops_per_s(self) -> float:
         """Peak of the 16-bit path attention runs on: the activation format's (bf16), else fp16,
         else the dense layers' peak."""
-        table = dict(self.gpu.peak_flops_per_s)
+        table = self._peaks
         act = get_format(self.resolved_precision.activations).math
         return table.get(act) or table.get("fp16") or self.peak_flops_per_s
 

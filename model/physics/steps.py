@@ -37,12 +37,13 @@ import numpy as np
 from model.errors import InputError
 from model.hardware.collective_algorithms import allreduce_s
 from model.hardware.collectives import transfer_time_s
+from model.hardware.formats import bytes_per_element
 from model.hardware.overheads import kernels_per_step
 from model.hardware.parallelism import Parallelism
 from model.llm.arch import expert_width, lm_head_params
 from model.physics import decode_tokens
 from model.physics.attention import AttentionWork, decode_work, prefill_work
-from model.physics.deployment import LOGIT_BYTES, Deployment
+from model.physics.deployment import FP16_COPY_ABOVE_TOKENS, LOGIT_BYTES, Deployment
 from model.physics.expert_parallel import dp_gather_time_s, load_imbalance, moe_comm_time_s
 from model.physics.operators import (
     activation_elements_per_token,
@@ -52,6 +53,7 @@ from model.physics.operators import (
 from model.physics.speculation import draft_arch
 
 ArrayLike = float | int | np.ndarray
+FP16_BYTES = bytes_per_element("fp16")  # one element of llama.cpp's dequantised weight copy
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,7 @@ def _step(
         sum(linear[c] / dep.gemm_flops_per_s(c) for c in parts)
         + dep.exposed_weight_fraction * w_bytes / stream_bw
         + attn_flops / (dep.attention_peak_flops_per_s * dep.mfu)
+        + fp16_copy_s(dep, {c: params[c] * w_share[c] for c in parts}, tokens)
     )
     memory_s = total_bytes / stream_bw
     comm = _comm_s(dep, tokens, busy)
@@ -173,6 +176,27 @@ def _step(
         tokens=tokens,
         pp_bubble_fraction=np.zeros_like(tokens, dtype=float),
     )
+
+
+def fp16_copy_s(dep: Deployment, weights_per_gpu: dict[str, np.ndarray], tokens: np.ndarray) -> np.ndarray:
+    """Time to dequantise weight-only quantised weights into an FP16 copy before each GEMM, in steps
+    of more than FP16_COPY_ABOVE_TOKENS tokens when ``dep.gemm_accumulate`` is "fp16" (llama.cpp's
+    cuBLAS path, ggml-cuda.cu ggml_cuda_op_mul_mat_cublas: to_fp16_cuda, then cublasGemmEx); 0
+    otherwise. A separate kernel before the GEMM, so it adds to the step:
+
+        sum over weight-only components c of weights_c per GPU x (bytes per weight_c + 2) / (HBM x MBU)
+
+    (read the quantised blocks, write 2-byte halves; the GEMM's own read of the copy is its
+    roofline's). Llama-2-7B Q4_0 on an RTX 4090: 6.7e9 x 2.5625 / (1008e9 x 0.7) = 24 ms per step.
+    """
+    out = np.zeros_like(np.asarray(tokens, dtype=float))
+    if dep.gemm_accumulate != "fp16":
+        return out
+    stream_bw = dep.gpu.memory_bandwidth_bytes_per_s * dep.mbu
+    for c, n in weights_per_gpu.items():
+        if dep.resolved_precision.format(c).weight_only:
+            out = out + n * (dep.weight_bytes_per_element(c) + FP16_BYTES) / stream_bw
+    return np.where(np.asarray(tokens) > FP16_COPY_ABOVE_TOKENS, out, 0.0)
 
 
 def overhead_s(dep: Deployment, prompt_tokens: np.ndarray, seqs: ArrayLike) -> np.ndarray:
