@@ -86,6 +86,19 @@ SIXTEEN_BIT_MATH = ("fp16", "bf16")  # math keys the accumulator choice applies 
 # kernels when tensor cores are available"; ggml_cuda_mul_mat: use_mul_mat_q && !(fp16_performance_good
 # && src1->ne[1] > MMQ_MAX_BATCH_SIZE)).
 FP16_COPY_ABOVE_TOKENS = 32
+# Decode attention efficiency (issue 16, "attention efficiency by kernel and context length"). Decode
+# attention kernels (FlashDecoding / FlashInfer / TensorRT-LLM masked MHA) stream each sequence's
+# cached K and V in long contiguous pages, at a higher fraction of HBM bandwidth than the weight
+# GEMVs the profile's decode MBU describes, but pay a fixed cost per sequence (a thread block per
+# sequence and KV head, the split-KV partial-softmax reduction) that dominates at short contexts:
+# FlashInfer (Ye et al., MLSys 2025, arXiv:2501.01005, sec. 4 and Fig. 7-8) measures decode
+# attention bandwidth utilisation rising with KV length, to ~80-90% of peak at a few thousand
+# tokens, and low at short lengths. Modelled as
+#     KV read time = (ctx + C) x KV bytes per token x sequences / (HBM bandwidth x eta_kv)
+# (affine in the context, like the rest of a decode step). Both fitted on the train split of the
+# published measurements (benchmarks/fit_attention.py; docs/validation.md "Issue 16").
+DECODE_KV_STREAM_EFFICIENCY = 0.95  # eta_kv, a fraction of the HBM peak on every GPU
+DECODE_ATTENTION_FIXED_TOKENS = 32.0  # C
 # Weight components of a Precision, in the order the step costs sum them.
 WEIGHT_COMPONENTS = ("attention", "mlp", "experts")
 # The network a group of GPUs uses once it leaves its node (NVLink domain) when no link is given:
@@ -291,6 +304,11 @@ class Deployment:
     def mbu(self) -> float:
         """Decode memory-bandwidth utilisation: the override, else the GPU profile's ``decode_mbu``."""
         return self.gpu.decode_mbu if self.decode_mbu is None else float(self.decode_mbu)
+
+    @property
+    def decode_kv_bandwidth(self) -> float:
+        """Bytes/s decode attention streams cached KV at: HBM bandwidth x DECODE_KV_STREAM_EFFICIENCY."""
+        return self.gpu.memory_bandwidth_bytes_per_s * DECODE_KV_STREAM_EFFICIENCY
 
     @property
     def overhead_s(self) -> float:

@@ -42,6 +42,7 @@ from model.hardware.overheads import kernels_per_step
 from model.hardware.parallelism import Parallelism
 from model.llm.arch import expert_width, lm_head_params
 from model.physics import decode_tokens
+from model.physics import deployment as _eff
 from model.physics.attention import AttentionWork, decode_work, prefill_work
 from model.physics.deployment import FP16_COPY_ABOVE_TOKENS, LOGIT_BYTES, Deployment
 from model.physics.expert_parallel import dp_gather_time_s, load_imbalance, moe_comm_time_s
@@ -154,7 +155,13 @@ def _step(
         + attn_flops / (dep.attention_peak_flops_per_s * dep.mfu)
         + fp16_copy_s(dep, {c: params[c] * w_share[c] for c in parts}, tokens)
     )
-    memory_s = total_bytes / stream_bw
+    # Decode attention streams its cached KV at its own efficiency, plus a fixed cost per sequence
+    # of DECODE_ATTENTION_FIXED_TOKENS tokens' worth of KV (model.physics.deployment).
+    decode_kv = attn.decode_kv_read_bytes * busy
+    decode_kv_s = (decode_kv + _eff.DECODE_ATTENTION_FIXED_TOKENS * attn.decode_kv_token_bytes * busy) / (
+        dep.decode_kv_bandwidth
+    )
+    memory_s = (total_bytes - decode_kv) / stream_bw + decode_kv_s
     comm = _comm_s(dep, tokens, busy)
 
     overhead = overhead_s(dep, prompt_tokens, seqs * busy)
