@@ -143,6 +143,8 @@ class Deployment:
     redundant_experts: int = 0
     overheads: Overheads | None = None  # the engine's (model.hardware.overheads); None: GPU profile only
     gemm_accumulate: str = "fp32"  # accumulator of 16-bit GEMMs, one of GEMM_ACCUMULATORS
+    decode_kv_efficiency: float | None = None  # None: DECODE_KV_STREAM_EFFICIENCY
+    decode_attention_fixed_tokens: float | None = None  # None: DECODE_ATTENTION_FIXED_TOKENS
 
     def __post_init__(self) -> None:
         if not isinstance(self.arch, LLMArch):
@@ -162,7 +164,7 @@ class Deployment:
         for component in self.weight_components:  # every weight format's math must run on this GPU
             check_gpu_runs(prec.format(component), dict(self.gpu.peak_flops_per_s), self.gpu.name, "dtype")
         check_kv_runs(prec.format("kv_cache"), dict(self.gpu.peak_flops_per_s), self.gpu.name)
-        for name in ("prefill_mfu", "decode_mbu"):
+        for name in ("prefill_mfu", "decode_mbu", "decode_kv_efficiency"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, int | float) and 0 < value <= 1):
                 raise InputError(name, value, "a fraction in (0, 1]")
@@ -174,6 +176,9 @@ class Deployment:
             raise InputError("step_overhead_s", self.step_overhead_s, "a time >= 0 s")
         if self.overheads is not None and not isinstance(self.overheads, Overheads):
             raise InputError("overheads", self.overheads, "an Overheads (model.hardware.overheads) or None")
+        c = self.decode_attention_fixed_tokens
+        if c is not None and not (isinstance(c, int | float) and math.isfinite(c) and 0 <= c <= 1e6):
+            raise InputError("decode_attention_fixed_tokens", c, "a number of tokens in [0, 1e6]")
         if self.gemm_accumulate not in GEMM_ACCUMULATORS:
             raise InputError("gemm_accumulate", self.gemm_accumulate, " or ".join(GEMM_ACCUMULATORS))
         if self.speculation is not None and not isinstance(self.speculation, Speculation):
@@ -307,8 +312,17 @@ class Deployment:
 
     @property
     def decode_kv_bandwidth(self) -> float:
-        """Bytes/s decode attention streams cached KV at: HBM bandwidth x DECODE_KV_STREAM_EFFICIENCY."""
-        return self.gpu.memory_bandwidth_bytes_per_s * DECODE_KV_STREAM_EFFICIENCY
+        """Bytes/s decode attention streams cached KV at: HBM bandwidth x ``decode_kv_efficiency``
+        (None: DECODE_KV_STREAM_EFFICIENCY)."""
+        eta = DECODE_KV_STREAM_EFFICIENCY if self.decode_kv_efficiency is None else self.decode_kv_efficiency
+        return self.gpu.memory_bandwidth_bytes_per_s * float(eta)
+
+    @property
+    def attention_fixed_tokens(self) -> float:
+        """Fixed cost of decode attention per sequence, in tokens of its KV: the
+        ``decode_attention_fixed_tokens`` override, else DECODE_ATTENTION_FIXED_TOKENS."""
+        c = self.decode_attention_fixed_tokens
+        return float(DECODE_ATTENTION_FIXED_TOKENS if c is None else c)
 
     @property
     def overhead_s(self) -> float:

@@ -42,7 +42,6 @@ from model.hardware.overheads import kernels_per_step
 from model.hardware.parallelism import Parallelism
 from model.llm.arch import expert_width, lm_head_params
 from model.physics import decode_tokens
-from model.physics import deployment as _eff
 from model.physics.attention import AttentionWork, decode_work, prefill_work
 from model.physics.deployment import FP16_COPY_ABOVE_TOKENS, LOGIT_BYTES, Deployment
 from model.physics.expert_parallel import dp_gather_time_s, load_imbalance, moe_comm_time_s
@@ -158,7 +157,7 @@ def _step(
     # Decode attention streams its cached KV at its own efficiency, plus a fixed cost per sequence
     # of DECODE_ATTENTION_FIXED_TOKENS tokens' worth of KV (model.physics.deployment).
     decode_kv = attn.decode_kv_read_bytes * busy
-    decode_kv_s = (decode_kv + _eff.DECODE_ATTENTION_FIXED_TOKENS * attn.decode_kv_token_bytes * busy) / (
+    decode_kv_s = (decode_kv + dep.attention_fixed_tokens * attn.decode_kv_token_bytes * busy) / (
         dep.decode_kv_bandwidth
     )
     memory_s = (total_bytes - decode_kv) / stream_bw + decode_kv_s

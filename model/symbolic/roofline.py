@@ -272,11 +272,9 @@ def decode_values(dep: Deployment, batch: float, context_tokens: float) -> dict[
         float(cost.overhead_s),
         True,
     )
-    from model.physics import deployment as eff
-
     return _roofline_values(dep, view) | {
         "batch": b,
         "context_tokens": ctx,
-        "decode_kv_stream_efficiency": float(eff.DECODE_KV_STREAM_EFFICIENCY),
-        "decode_attention_fixed_tokens": float(eff.DECODE_ATTENTION_FIXED_TOKENS),
+        "decode_kv_stream_efficiency": dep.decode_kv_bandwidth / dep.gpu.memory_bandwidth_bytes_per_s,
+        "decode_attention_fixed_tokens": dep.attention_fixed_tokens,
     }
