@@ -11,7 +11,7 @@ KW = dict(
     node="hgx-h200-8",
     workload="summarization",
     ttft_slo_s=1.0,
-    tpot_slo_s=0.03,
+    tpot_slo_s=0.028,
     thresholds=False,
     top=1,
     dtype="fp8_block",
@@ -26,13 +26,14 @@ def _moved_bytes(plan) -> float:
 
 
 def test_fp8_kv_cache_flips_deepseek_v3_to_disaggregated_and_the_reasons_show_the_smaller_kv():
-    """DeepSeek-V3 as released (FP8 block-scaled weights), summarization under a tight 30 ms TPOT:
-    with a bf16 KV cache the split is only +5% (a tie, colocated-chunked). An FP8 KV cache halves
+    """DeepSeek-V3 as released (FP8 block-scaled weights), summarization under a tight 28 ms TPOT:
+    with a bf16 KV cache the split is only +6% (a tie, colocated-chunked). An FP8 KV cache halves
     the KV bytes per token (MLA latent 512 + RoPE key 64 = 576 elements x 61 layers: 70,272 B in
     bf16, 35,136 B in fp8), so the decode step's KV reads (long summarization contexts) and each
     request's transfer halve. Every style is TPOT-bound; the dedicated decode pool runs a larger
-    batch within 30 ms and gains most (+25% over colocated-chunked), so the verdict flips to
-    disaggregated. The reasons' transfer line shows the halved KV."""
+    batch within 28 ms and gains most (+17% over colocated-chunked), so the verdict flips to
+    disaggregated. The reasons' transfer line shows the halved KV. (At 30 ms, the scenario before
+    issue 16's decode-attention term, bf16 KV is now +12%: disaggregated already.)"""
     bf16 = model.plan("deepseek-v3", "h200", kv_dtype="bf16", **KW)
     fp8 = model.plan("deepseek-v3", "h200", kv_dtype="fp8", **KW)
     assert model.kv_bytes_per_token(model.get_model("deepseek-v3"), "bf16") == 576 * 61 * 2
