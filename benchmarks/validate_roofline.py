@@ -50,6 +50,10 @@ SPLITS = ("train", "holdout")
 SPLIT_SEED = "pdplan-issue16:"
 # Engine profile of a row, by the first word of its ``engine`` column (NIM runs TensorRT-LLM).
 ENGINE_PROFILES = {"tensorrt-llm": "trtllm", "nim": "trtllm", "vllm": "vllm", "sglang": "sglang"}
+# Accumulator of an engine's 16-bit GEMMs (model.physics.deployment.GEMM_ACCUMULATORS), by the same
+# first word: llama.cpp multiplies in FP16 with FP16 accumulation (CUBLAS_COMPUTE_16F); the others
+# accumulate in FP32 (the default).
+ENGINE_ACCUMULATE = {"llama.cpp": "fp16"}
 
 
 def split_of(row_id: str) -> str:
@@ -58,10 +62,18 @@ def split_of(row_id: str) -> str:
     return "holdout" if digest % 3 == 0 else "train"
 
 
+def _first_word(engine: str) -> str:
+    return engine.strip().split()[0].lower() if engine.strip() else ""
+
+
 def engine_profile(engine: str) -> str | None:
     """The engine profile a row's ``engine`` text maps to (None: no profile, GPU defaults only)."""
-    word = engine.strip().split()[0].lower() if engine.strip() else ""
-    return ENGINE_PROFILES.get(word)
+    return ENGINE_PROFILES.get(_first_word(engine))
+
+
+def gemm_accumulate(engine: str) -> str:
+    """The accumulator a row's engine runs 16-bit GEMMs with (ENGINE_ACCUMULATE, else "fp32")."""
+    return ENGINE_ACCUMULATE.get(_first_word(engine), "fp32")
 
 
 @dataclass(frozen=True)
@@ -118,7 +130,10 @@ def deployment(r: dict[str, str], **overrides: object) -> Deployment:
     (``overrides`` replace Deployment fields, e.g. ``overheads`` while fitting)."""
     gpu = get_gpu(r["gpu"])
     name = engine_profile(r["engine"])
-    kw: dict[str, object] = {"overheads": get_engine(name).overheads(gpu) if name else None}
+    kw: dict[str, object] = {
+        "overheads": get_engine(name).overheads(gpu) if name else None,
+        "gemm_accumulate": gemm_accumulate(r["engine"]),
+    }
     kw.update(overrides)
     return Deployment(
         get_model(r["model"]),

@@ -615,3 +615,50 @@ def test_engine_overheads_recovered_when_asked() -> None:
     assert _engine_base("vllm-0.8") == (get_engine("vllm").kernel_s, get_engine("vllm").per_sequence_s)
     with pytest.raises(InputError, match="fit"):
         calibrate(rows, fit=("launch_s",))
+
+
+def test_decode_attention_terms_recovered_when_asked() -> None:
+    """Rows generated with decode attention streaming KV at 0.80 of the HBM peak and a fixed cost of
+    100 tokens per sequence (model.physics.deployment's two fitted constants, here overridden):
+    fitting them with the profile efficiencies recovers both; they are reported only when asked."""
+    gpu = get_gpu("h100-sxm")
+    rows = []
+    for model in ("llama-2-7b", "llama-3.1-70b"):  # MHA Llama-2-7B: 512 KiB of KV per token
+        tp = 1 if model == "llama-2-7b" else 4
+        dep = Deployment(
+            get_model(model),
+            gpu,
+            parallel=tp,
+            decode_kv_efficiency=0.80,
+            decode_attention_fixed_tokens=100.0,
+            **TRUE,
+        )
+        for isl, osl, b in ((128, 128, 1), (4096, 256, 1), (16, 32, 64), (8192, 256, 16), (1024, 256, 64)):
+            rows.append(
+                _row(
+                    source=f"syn {model} {isl}/{osl} b{b}",
+                    model=model,
+                    gpu="h100-sxm",
+                    tp=tp,
+                    engine="synthetic",
+                    isl=isl,
+                    osl=osl,
+                    batch=float(b),
+                    ttft_s=float(prefill_cost(dep, isl, batch=b).time_s),
+                    tpot_s=float(mean_tpot_s(dep, b, isl, osl)),
+                )
+            )
+    fit = (
+        "prefill_mfu",
+        "decode_mbu",
+        "step_overhead_s",
+        "decode_kv_efficiency",
+        "decode_attention_fixed_tokens",
+    )
+    g = calibrate(rows, fit=fit, loo=False).group("h100-sxm", "synthetic")
+    assert g.parameter("decode_kv_efficiency").base == 0.95  # DECODE_KV_STREAM_EFFICIENCY
+    assert g.parameter("decode_kv_efficiency").value == pytest.approx(0.80, rel=0.02)
+    assert g.parameter("decode_attention_fixed_tokens").value == pytest.approx(100.0, rel=0.05)
+    assert g.parameter("decode_mbu").value == pytest.approx(0.70, rel=0.02)
+    plain = calibrate(rows, loo=False).group("h100-sxm", "synthetic")
+    assert all(p.name != "decode_kv_efficiency" for p in plain.parameters)

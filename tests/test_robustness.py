@@ -86,16 +86,18 @@ def test_near_tie_is_uncertain(near_tie):
 
 
 def test_large_gap_is_sure():
-    # code prompts (long) under 1.5 s / 40 ms: prefill stalls make colocated decode miss the TPOT
-    # target, disaggregated raises goodput by half (+56%; +113% before issue 16's cheaper all-reduce,
-    # engine overheads and GEMM efficiency)
-    kw = {**KW, "workload": "code", "ttft_slo_s": 1.5, "tpot_slo_s": 0.04}
+    # code prompts (long) under 2 s / 30 ms: prefill stalls make colocated decode miss the TPOT
+    # target, disaggregated has about twice the goodput (+115%). Since the 142-row measurement table
+    # (session 5) the sampled errors have heavier tails (the DeepSeek-R1 decode rows are 2-4x slower
+    # than predicted): in ~9% of worlds decode is so much slower that the split's single TP4 decode
+    # instance meets no 30 ms TPOT (ratio 0), so P(disaggregated) is ~0.91, not 1.
+    kw = {**KW, "workload": "code", "ttft_slo_s": 2.0, "tpot_slo_s": 0.03}
     p = model.plan("llama-3.1-70b", "h100-sxm", **kw)
-    assert p.verdict == "disaggregated" and p.gain > 0.4
+    assert p.verdict == "disaggregated" and p.gain > 0.9
     r = model.robustness(p, draws=64)
     assert r.p_disaggregated_recommended >= 0.9
     assert r.p_disaggregated_better >= r.p_disaggregated_recommended
-    assert r.ratio_p5 > 1.0 + p.inputs.margin
+    assert r.ratio_p50 > 1.9
 
 
 def test_needs_both_families():

@@ -55,16 +55,36 @@ from model.hardware.catalog import get_engine, load_catalog
 from model.hardware.collectives import default_tp_link
 from model.hardware.gpus import GPU
 from model.limits import MAX_MEASUREMENT_ROWS
-from model.physics.deployment import Deployment
+from model.physics.deployment import DECODE_ATTENTION_FIXED_TOKENS, DECODE_KV_STREAM_EFFICIENCY, Deployment
 
 __all__ = ["BOUNDS", "DEFAULT_FIT", "FITTABLE", "PARAMETERS", "calibrate"]
 
-PARAMETERS = ("prefill_mfu", "decode_mbu", "step_overhead_s", "comm_efficiency", "kernel_s", "per_sequence_s")
+PARAMETERS = (
+    "prefill_mfu",
+    "decode_mbu",
+    "step_overhead_s",
+    "comm_efficiency",
+    "kernel_s",
+    "per_sequence_s",
+    "decode_kv_efficiency",
+    "decode_attention_fixed_tokens",
+)
 DEFAULT_FIT = ("prefill_mfu", "decode_mbu", "step_overhead_s")
 # Parameters ``fit`` may name: the GPU profile's efficiencies and the engine profile's per-kernel floor
 # and per-sequence cost (model.hardware.overheads; written as comments, they belong to an engine
 # profile's [overheads]); comm_efficiency is asked for with ``fit_comm``.
-FITTABLE = ("prefill_mfu", "decode_mbu", "step_overhead_s", "kernel_s", "per_sequence_s")
+FITTABLE = (
+    "prefill_mfu",
+    "decode_mbu",
+    "step_overhead_s",
+    "kernel_s",
+    "per_sequence_s",
+    "decode_kv_efficiency",
+    "decode_attention_fixed_tokens",
+)
+# Parameters reported only when ``fit`` names them: the engine overheads and the decode-attention
+# efficiency terms (module constants of model.physics.deployment, not GPU-profile fields).
+OPT_IN = ("kernel_s", "per_sequence_s", "decode_kv_efficiency", "decode_attention_fixed_tokens")
 # Physically possible ranges. MFU / MBU / link efficiency are fractions of a peak (<= 1 by
 # definition); the lower ends are far below any working engine, so a fit that lands on one means
 # the model is missing something (reported as "at bound"). The step overhead must be > 0 (profile
@@ -78,6 +98,10 @@ BOUNDS: dict[str, tuple[float, float]] = {
     # working engine (CUDA Graphs blog: ~3 us per short kernel; vLLM: ~5 us per sequence)
     "kernel_s": (1e-8, 5e-5),
     "per_sequence_s": (1e-8, 1e-3),
+    # decode attention streams KV at a fraction of the HBM peak; its fixed cost per sequence is
+    # below a few thousand tokens of KV (model.physics.deployment)
+    "decode_kv_efficiency": (0.05, 1.0),
+    "decode_attention_fixed_tokens": (0.0, 4096.0),
 }
 # Where an engine overhead's base is 0 (the group's engine label names no profile), sensitivity and
 # the fit start from the built-in engines' value (hardware_profiles/engines/*.toml [overheads]).
@@ -253,7 +277,16 @@ def _calibrate_group(
         link = default_tp_link(gpu, max(m.tp for m in rows))
         link_name, comm_base = link.name, link.efficiency
     kernel_s, per_sequence_s = _engine_base(engine)
-    base = Theta(gpu.prefill_mfu, gpu.decode_mbu, gpu.step_overhead_s, comm_base, kernel_s, per_sequence_s)
+    base = Theta(
+        gpu.prefill_mfu,
+        gpu.decode_mbu,
+        gpu.step_overhead_s,
+        comm_base,
+        kernel_s,
+        per_sequence_s,
+        DECODE_KV_STREAM_EFFICIENCY,
+        DECODE_ATTENTION_FIXED_TOKENS,
+    )
 
     warnings: list[str] = []
     wanted = [n for n in fit if n != "comm_efficiency"] + (
@@ -319,8 +352,8 @@ def _calibrate_group(
     for k_name in PARAMETERS:
         if k_name == "comm_efficiency" and comm_base is None:
             continue
-        if k_name in ("kernel_s", "per_sequence_s") and k_name not in wanted:
-            continue  # engine overheads are reported only when asked for (``fit``)
+        if k_name in OPT_IN and k_name not in wanted:
+            continue  # engine overheads and decode-attention terms are reported only when asked for
         b = float(getattr(base, k_name))
         if k_name in names:
             k = names.index(k_name)

@@ -57,6 +57,8 @@ class Theta:
     comm_efficiency: float | None  # None: the link profile's own efficiency
     kernel_s: float = 0.0  # engine per-kernel floor (model.hardware.overheads)
     per_sequence_s: float = 0.0  # engine per-sequence cost per step
+    decode_kv_efficiency: float | None = None  # None: model.physics.deployment's fitted constant
+    decode_attention_fixed_tokens: float | None = None  # None: the same module's constant
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,8 @@ def _deployment(gpu: GPU, cfg: _Config, th: Theta) -> Deployment:
         overheads=Overheads(
             step_s=th.step_overhead_s, kernel_s=th.kernel_s, per_sequence_s=th.per_sequence_s
         ),
+        decode_kv_efficiency=th.decode_kv_efficiency,
+        decode_attention_fixed_tokens=th.decode_attention_fixed_tokens,
     )
 
 

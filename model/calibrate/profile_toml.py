@@ -110,6 +110,8 @@ def calibrated_profile_toml(fit: GroupFit, *, when: _dt.datetime | None = None) 
                         if p.name == "comm_efficiency"
                         else " (engine profile [overheads]; not stored in a GPU profile)"
                         if p.name in ("kernel_s", "per_sequence_s")
+                        else " (model.physics.deployment constant; not stored in a GPU profile)"
+                        if p.name in ("decode_kv_efficiency", "decode_attention_fixed_tokens")
                         else ""
                     )
                 )

@@ -70,6 +70,8 @@ def _val(name: str, x: float) -> str:
         return "-"
     if name in ("kernel_s", "per_sequence_s"):
         return f"{x * 1e6:.2f} us"
+    if name == "decode_attention_fixed_tokens":
+        return f"{x:.1f} tokens"
     return f"{x * 1e3:.3f} ms" if name == "step_overhead_s" else f"{x:.3f}"
 
 

@@ -46,6 +46,12 @@ _INTERCONNECT_RANGE = (1e9, 1e14)
 _PEAK_FLOPS_RANGE = (1e12, 1e18)
 
 DTYPES_WITH_PEAK = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+# ``[compute] fp16_accumulate``: the dense FP16 tensor peak with FP16 (not FP32) accumulation. GeForce
+# cards run FP32-accumulate tensor math at half this rate (NVIDIA GA102, Ada and RTX Blackwell
+# whitepapers, "with FP16 Accumulate" vs "with FP32 Accumulate" rows); data-center GPUs run both at
+# one rate, so their profiles leave it out (0: the same as the fp16 peak). Engines that multiply in
+# FP16 with FP16 accumulation (llama.cpp's cuBLAS path) reach it: ``Deployment.gemm_accumulate``.
+FP16_ACCUMULATE_KEY = "fp16_accumulate"
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,7 @@ class GPU:
     prefill_mfu: float
     decode_mbu: float
     step_overhead_s: float
+    fp16_accumulate_flops_per_s: float = 0.0  # FP16 tensor peak with FP16 accumulate; 0 = the fp16 peak
     interconnect_kind: str = "none"
     interconnect_bandwidth_bytes_per_s: float = 0.0  # per direction; 0 when there is none
     pcie_generation: int = 4
@@ -83,7 +90,12 @@ class GPU:
             "pcie_bandwidth_bytes_per_s",
         ):
             positive(name, getattr(self, name), owner)
-        for name in ("idle_w", "price_usd_per_hour", "interconnect_bandwidth_bytes_per_s"):
+        for name in (
+            "idle_w",
+            "price_usd_per_hour",
+            "interconnect_bandwidth_bytes_per_s",
+            "fp16_accumulate_flops_per_s",
+        ):
             value = getattr(self, name)
             if (
                 isinstance(value, bool)
@@ -119,6 +131,14 @@ class GPU:
                     f"{owner}.compute.{dtype}", flops, "a dense peak between 1 TFLOPS and 1 EFLOPS (FLOP/s)"
                 )
 
+        acc = self.fp16_accumulate_flops_per_s
+        if acc and not _PEAK_FLOPS_RANGE[0] <= acc <= _PEAK_FLOPS_RANGE[1]:
+            raise InputError(
+                f"{owner}.compute.{FP16_ACCUMULATE_KEY}",
+                acc,
+                "0 or a dense peak between 1 TFLOPS and 1 EFLOPS",
+            )
+
     @property
     def dtypes(self) -> tuple[str, ...]:
         """The dtypes this GPU has tensor-core peaks for."""
@@ -130,6 +150,12 @@ class GPU:
         if dtype not in table:
             raise InputError("dtype", dtype, f"one that the {self.name} supports: {', '.join(self.dtypes)}")
         return table[dtype]
+
+    def fp16_accumulate_peak(self) -> float:
+        """Dense FP16 tensor FLOP/s with FP16 accumulation: ``fp16_accumulate_flops_per_s``, else the
+        fp16 (else bf16) peak, which data-center GPUs reach with either accumulator."""
+        table = dict(self.peak_flops_per_s)
+        return self.fp16_accumulate_flops_per_s or table.get("fp16") or table.get("bf16", 0.0)
 
     def source(self, field_name: str) -> str:
         """The citation recorded for ``field_name`` (e.g. ``"memory.bandwidth"``)."""
@@ -146,6 +172,7 @@ _GPU_SCHEMA: Schema = {
     ("memory", "capacity"): (QUANTITY, Kind.BYTES, True),
     ("memory", "bandwidth"): (QUANTITY, Kind.BANDWIDTH, True),
     **{("compute", d): (QUANTITY, Kind.FLOPS, False) for d in DTYPES_WITH_PEAK},
+    ("compute", FP16_ACCUMULATE_KEY): (QUANTITY, Kind.FLOPS, False),
     ("interconnect", "kind"): (TEXT, None, True),
     ("interconnect", "bandwidth"): (QUANTITY, Kind.BANDWIDTH, False),
     ("pcie", "generation"): (INT, None, True),
@@ -180,6 +207,7 @@ def gpu_from_toml(path: Path, text: str | None = None) -> GPU:
             memory_bytes=v["memory.capacity"],
             memory_bandwidth_bytes_per_s=v["memory.bandwidth"],
             peak_flops_per_s=peaks,
+            fp16_accumulate_flops_per_s=v.get(f"compute.{FP16_ACCUMULATE_KEY}", 0.0),
             interconnect_kind=kind,
             interconnect_bandwidth_bytes_per_s=v.get("interconnect.bandwidth", 0.0),
             pcie_generation=v["pcie.generation"],

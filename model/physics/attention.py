@@ -41,23 +41,39 @@ from model.physics.operators import attention_dims
 @dataclass(frozen=True)
 class AttentionWork:
     """FLOPs of the attention score/value products, indexers and recurrences (whole instance, before
-    the TP split) and KV/state bytes read and written (per TP rank, all layers) of one step."""
+    the TP split) and KV/state bytes read and written (per TP rank, all layers) of one step.
+
+    ``decode_kv_read_bytes``: the part of ``kv_read_bytes`` that decode attention kernels stream
+    (the cached keys and values decoding tokens attend to; 0 in prefill); ``decode_kv_token_bytes``:
+    what one more cached token would add to it (per TP rank, all sequences), which the step cost
+    uses for the decode attention kernels' fixed cost per sequence
+    (model.physics.deployment.DECODE_ATTENTION_FIXED_TOKENS)."""
 
     flops: np.ndarray
     kv_read_bytes: np.ndarray
     kv_write_bytes: np.ndarray
+    decode_kv_read_bytes: np.ndarray | float = 0.0
+    decode_kv_token_bytes: np.ndarray | float = 0.0
 
     def __add__(self, other: AttentionWork) -> AttentionWork:
         return AttentionWork(
             self.flops + other.flops,
             self.kv_read_bytes + other.kv_read_bytes,
             self.kv_write_bytes + other.kv_write_bytes,
+            self.decode_kv_read_bytes + other.decode_kv_read_bytes,
+            self.decode_kv_token_bytes + other.decode_kv_token_bytes,
         )
 
     def scaled(self, factor: float) -> AttentionWork:
         """The work of ``factor`` times as many sequences of the same lengths (every field is linear
         in the sequence count)."""
-        return AttentionWork(self.flops * factor, self.kv_read_bytes * factor, self.kv_write_bytes * factor)
+        return AttentionWork(
+            self.flops * factor,
+            self.kv_read_bytes * factor,
+            self.kv_write_bytes * factor,
+            self.decode_kv_read_bytes * factor,
+            self.decode_kv_token_bytes * factor,
+        )
 
 
 def key_pairs_before(kind: str, x: np.ndarray, window: float) -> np.ndarray:
@@ -192,7 +208,10 @@ def decode_work(
     per_token = kinds.kv_bytes_per_token(arch, kv_dtype, tp)
     flops = np.zeros_like(ctx, dtype=float)
     read = np.zeros_like(ctx, dtype=float)
+    token_b = 0.0  # KV bytes one more attended token adds, over the attention layers
     for kind, count in kinds.kind_counts(arch).items():
+        if kind in kinds.COMPRESSED_KINDS or kind in kinds.SOFTMAX_KINDS:
+            token_b += count * _layer_bytes(arch, kv_dtype, tp, kind)[0]
         if kind in kinds.COMPRESSED_KINDS:
             layer_b, index_b = _layer_bytes(arch, kv_dtype, tp, kind)
             keys = _compressed_keys(arch, kind, ctx)
@@ -212,7 +231,13 @@ def decode_work(
                 read = read + count * index_b * ctx
     flops = flops + _recurrence_flops(arch) * width
     state = kinds.state_bytes_per_sequence(arch, kv_dtype, tp)
-    return AttentionWork(flops * seqs, (read + state) * seqs, (width * per_token + state) * seqs)
+    return AttentionWork(
+        flops * seqs,
+        (read + state) * seqs,
+        (width * per_token + state) * seqs,
+        read * seqs,
+        token_b * seqs,
+    )
 
 
 def decode_kink_context(arch: LLMArch) -> tuple[float, float, float]:

@@ -70,6 +70,35 @@ GEMM_EXPOSED_WEIGHT_FRACTION = 0.75
 # 312 TFLOP/s, against ~80% reached by large BF16 GEMMs (a100-80gb-sxm.toml prefill_mfu source).
 # Attention keeps the profile's MFU.
 LARGE_GEMM_MFU_FACTOR = 1.15
+# Accumulators of 16-bit GEMMs (``Deployment.gemm_accumulate``). "fp32": cuBLAS with
+# CUBLAS_COMPUTE_32F, what PyTorch-based engines (vLLM, SGLang) and TensorRT-LLM run (PyTorch
+# aten/src/ATen/cuda/CUDABlas.cpp: gemm<at::Half> / gemm<at::BFloat16> call cublasGemmEx with
+# CUBLAS_COMPUTE_32F); GeForce cards run it at half their FP16-accumulate rate. "fp16": llama.cpp's
+# CUDA backend (ggml-cuda.cu at ggerganov/llama.cpp 005de593, Jan 2024, ggml_cuda_op_mul_mat_cublas
+# and ggml_cuda_mul_mat_batched_cublas): F16 and, above MMQ_MAX_BATCH_SIZE tokens, quantised weights
+# are converted to an FP16 copy (to_fp16_cuda) and multiplied by cublasGemmEx with
+# CUBLAS_COMPUTE_16F; the attention products (KQ, KQV) too. Its 16-bit GEMMs and attention run at the
+# GPU profile's ``compute.fp16_accumulate`` peak (GPU.fp16_accumulate_peak).
+GEMM_ACCUMULATORS = ("fp32", "fp16")
+SIXTEEN_BIT_MATH = ("fp16", "bf16")  # math keys the accumulator choice applies to
+# Step tokens above which llama.cpp hands weight-only quantised GEMMs to that cuBLAS path instead of
+# its own MMQ kernels (ggml-cuda.cu: ``#define MMQ_MAX_BATCH_SIZE 32``, "max batch size to use MMQ
+# kernels when tensor cores are available"; ggml_cuda_mul_mat: use_mul_mat_q && !(fp16_performance_good
+# && src1->ne[1] > MMQ_MAX_BATCH_SIZE)).
+FP16_COPY_ABOVE_TOKENS = 32
+# Decode attention efficiency (issue 16, "attention efficiency by kernel and context length"). Decode
+# attention kernels (FlashDecoding / FlashInfer / TensorRT-LLM masked MHA) stream each sequence's
+# cached K and V in long contiguous pages, at a higher fraction of HBM bandwidth than the weight
+# GEMVs the profile's decode MBU describes, but pay a fixed cost per sequence (a thread block per
+# sequence and KV head, the split-KV partial-softmax reduction) that dominates at short contexts:
+# FlashInfer (Ye et al., MLSys 2025, arXiv:2501.01005, sec. 4 and Fig. 7-8) measures decode
+# attention bandwidth utilisation rising with KV length, to ~80-90% of peak at a few thousand
+# tokens, and low at short lengths. Modelled as
+#     KV read time = (ctx + C) x KV bytes per token x sequences / (HBM bandwidth x eta_kv)
+# (affine in the context, like the rest of a decode step). Both fitted on the train split of the
+# published measurements (benchmarks/fit_attention.py; docs/validation.md "Issue 16").
+DECODE_KV_STREAM_EFFICIENCY = 0.95  # eta_kv, a fraction of the HBM peak on every GPU
+DECODE_ATTENTION_FIXED_TOKENS = 32.0  # C
 # Weight components of a Precision, in the order the step costs sum them.
 WEIGHT_COMPONENTS = ("attention", "mlp", "experts")
 # The network a group of GPUs uses once it leaves its node (NVLink domain) when no link is given:
@@ -117,6 +146,9 @@ class Deployment:
     redundant_experts: int = 0
     overheads: Overheads | None = None  # the engine's (model.hardware.overheads); None: GPU profile only
     micro_batch_overlap: bool | None = None  # two-micro-batch overlap; None: the engine's (overheads)
+    gemm_accumulate: str = "fp32"  # accumulator of 16-bit GEMMs, one of GEMM_ACCUMULATORS
+    decode_kv_efficiency: float | None = None  # None: DECODE_KV_STREAM_EFFICIENCY
+    decode_attention_fixed_tokens: float | None = None  # None: DECODE_ATTENTION_FIXED_TOKENS
 
     def __post_init__(self) -> None:
         if not isinstance(self.arch, LLMArch):
@@ -136,7 +168,7 @@ class Deployment:
         for component in self.weight_components:  # every weight format's math must run on this GPU
             check_gpu_runs(prec.format(component), dict(self.gpu.peak_flops_per_s), self.gpu.name, "dtype")
         check_kv_runs(prec.format("kv_cache"), dict(self.gpu.peak_flops_per_s), self.gpu.name)
-        for name in ("prefill_mfu", "decode_mbu"):
+        for name in ("prefill_mfu", "decode_mbu", "decode_kv_efficiency"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, int | float) and 0 < value <= 1):
                 raise InputError(name, value, "a fraction in (0, 1]")
@@ -150,6 +182,11 @@ class Deployment:
             raise InputError("overheads", self.overheads, "an Overheads (model.hardware.overheads) or None")
         if self.micro_batch_overlap is not None and not isinstance(self.micro_batch_overlap, bool):
             raise InputError("micro_batch_overlap", self.micro_batch_overlap, "true, false or None")
+        c = self.decode_attention_fixed_tokens
+        if c is not None and not (isinstance(c, int | float) and math.isfinite(c) and 0 <= c <= 1e6):
+            raise InputError("decode_attention_fixed_tokens", c, "a number of tokens in [0, 1e6]")
+        if self.gemm_accumulate not in GEMM_ACCUMULATORS:
+            raise InputError("gemm_accumulate", self.gemm_accumulate, " or ".join(GEMM_ACCUMULATORS))
         if self.speculation is not None and not isinstance(self.speculation, Speculation):
             raise InputError("speculation", self.speculation, "a Speculation (model.physics.speculation)")
         for name in ("tp_link", "pp_link", "scale_out_link"):
@@ -242,7 +279,7 @@ class Deployment:
     @cached_property
     def _component_table(self) -> dict[str, tuple[float, float]]:
         """component -> (bytes per weight, achieved large-batch GEMM FLOP/s), read once from the table."""
-        prec, peaks = self.resolved_precision, dict(self.gpu.peak_flops_per_s)
+        prec, peaks = self.resolved_precision, self._peaks
         out = {}
         for c in WEIGHT_COMPONENTS:
             fmt = prec.format(c)
@@ -253,6 +290,16 @@ class Deployment:
             )
             out[c] = (fmt.bytes_per_element, rate)
         return out
+
+    @cached_property
+    def _peaks(self) -> dict[str, float]:
+        """The GPU's dense peaks per math key, 16-bit ones at the FP16-accumulate peak when
+        ``gemm_accumulate`` is "fp16" (GEMM_ACCUMULATORS)."""
+        peaks = dict(self.gpu.peak_flops_per_s)
+        if self.gemm_accumulate == "fp16":
+            fast = self.gpu.fp16_accumulate_peak()
+            peaks.update({k: fast for k in SIXTEEN_BIT_MATH if k in peaks})
+        return peaks
 
     @property
     def mfu(self) -> float:
@@ -268,6 +315,20 @@ class Deployment:
     def mbu(self) -> float:
         """Decode memory-bandwidth utilisation: the override, else the GPU profile's ``decode_mbu``."""
         return self.gpu.decode_mbu if self.decode_mbu is None else float(self.decode_mbu)
+
+    @property
+    def decode_kv_bandwidth(self) -> float:
+        """Bytes/s decode attention streams cached KV at: HBM bandwidth x ``decode_kv_efficiency``
+        (None: DECODE_KV_STREAM_EFFICIENCY)."""
+        eta = DECODE_KV_STREAM_EFFICIENCY if self.decode_kv_efficiency is None else self.decode_kv_efficiency
+        return self.gpu.memory_bandwidth_bytes_per_s * float(eta)
+
+    @property
+    def attention_fixed_tokens(self) -> float:
+        """Fixed cost of decode attention per sequence, in tokens of its KV: the
+        ``decode_attention_fixed_tokens`` override, else DECODE_ATTENTION_FIXED_TOKENS."""
+        c = self.decode_attention_fixed_tokens
+        return float(DECODE_ATTENTION_FIXED_TOKENS if c is None else c)
 
     @property
     def overhead_s(self) -> float:
@@ -308,7 +369,7 @@ class Deployment:
     def peak_flops_per_s(self) -> float:
         """Peak of the dense linear layers' math (the ``mlp`` component's format)."""
         fmt = self.resolved_precision.format("mlp")
-        return check_gpu_runs(fmt, dict(self.gpu.peak_flops_per_s), self.gpu.name, "dtype")
+        return check_gpu_runs(fmt, self._peaks, self.gpu.name, "dtype")
 
     @property
     def gemm_mfu(self) -> float:
@@ -342,7 +403,7 @@ class Deployment:
     def attention_peak_flops_per_s(self) -> float:
         """Peak of the 16-bit path attention runs on: the activation format's (bf16), else fp16,
         else the dense layers' peak."""
-        table = dict(self.gpu.peak_flops_per_s)
+        table = self._peaks
         act = get_format(self.resolved_precision.activations).math
         return table.get(act) or table.get("fp16") or self.peak_flops_per_s
 

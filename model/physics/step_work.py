@@ -9,15 +9,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from model.hardware.formats import bytes_per_element
 from model.llm.arch import lm_head_params
 from model.physics.attention import AttentionWork
-from model.physics.deployment import LOGIT_BYTES, Deployment
+from model.physics.deployment import FP16_COPY_ABOVE_TOKENS, LOGIT_BYTES, Deployment
 from model.physics.expert_parallel import grouped_gemm_rows, load_imbalance, rows_per_expert
 from model.physics.operators import (
     activation_elements_per_token,
     linear_flops_per_token,
     weight_params_read,
 )
+
+FP16_BYTES = bytes_per_element("fp16")  # one element of llama.cpp's dequantised weight copy
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,15 @@ def step_work(
         sum(linear[c] / dep.gemm_flops_per_s(c) for c in parts)
         + dep.exposed_weight_fraction * w_bytes / stream_bw
         + attn_flops / (dep.attention_peak_flops_per_s * dep.mfu)
+        + fp16_copy_s(dep, {c: params[c] * w_share[c] for c in parts}, tokens)
     )
+    # Decode attention streams its cached KV at its own efficiency, plus a fixed cost per sequence
+    # of DECODE_ATTENTION_FIXED_TOKENS tokens' worth of KV (model.physics.deployment).
+    decode_kv = attn.decode_kv_read_bytes * busy
+    decode_kv_s = (decode_kv + dep.attention_fixed_tokens * attn.decode_kv_token_bytes * busy) / (
+        dep.decode_kv_bandwidth
+    )
+    memory_s = (total_bytes - decode_kv) / stream_bw + decode_kv_s
     e_memory = 0.0
     e_compute = 0.0
     if "experts" in parts:
@@ -101,7 +112,7 @@ def step_work(
     return StepWork(
         flops,
         compute_s,
-        total_bytes / stream_bw,
+        memory_s,
         total_bytes,
         w_bytes,
         kv_read,
@@ -110,3 +121,24 @@ def step_work(
         e_compute,
         e_memory,
     )
+
+
+def fp16_copy_s(dep: Deployment, weights_per_gpu: dict[str, np.ndarray], tokens: np.ndarray) -> np.ndarray:
+    """Time to dequantise weight-only quantised weights into an FP16 copy before each GEMM, in steps
+    of more than FP16_COPY_ABOVE_TOKENS tokens when ``dep.gemm_accumulate`` is "fp16" (llama.cpp's
+    cuBLAS path, ggml-cuda.cu ggml_cuda_op_mul_mat_cublas: to_fp16_cuda, then cublasGemmEx); 0
+    otherwise. A separate kernel before the GEMM, so it adds to the step:
+
+        sum over weight-only components c of weights_c per GPU x (bytes per weight_c + 2) / (HBM x MBU)
+
+    (read the quantised blocks, write 2-byte halves; the GEMM's own read of the copy is its
+    roofline's). Llama-2-7B Q4_0 on an RTX 4090: 6.7e9 x 2.5625 / (1008e9 x 0.7) = 24 ms per step.
+    """
+    out = np.zeros_like(np.asarray(tokens, dtype=float))
+    if dep.gemm_accumulate != "fp16":
+        return out
+    stream_bw = dep.gpu.memory_bandwidth_bytes_per_s * dep.mbu
+    for c, n in weights_per_gpu.items():
+        if dep.resolved_precision.format(c).weight_only:
+            out = out + n * (dep.weight_bytes_per_element(c) + FP16_BYTES) / stream_bw
+    return np.where(np.asarray(tokens) > FP16_COPY_ABOVE_TOKENS, out, 0.0)

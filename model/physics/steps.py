@@ -11,7 +11,11 @@ Per-step time (Williams, Waterman & Patterson 2009, "Roofline", CACM 52(4)):
                  (:func:`overhead_s`, :mod:`model.hardware.overheads`)
     compute_s = sum over weight components of FLOPs per GPU / (peak of the component's format x MFU)
                 + attention FLOPs per GPU / (16-bit peak x MFU)
-    memory_s  = bytes per GPU / (HBM bandwidth x MBU)
+    memory_s  = (bytes per GPU - decode KV reads) / (HBM bandwidth x MBU)
+                + decode KV reads incl. a fixed C tokens per sequence / (HBM bandwidth x eta_kv)
+                (DECODE_KV_STREAM_EFFICIENCY, DECODE_ATTENTION_FIXED_TOKENS of model.physics.deployment)
+    compute_s also carries llama.cpp's FP16 weight copy when gemm_accumulate is "fp16"
+                (model.physics.step_work.fp16_copy_s)
 
 Bytes per element and the peak each component's GEMMs run at come from the format table
 (:mod:`model.hardware.formats`) through the Deployment's precision.

@@ -44,9 +44,14 @@ _ROOFLINE_INPUTS = (
 
 
 def _roofline_time(
-    linear_flops: sp.Expr, attention_flops: sp.Expr, bytes_moved: sp.Expr
+    linear_flops: sp.Expr,
+    attention_flops: sp.Expr,
+    bytes_moved: sp.Expr,
+    decode_kv_s: sp.Expr | None = None,
+    decode_kv_bytes: sp.Expr | None = None,
 ) -> tuple[sp.Expr, list[tuple[str, sp.Expr]]]:
-    """max(compute, memory) + comm + overhead, with its definitions (model.physics.steps._step)."""
+    """max(compute, memory) + comm + overhead, with its definitions (model.physics.steps._step).
+    ``decode_kv_bytes`` of ``bytes_moved`` stream in ``decode_kv_s`` instead of at BW x MBU."""
     s = symbol
     stream_bw = s("memory_bandwidth_bytes_per_s") * s("mbu")
     compute = (
@@ -55,6 +60,8 @@ def _roofline_time(
         + s("attention_flops") / (s("tp") * s("attention_peak_flops_per_s") * s("mfu"))
     )
     memory = s("bytes_moved") / stream_bw
+    if decode_kv_s is not None and decode_kv_bytes is not None:
+        memory = (s("bytes_moved") - decode_kv_bytes) / stream_bw + decode_kv_s
     expr = sp.Max(s("compute_s"), s("memory_s")) + s("comm_s") + s("overhead_s")
     where = [
         ("compute_s", compute),
@@ -114,20 +121,31 @@ def _decode_step_time() -> Formula:
     b, ctx = s("batch"), s("context_tokens")
     lin = 2 * s("linear_params") * b + 2 * s("vocab_size") * s("hidden_size") * b
     att = 2 * s("num_heads") * s("num_layers") * (s("qk_head_dim") + s("v_head_dim")) * b * ctx
-    mem = (
-        s("weight_bytes_per_gpu")
-        + b * (ctx + 1) * s("kv_bytes_per_token_per_gpu")
-        + s("activation_bytes_per_gpu")
+    k = s("kv_bytes_per_token_per_gpu")
+    mem = s("weight_bytes_per_gpu") + b * (ctx + 1) * k + s("activation_bytes_per_gpu")
+    kv_s = (
+        b
+        * (ctx + s("decode_attention_fixed_tokens"))
+        * k
+        / (s("memory_bandwidth_bytes_per_s") * s("decode_kv_stream_efficiency"))
     )
-    expr, where = _roofline_time(lin, att, mem)
+    expr, where = _roofline_time(lin, att, mem, kv_s, b * ctx * k)
     return make_formula(
         "decode_step_time",
         "One decode step: B sequences each emit one token attending to n_ctx keys (roofline).",
         r"t_{\mathrm{step}}",
         expr,
-        ("batch", "context_tokens", *_ROOFLINE_INPUTS),
-        _ROOFLINE_SOURCE + " KV read B n_ctx, written B (Kwon et al. 2023, PagedAttention). Numeric: "
-        "model.physics.steps.decode_step_cost (PP = 1).",
+        (
+            "batch",
+            "context_tokens",
+            *_ROOFLINE_INPUTS,
+            "decode_kv_stream_efficiency",
+            "decode_attention_fixed_tokens",
+        ),
+        _ROOFLINE_SOURCE + " KV read B n_ctx, written B (Kwon et al. 2023, PagedAttention); decode "
+        "attention streams the KV at eta_kv of BW with a fixed cost of C_att tokens per sequence "
+        "(model.physics.deployment.DECODE_KV_STREAM_EFFICIENCY, DECODE_ATTENTION_FIXED_TOKENS). "
+        "Numeric: model.physics.steps.decode_step_cost (PP = 1).",
         result_unit="s",
         where=where,
         assumptions=(
@@ -274,4 +292,9 @@ def decode_values(dep: Deployment, batch: float, context_tokens: float) -> dict[
         True,
         float(cost.tokens),
     )
-    return _roofline_values(dep, view) | {"batch": b, "context_tokens": ctx}
+    return _roofline_values(dep, view) | {
+        "batch": b,
+        "context_tokens": ctx,
+        "decode_kv_stream_efficiency": dep.decode_kv_bandwidth / dep.gpu.memory_bandwidth_bytes_per_s,
+        "decode_attention_fixed_tokens": dep.attention_fixed_tokens,
+    }

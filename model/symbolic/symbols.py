@@ -37,6 +37,8 @@ SYMBOLS: dict[str, tuple[str, str, bool]] = {
     "gemm_exposed_weight_fraction": (r"\phi", "", False),
     "memory_bandwidth_bytes_per_s": (r"\mathrm{BW}", "B/s", False),
     "mbu": (r"\mathrm{MBU}", "", False),
+    "decode_kv_stream_efficiency": (r"\eta_{\mathrm{kv}}", "", False),
+    "decode_attention_fixed_tokens": (r"C_{\mathrm{att}}", "tokens", False),
     "weight_bytes_per_gpu": (r"W", "B", False),
     "kv_bytes_per_token_per_gpu": (r"k_{\mathrm{gpu}}", "B", False),
     "activation_bytes_per_gpu": (r"A", "B", False),
