@@ -16,6 +16,8 @@ from model.sim.simulate import goodput
 from model.workload.scenario import Scenario
 from model.workload.slo import SLO
 
+from benchmarks.steady import STEADY_REQUESTS, STEADY_WARMUP
+
 # (gpu, weight dtype, KV dtype)
 FORMATS = (
     ("h100-sxm", "bf16", None),
@@ -44,7 +46,7 @@ def cells() -> list[tuple[str, str, str | None, str, object, SLO]]:
     return out
 
 
-def agreement(dtype: str, kv: str | None, config: object, slo: SLO, n: int = 800) -> tuple[float, float]:
+def agreement(dtype: str, kv: str | None, config: object, slo: SLO, n: int = STEADY_REQUESTS) -> tuple[float, float]:
     """(planner goodput, simulator goodput) of one cell."""
     scn = Scenario.build("llama-3.1-8b", "chat", slo, dtype=dtype, kv_dtype=kv)
     g_plan = config_goodput(scn, config)
@@ -54,7 +56,7 @@ def agreement(dtype: str, kv: str | None, config: object, slo: SLO, n: int = 800
         poisson_requests("chat", 1.0, n, seed=0),
         slo,
         start_rps=max(g_plan, 0.5),
-        options=SimOptions(warmup_requests=n // 10),
+        options=SimOptions(warmup_requests=STEADY_WARMUP),
         weight_dtype=dtype,
         kv_dtype=kv,
         rel_tol=0.03,

@@ -21,6 +21,8 @@ from model.workload.presets import get_workload
 from model.workload.scenario import Scenario
 from model.workload.slo import SLO
 
+from benchmarks.steady import STEADY_REQUESTS, STEADY_WARMUP
+
 HIT_RATE = 0.7
 SPECS = ("working-set:20M", "cpu:2TB,working-set:20M", "cpu:2TB,nvme:30TB,working-set:20M")
 
@@ -39,7 +41,7 @@ def cells() -> list[tuple[str, str, object, SLO]]:
     return [(s, n, c, slo) for s in SPECS for n, c, slo in configs]
 
 
-def agreement(spec: str, config: object, slo: SLO, n: int = 800) -> tuple[float, float]:
+def agreement(spec: str, config: object, slo: SLO, n: int = STEADY_REQUESTS) -> tuple[float, float]:
     """(planner goodput, simulator goodput) of one cell."""
     wl = dataclasses.replace(get_workload("chat"), prefix_cache_hit_rate=HIT_RATE)
     off = parse_kv_offload(spec, "hgx-h100-8")
@@ -51,7 +53,7 @@ def agreement(spec: str, config: object, slo: SLO, n: int = 800) -> tuple[float,
         poisson_requests(wl, 1.0, n, seed=0),
         slo,
         start_rps=max(g_plan, 0.5),
-        options=SimOptions(warmup_requests=n // 10),
+        options=SimOptions(warmup_requests=STEADY_WARMUP),
         prefix=PrefixReuse(HIT_RATE, off),
         rel_tol=0.03,
     ).rate_rps
