@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from benchmarks.steady import STEADY_REQUESTS
 from model.hardware.catalog import get_gpu, get_link
 from model.hardware.kv_offload import parse_kv_offload
 from model.planner.goodput import config_goodput
@@ -20,8 +21,6 @@ from model.sim.tiers import PrefixReuse
 from model.workload.presets import get_workload
 from model.workload.scenario import Scenario
 from model.workload.slo import SLO
-
-from benchmarks.steady import STEADY_REQUESTS, STEADY_WARMUP
 
 HIT_RATE = 0.7
 SPECS = ("working-set:20M", "cpu:2TB,working-set:20M", "cpu:2TB,nvme:30TB,working-set:20M")
@@ -53,7 +52,7 @@ def agreement(spec: str, config: object, slo: SLO, n: int = STEADY_REQUESTS) -> 
         poisson_requests(wl, 1.0, n, seed=0),
         slo,
         start_rps=max(g_plan, 0.5),
-        options=SimOptions(warmup_requests=STEADY_WARMUP),
+        options=SimOptions(warmup_requests=n // 4),
         prefix=PrefixReuse(HIT_RATE, off),
         rel_tol=0.03,
     ).rate_rps

@@ -1,7 +1,7 @@
 """Planner vs simulator goodput with and without speculative decoding (docs/validation.md,
 "Speculative decoding"): EAGLE k = 3 at acceptance 0.8 on H100, 6,000 Poisson requests per trial
 (1,500 warm-up: benchmarks/steady.py).
-Run: python -m benchmarks.speculation_agreement [--sim-only-planner] (about 10 minutes on 2 cores).
+Run: python -m benchmarks.speculation_agreement [--planner-only] (about 10 minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
+from benchmarks.steady import STEADY_REQUESTS
 from model.hardware.catalog import get_gpu, get_link
 from model.physics.speculation import Speculation
 from model.planner.goodput import config_goodput
@@ -16,8 +17,6 @@ from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.sim.simulate import SimOptions, goodput, poisson_requests
 from model.workload.scenario import Scenario
 from model.workload.slo import SLO
-
-from benchmarks.steady import STEADY_REQUESTS, STEADY_WARMUP
 
 EAGLE3 = Speculation("eagle", 3, (0.8,))
 
@@ -46,19 +45,21 @@ def cells() -> list[tuple[str, str, SLO, str, object]]:
     ]
 
 
-def agreement(name: str, wl: str, slo: SLO, config: object, spec, simulate: bool = True) -> tuple[float, float]:
-    """(planner goodput, simulator goodput; nan when not simulated) of one cell."""
+def agreement(
+    name: str, wl: str, slo: SLO, config: object, spec: Speculation | None, n: int = STEADY_REQUESTS
+) -> tuple[float, float]:
+    """(planner goodput, simulator goodput) of one cell; ``n`` 0 skips the simulator (nan)."""
     scn = dataclasses.replace(Scenario.build(name, wl, slo), speculation=spec)
     g_plan = config_goodput(scn, config)
-    if not simulate:
+    if n == 0:
         return g_plan, float("nan")
     g_sim = goodput(
         config,
         name,
-        poisson_requests(wl, 1.0, STEADY_REQUESTS, seed=0),
+        poisson_requests(wl, 1.0, n, seed=0),
         slo,
         start_rps=max(g_plan, 0.5),
-        options=SimOptions(warmup_requests=STEADY_WARMUP),
+        options=SimOptions(warmup_requests=n // 4),
         speculation=spec,
         rel_tol=0.03,
     ).rate_rps
@@ -66,10 +67,13 @@ def agreement(name: str, wl: str, slo: SLO, config: object, spec, simulate: bool
 
 
 if __name__ == "__main__":
-    simulate = "--planner-only" not in sys.argv
+    n = 0 if "--planner-only" in sys.argv else STEADY_REQUESTS
     for name, wl, slo, label, cfg in cells():
         row = []
         for spec in (None, EAGLE3):
-            p, s = agreement(name, wl, slo, cfg, spec, simulate)
+            p, s = agreement(name, wl, slo, cfg, spec, n)
             row.append(f"{p:.2f} / {s:.2f} ({p / s:.2f})")
-        print(f"| {name}, {wl}, {slo.ttft_s:g} s / {slo.tpot_s * 1e3:.0f} ms | {label} | {' | '.join(row)} |", flush=True)
+        print(
+            f"| {name}, {wl}, {slo.ttft_s:g} s / {slo.tpot_s * 1e3:.0f} ms | {label} | {' | '.join(row)} |",
+            flush=True,
+        )

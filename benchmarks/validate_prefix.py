@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
+from benchmarks.steady import STEADY_REQUESTS
 from model.hardware.catalog import get_gpu, get_link
 from model.planner.goodput import config_goodput
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
@@ -20,8 +21,6 @@ from model.sim.simulate import SimOptions, goodput
 from model.workload.presets import get_workload
 from model.workload.scenario import Scenario
 from model.workload.slo import SLO
-
-from benchmarks.steady import STEADY_REQUESTS, STEADY_WARMUP
 
 H100 = get_gpu("h100-sxm")
 IB = get_link("ib-ndr-400")
@@ -50,7 +49,9 @@ def cells():
         yield "agentic (sessions)", wl, SLO(2.0, 0.03), cfg
 
 
-def compare(label: str, wl, slo: SLO, cfg, requests: int = STEADY_REQUESTS, seed: int = 0) -> tuple[float, float]:
+def compare(
+    label: str, wl, slo: SLO, cfg, requests: int = STEADY_REQUESTS, seed: int = 0
+) -> tuple[float, float]:
     """(planner goodput, simulator goodput), req/s. Sessions are regenerated at each trial rate (think
     times do not shrink with the load) with a third of the run as warm-up (the caches start empty)."""
     scn = Scenario.build("llama-3.1-8b", wl, slo)
@@ -64,7 +65,7 @@ def compare(label: str, wl, slo: SLO, cfg, requests: int = STEADY_REQUESTS, seed
         warmup = n // 3  # the caches start empty too
     else:
         base = session_or_poisson_requests(wl, 1.0, requests, seed=seed)
-        warmup = STEADY_WARMUP
+        warmup = requests // 4
     g_sim = goodput(
         cfg,
         "llama-3.1-8b",
