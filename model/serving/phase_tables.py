@@ -253,7 +253,18 @@ def _chunked_packing(
 
         one = np.asarray(step(r_grid), dtype=float)
         fixed_grid = np.clip(2.0 * one - np.asarray(step(2.0 * r_grid), dtype=float), 0.0, one)
-        fixed = np.stack([np.interp(rest[i], r_grid[i], fixed_grid[i]) for i in range(len(grid))])
+        # linear interpolation in r on each row's geometric grid: position log(r) / log(room) x (P - 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pos = np.log(rest) / np.log(np.maximum(room, 1.0 + 1e-12)) * (LAST_CHUNK_POINTS - 1)
+        pos = np.clip(np.nan_to_num(pos), 0.0, LAST_CHUNK_POINTS - 1)
+        lo = np.minimum(np.floor(pos).astype(int), LAST_CHUNK_POINTS - 2)
+        w = (rest - np.take_along_axis(r_grid, lo, 1)) / (
+            np.take_along_axis(r_grid, lo + 1, 1) - np.take_along_axis(r_grid, lo, 1)
+        )
+        w = np.clip(np.nan_to_num(w), 0.0, 1.0)
+        fixed = (
+            np.take_along_axis(fixed_grid, lo, 1) * (1.0 - w) + np.take_along_axis(fixed_grid, lo + 1, 1) * w
+        )
         free = 1.0 - rest / room
         shared = fixed * free
         shared.flags.writeable = False

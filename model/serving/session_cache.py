@@ -12,8 +12,9 @@ decode instance's (it holds the turns it decoded) at lambda / n_d, each with its
 goodput search sees a hit rate that falls as its trial rate rises, and its answer is the fixed point
 "the highest rate that meets the SLOs at the hit rate that rate leaves".
 
-Rates are floored to steps of HIT_RATE_STEP (a conservative rounding of at most that much) and the
-candidates of each step evaluated together with tables for that step's hit rates.
+Rates are floored to steps of HIT_RATE_STEP (a conservative rounding of at most that much; coarser
+steps build fewer tables) and the candidates of each step evaluated together with tables for that
+step's hit rates.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from model.serving.common import StyleResult
 from model.workload.scenario import Scenario
 from model.workload.sessions import cached_implied_hit_rates, capacity_hit_rates
 
-HIT_RATE_STEP = 0.01
+HIT_RATE_STEP = 0.02
 # Arrays shared by every candidate (axis = sampled requests), not stacked over candidates.
 _SHARED_FIELDS = ("output_tokens",)
 
