@@ -1,20 +1,27 @@
 """Colocated serving, analytically: R replicas of a TP group that run both phases.
 
-Without chunking (vLLM's default prefill-first scheduler): a new prompt's prefill pre-empts the
-running decodes for its whole duration (DistServe, Zhong et al. OSDI 2024, sec. 2.2). Prefills
-queue in a G/G/R queue over the replicas (service = prefill time; arrival burstiness from the
-scenario's inter-arrival SCV, Poisson by default; a least-loaded router is close to one shared
-queue); decodes run in the time prefill leaves, so the per-token time is
-tau(B) = t_dec(B) / (1 - rho_p) with rho_p = (lambda / R) E[S_prefill]
-(model.queueing.interference.shared_token_time_s).
+Without chunking (vLLM's default prefill-first scheduler): waiting prompts are packed into one
+prefill step (first-come-first-served up to the engine's ``prefill_token_cap``) that pre-empts the
+running decodes for its whole duration (DistServe, Zhong et al. OSDI 2024, sec. 2.2). A step of k
+prompts takes F + sum of their own parts v (F = the per-step part of a prefill, shared:
+model.serving.packing), so a prompt's share of its replica is v + F / k; k counts the prompts queued
+behind prefill work plus those that arrive during the decode step in progress. Prompts queue in a
+G/G/R queue over the replicas (service = that share; arrival burstiness from the scenario's
+inter-arrival SCV, Poisson by default; a least-loaded router is close to one shared queue); decodes
+run in the time prefill leaves, so the per-token time is tau(B) = t_dec(B) / (1 - rho_p) with
+rho_p = (lambda / R) E[share] (model.queueing.interference.shared_token_time_s), and a running
+request stalls once per packed step.
 
 With chunked prefill (Sarathi-Serve, Agrawal et al. OSDI 2024): every iteration carries the
 decode batch B plus up to (C - B) prompt tokens. A prompt's prefill takes its chunked-prefill time
-S_c(L; B) from the roofline layer (prefix KV re-read per chunk, overhead per iteration); prompts
-queue in an M/G/R queue with that service; the prefill-busy fraction u = (lambda / R) E[S_c]
-splits iterations into mixed ones (mean t_mix = E[S_c] / E[chunks]) and decode-only ones
-(t_dec), so tau(B) = 1 / (u / t_mix + (1 - u) / t_dec) (the same function). Both fixed points
-B = (lambda / R) E[O] tau(B) are solved on the batch grid (model.queueing.decode_batch).
+S_c(L; B) from the roofline layer (prefix KV re-read per chunk, overhead per iteration); the room its
+last iteration leaves is filled by the next prompts when they wait (the shared part of that
+iteration: ``InstanceTables.chunked_fixed_s``), which lowers its share of the work and of the
+iterations by (1 - 1/k); prompts queue in an M/G/R queue with that share; the prefill-busy fraction
+u = (lambda / R) E[share] splits iterations into mixed ones (mean t_mix = E[share] / E[chunks]) and
+decode-only ones (t_dec), so tau(B) = 1 / (u / t_mix + (1 - u) / t_dec) (the same function). Both
+fixed points B = (lambda / R) E[O] tau(B) are solved on the batch grid (model.queueing.decode_batch),
+with the packing k tabulated on the same grid.
 """
 
 from __future__ import annotations
@@ -178,7 +185,8 @@ def evaluate_colocated(
     # Prompts per step: those that queued behind busy prefill work (k_q, model.serving.packing's fixed
     # point, at the unpacked decode batch when chunked) plus those that arrived during the decode
     # step in progress (mean residual t_step / 2), on the batch grid, within the step's cap
-    # (the engine's prefill token cap; chunked: a full iteration cuts through 1 + room / E[u] prompts).
+    # (the engine's prefill token cap; chunked: a full iteration cuts through 1 + room / E[u]
+    # prompts, counted as 1 + max(1, floor(room / E[u]))).
     step_grid = dec * emitted[:, None]
     if chunked:
         sol, _tau, _mix, _cap = _decode_batch(
