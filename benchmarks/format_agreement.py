@@ -7,6 +7,7 @@ Run: python -m benchmarks.format_agreement
 
 from __future__ import annotations
 
+from benchmarks.steady import STEADY_REQUESTS
 from model.hardware.catalog import get_gpu, get_link
 from model.planner.goodput import config_goodput
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
@@ -44,7 +45,9 @@ def cells() -> list[tuple[str, str, str | None, str, object, SLO]]:
     return out
 
 
-def agreement(dtype: str, kv: str | None, config: object, slo: SLO, n: int = 800) -> tuple[float, float]:
+def agreement(
+    dtype: str, kv: str | None, config: object, slo: SLO, n: int = STEADY_REQUESTS
+) -> tuple[float, float]:
     """(planner goodput, simulator goodput) of one cell."""
     scn = Scenario.build("llama-3.1-8b", "chat", slo, dtype=dtype, kv_dtype=kv)
     g_plan = config_goodput(scn, config)
@@ -54,7 +57,7 @@ def agreement(dtype: str, kv: str | None, config: object, slo: SLO, n: int = 800
         poisson_requests("chat", 1.0, n, seed=0),
         slo,
         start_rps=max(g_plan, 0.5),
-        options=SimOptions(warmup_requests=n // 10),
+        options=SimOptions(warmup_requests=n // 4),
         weight_dtype=dtype,
         kv_dtype=kv,
         rel_tol=0.03,

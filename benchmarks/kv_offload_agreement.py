@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from benchmarks.steady import STEADY_REQUESTS
 from model.hardware.catalog import get_gpu, get_link
 from model.hardware.kv_offload import parse_kv_offload
 from model.planner.goodput import config_goodput
@@ -39,7 +40,7 @@ def cells() -> list[tuple[str, str, object, SLO]]:
     return [(s, n, c, slo) for s in SPECS for n, c, slo in configs]
 
 
-def agreement(spec: str, config: object, slo: SLO, n: int = 800) -> tuple[float, float]:
+def agreement(spec: str, config: object, slo: SLO, n: int = STEADY_REQUESTS) -> tuple[float, float]:
     """(planner goodput, simulator goodput) of one cell."""
     wl = dataclasses.replace(get_workload("chat"), prefix_cache_hit_rate=HIT_RATE)
     off = parse_kv_offload(spec, "hgx-h100-8")
@@ -51,7 +52,7 @@ def agreement(spec: str, config: object, slo: SLO, n: int = 800) -> tuple[float,
         poisson_requests(wl, 1.0, n, seed=0),
         slo,
         start_rps=max(g_plan, 0.5),
-        options=SimOptions(warmup_requests=n // 10),
+        options=SimOptions(warmup_requests=n // 4),
         prefix=PrefixReuse(HIT_RATE, off),
         rel_tol=0.03,
     ).rate_rps

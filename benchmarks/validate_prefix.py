@@ -3,7 +3,8 @@ that share of its prompt cached) and multi-turn sessions (the simulator's LRU bl
 instance against the hit rates the session structure implies). Prints the table in
 docs/validation.md ("Prefix caching and multi-turn sessions").
 
-Run from the repository root: ``python -m benchmarks.validate_prefix`` (a few minutes on 2 cores).
+Run from the repository root: ``python -m benchmarks.validate_prefix`` (a few minutes on 2 cores;
+``--planner-only`` skips the simulator).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
+from benchmarks.steady import STEADY_REQUESTS
 from model.hardware.catalog import get_gpu, get_link
 from model.planner.goodput import config_goodput
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
@@ -29,7 +31,7 @@ COL_TP2 = ColocatedConfig(H100, 2, 1, 2048)
 DIS_TP2 = DisaggregatedConfig(H100, 2, 1, H100, 2, 1, IB)
 
 
-def cells(requests: int = 1500):
+def cells():
     """(label, workload, SLO, config) of the validation grid (Llama-3.1-8B on H100)."""
     chat = get_workload("chat")
     for h in (0.0, 0.5, 0.8):
@@ -38,6 +40,8 @@ def cells(requests: int = 1500):
         yield f"chat, hit {h:.1f}", wl, SLO(0.5, 0.02), COL_PLAIN
         yield f"chat, hit {h:.1f}", wl, SLO(0.5, 0.015), DIS
     wl = get_workload("multiturn-chat")
+    fixed = dataclasses.replace(wl, prefix_cache_hit_rate=0.8, sessions=None, prefill_pool_hit_rate=None)
+    yield "multiturn-chat, fixed hit 0.8 (no sessions)", fixed, SLO(0.5, 0.02), COL
     yield "multiturn-chat (sessions)", wl, SLO(0.5, 0.02), COL
     yield "multiturn-chat (sessions)", wl, SLO(0.5, 0.015), DIS
     wl = get_workload("agentic")
@@ -45,21 +49,23 @@ def cells(requests: int = 1500):
         yield "agentic (sessions)", wl, SLO(2.0, 0.03), cfg
 
 
-def compare(label: str, wl, slo: SLO, cfg, requests: int = 1500, seed: int = 0) -> tuple[float, float]:
+def compare(
+    label: str, wl, slo: SLO, cfg, requests: int = STEADY_REQUESTS, seed: int = 0
+) -> tuple[float, float]:
     """(planner goodput, simulator goodput), req/s. Sessions are regenerated at each trial rate (think
     times do not shrink with the load) with a third of the run as warm-up (the caches start empty)."""
     scn = Scenario.build("llama-3.1-8b", wl, slo)
     g_plan = config_goodput(scn, cfg)
     if wl.sessions is not None:
-        n = 3 * requests
+        n = requests
 
         def base(rate: float):
             return session_or_poisson_requests(wl, rate, n, seed=seed)
 
-        warmup = n // 3
+        warmup = n // 3  # the caches start empty too
     else:
         base = session_or_poisson_requests(wl, 1.0, requests, seed=seed)
-        warmup = requests // 10
+        warmup = requests // 4
     g_sim = goodput(
         cfg,
         "llama-3.1-8b",
@@ -75,11 +81,16 @@ def compare(label: str, wl, slo: SLO, cfg, requests: int = 1500, seed: int = 0) 
 def main() -> int:
     print("| workload | SLO (TTFT / TPOT) | configuration | planner | simulator | ratio |")
     print("|---|---|---|---|---|---|")
-    only = sys.argv[1] if len(sys.argv) > 1 else ""
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    only = args[0] if args else ""
+    simulate = "--planner-only" not in sys.argv
     for label, wl, slo, cfg in cells():
         if only not in label:
             continue
-        g_plan, g_sim = compare(label, wl, slo, cfg)
+        if simulate:
+            g_plan, g_sim = compare(label, wl, slo, cfg)
+        else:
+            g_plan, g_sim = config_goodput(Scenario.build("llama-3.1-8b", wl, slo), cfg), float("nan")
         ratio = g_plan / g_sim if g_sim > 0 else float("nan")
         print(
             f"| {label} | {slo.ttft_s * 1e3:.0f} ms / {slo.tpot_s * 1e3:.0f} ms | {cfg.label()} | "

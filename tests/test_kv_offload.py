@@ -161,8 +161,9 @@ def test_tiers_recover_lost_hits_flip_the_verdict_and_the_reasons_say_so():
 
 
 def test_planner_and_simulator_agree_with_tiers():
-    """Whole-prompt prefill, Llama-3.1-8B on 2 x H100, CPU + NVMe tiers: goodput within 12%
-    (benchmark grid benchmarks/kv_offload_agreement.py, docs/validation.md)."""
+    """Whole-prompt prefill, Llama-3.1-8B on 2 x H100, CPU + NVMe tiers: goodput within 10%
+    (benchmark grid benchmarks/kv_offload_agreement.py, 6,000 requests: 24.2 / 24.8, 0.98;
+    docs/validation.md)."""
     from benchmarks.kv_offload_agreement import agreement
     from model.serving.configs import ColocatedConfig
 
@@ -170,9 +171,9 @@ def test_planner_and_simulator_agree_with_tiers():
         "cpu:2TB,nvme:30TB,working-set:20M",
         ColocatedConfig(get_gpu("h100-sxm"), 1, 2),
         model.SLO(0.5, 0.02),
-        500,
+        2000,
     )
-    assert g_plan == pytest.approx(g_sim, rel=0.12)
+    assert g_plan == pytest.approx(g_sim, rel=0.10)
     assert np.isfinite(g_plan) and g_plan > 0
 
 

@@ -6,6 +6,7 @@ the model has to be understood, never bent to the expectation.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 
@@ -360,8 +361,11 @@ def test_closed_form_transfer_break_even_agrees_with_numeric_transfer() -> None:
     assert exposed[0, i] == pytest.approx(slack, rel=1e-6)
 
 
-def test_bursty_arrivals_never_raise_goodput() -> None:
-    # G/G/c: waits grow with the arrival SCV (Kingman factor), so burstier traffic has less goodput.
+def test_bursty_arrivals_never_raise_goodput_beyond_packing() -> None:
+    # G/G/c: waits grow with the arrival SCV (Kingman factor), so burstier traffic waits longer at the
+    # same rate and has less goodput, except where the longer queue lets a prefill-first replica pack
+    # more prompts into each step (model.serving.packing): the shared per-step part then lowers the
+    # prefill-busy fraction and a TPOT-bound colocated plan gains a little (+2.3% here at SCV 9).
     calm, bursty = (
         model.plan(
             "llama-3.1-8b",
@@ -377,8 +381,17 @@ def test_bursty_arrivals_never_raise_goodput() -> None:
         for scv in (1.0, 9.0)
     )
     for style, b in calm.best.items():
-        assert bursty.best[style].goodput_rps <= b.goodput_rps * (1 + 1e-3), style
+        limit = 1.05 if style == "colocated" else 1 + 1e-3
+        assert bursty.best[style].goodput_rps <= b.goodput_rps * limit, style
     assert any(bursty.best[s].goodput_rps < 0.95 * b.goodput_rps for s, b in calm.best.items())
+    base = model.Scenario.build("llama-3.1-8b", "chat", model.SLO(0.3, 0.05), samples=128)
+    waits = [
+        model.evaluate(
+            calm.best["colocated"].config, dataclasses.replace(base, arrival_scv=a), 40.0
+        ).queue_wait_s
+        for a in (1.0, 9.0)
+    ]
+    assert waits[1] > waits[0]
 
 
 def test_cli_plan_trace_uses_its_burstiness(capsys, tmp_path) -> None:

@@ -108,7 +108,7 @@ def test_kv_transfer_whole_request_by_hand() -> None:
 
 
 def test_prefill_pool_is_m_d_c_for_fixed_prompts_and_batching_only_helps() -> None:
-    from model.serving.disaggregated import prefill_batch
+    from model.serving.packing import prefill_batch
     from model.serving.phase_tables import instance_tables
 
     scn = Scenario.build("llama-3.1-8b", FIXED, SLO(10.0, 1.0), samples=16)
@@ -135,15 +135,34 @@ def test_prefill_pool_is_m_d_c_for_fixed_prompts_and_batching_only_helps() -> No
 
 
 def test_colocated_stall_inflation_by_hand() -> None:
-    # Without chunking, TPOT = t_dec(B) / (1 - rho_p), rho_p = (lambda / R) E[S_prefill].
+    """Without chunking, TPOT = t_dec(B) / (1 - rho_p), rho_p = (lambda / R) x a prompt's share of a
+    packed prefill step; the packed step worked out by hand for 1000-token prompts on one H100.
+
+    One prompt alone takes S; two in one step take S2 = 2 S - F, so F = 2 S - S2 is the per-step
+    part (overhead, weight reads) and v = S - F each prompt's own. A step of k prompts takes
+    F + k v, a prompt's share v + F / k. k counts the prompts queued behind prefill work, k_q = 1 +
+    lambda W_q with W_q the M/D/1 wait of the shares (Pollaczek-Khinchine: W = rho s / (2 (1 - rho))
+    for deterministic service s), plus those arriving during the decode step in progress (mean
+    residual t_dec / 2): k = k_q + lambda t_dec / 2."""
     scn = Scenario.build("llama-3.1-8b", FIXED, SLO(10.0, 1.0), samples=16)
     dep = Deployment(scn.arch, H100, overheads=scn.engine.overheads(H100))  # the planner's (vLLM)
     s = float(prefill_cost(dep, 1000).time_s)
+    f = 2.0 * s - float(prefill_cost(dep, 1000, batch=2).time_s)
+    v = s - f
+    assert 0.0 < f < s
     rate = 0.3 / s
+    k_q = 1.0
+    for _ in range(50):
+        share = v + f / k_q
+        rho = rate * share
+        k_q = 1.0 + rate * rho * share / (2.0 * (1.0 - rho))
     ev = evaluate(ColocatedConfig(H100, 1, 1), scn, rate)
     t_dec = float(decode_step_cost(dep, max(ev.decode_batch, 1.0), scn.decode_context_tokens).time_s)
-    assert ev.prefill_utilisation == pytest.approx(0.3)
-    assert ev.tpot_mean_s == pytest.approx(t_dec / (1 - 0.3), rel=2e-2)
+    k = k_q + rate * t_dec / 2.0
+    rho_p = rate * (v + f / k)
+    assert rho_p < 0.3  # packing only shares work
+    assert ev.prefill_utilisation == pytest.approx(rho_p, rel=1e-2)
+    assert ev.tpot_mean_s == pytest.approx(t_dec / (1 - rho_p), rel=2e-2)
     assert ev.decode_step_s == pytest.approx(t_dec, rel=2e-2)
     # Little's law on the batch: B = lambda E[O] TPOT (outputs are all 100 tokens).
     assert ev.decode_batch == pytest.approx(rate * 100 * ev.tpot_mean_s, rel=2e-2)

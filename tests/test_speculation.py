@@ -160,23 +160,23 @@ def test_zero_acceptance_only_costs():
     ids=["colocated", "disaggregated"],
 )
 def test_planner_and_simulator_agree(wl, slo, cfg):
-    """Goodput within 15% with EAGLE k = 3 (benchmark grid in docs/validation.md: 0.89-1.00; the
-    colocated case here is 0.86 since issue 16's engine overheads and GEMM efficiency: a known
-    widening, reported in the issue-16 branch's notes)."""
+    """Goodput within 10% with EAGLE k = 3 (benchmark grid in docs/validation.md, 6,000 requests:
+    37.6 / 38.4, 0.98, colocated prefill-first and 66.3 / 70.8, 0.94, disaggregated); 2,000 requests
+    here with a quarter warm-up."""
     scn = dataclasses.replace(Scenario.build("llama-3.1-8b", wl, slo), speculation=EAGLE3)
     g_plan = config_goodput(scn, cfg)
-    base = poisson_requests(wl, 1.0, 800, seed=0)
+    base = poisson_requests(wl, 1.0, 2000, seed=0)
     g_sim = goodput(
         cfg,
         "llama-3.1-8b",
         base,
         slo,
         start_rps=g_plan,
-        options=SimOptions(warmup_requests=80),
+        options=SimOptions(warmup_requests=500),
         speculation=EAGLE3,
         rel_tol=0.03,
     ).rate_rps
-    assert g_plan == pytest.approx(g_sim, rel=0.15)
+    assert g_plan == pytest.approx(g_sim, rel=0.10)
 
 
 KW = dict(gpus=16, node="hgx-h100-8", workload="chat", ttft_slo_s=0.5, tpot_slo_s=0.04, thresholds=False)

@@ -19,6 +19,7 @@ from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.serving.disaggregated import evaluate_disaggregated
 from model.serving.phase_tables import InstanceTables, instance_tables
 from model.serving.resources import Resources, one_copy_bytes, pool_memory, pool_power
+from model.serving.session_cache import at_hit_rates, by_level, capacity_limited, limited_rates
 from model.serving.style import CandidateSet
 from model.workload.scenario import Scenario
 
@@ -26,7 +27,7 @@ __all__ = ["CandidateSet", "ColocatedSet", "DisaggregatedSet", "link_for", "only
 
 
 def scaled_tables(t: InstanceTables, prefill_factor: float, decode_factor: float) -> InstanceTables:
-    """``t`` with its prefill times (unchunked, their per-step part and chunked) scaled by
+    """``t`` with its prefill times (unchunked, chunked and their per-step parts) scaled by
     ``prefill_factor`` and its decode step times by ``decode_factor``: one "plausible world" of the
     verdict-robustness sampling (model.planner.robustness). A chunked iteration is mostly prompt
     tokens, so it scales with prefill; memory fit and KV capacity do not change."""
@@ -39,6 +40,7 @@ def scaled_tables(t: InstanceTables, prefill_factor: float, decode_factor: float
         prefill_s=t.prefill_s * prefill_factor,
         prefill_fixed_s=times(t.prefill_fixed_s, prefill_factor),
         chunked_prefill_s=times(t.chunked_prefill_s, prefill_factor),
+        chunked_fixed_s=times(t.chunked_fixed_s, prefill_factor),
         decode_step_s=t.decode_step_s * decode_factor,
     )
 
@@ -57,6 +59,9 @@ class ColocatedSet:
     configs: list[ColocatedConfig]
     tables: list[InstanceTables] = field(default_factory=list)
     table_index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
+    session_capacity: bool = (
+        True  # session hit rates limited by each replica's cache (model.serving.session_cache)
+    )
 
     @classmethod
     def build(cls, scenario: Scenario, configs: Sequence[ColocatedConfig]) -> ColocatedSet:
@@ -70,19 +75,37 @@ class ColocatedSet:
     def evaluate(self, rate_rps: np.ndarray) -> StyleResult:
         replicas = np.array([c.replicas for c in self.configs], dtype=float)
         rate = np.broadcast_to(np.asarray(rate_rps, dtype=float), replicas.shape)
-        return evaluate_colocated(self.scenario, self.tables, self.table_index, replicas, rate)
+        scn = self.scenario
+        if not (self.session_capacity and capacity_limited(scn)):
+            return evaluate_colocated(scn, self.tables, self.table_index, replicas, rate)
+        cap = np.array([t.kv_capacity_tokens for t in self.tables])[self.table_index]
+        h = limited_rates(scn, rate / replicas, cap, "colocated")
+        pool, dec = scn.workload.prefill_pool_hit_rate, scn.workload.decode_prefix_hit_rate
+
+        def run(level: tuple[float, ...], idx: np.ndarray) -> StyleResult:
+            part = ColocatedSet.build(at_hit_rates(scn, level[0], pool, dec), [self.configs[i] for i in idx])
+            return evaluate_colocated(part.scenario, part.tables, part.table_index, replicas[idx], rate[idx])
+
+        return by_level(h[:, None], run)
 
     def perturbed(self, factors: np.ndarray) -> ColocatedSet:
         """Its first configuration once per row of ``factors`` [D, 3] (prefill time, decode time,
         link bandwidth multipliers; a colocated replica has no link), each with scaled tables."""
         t = self.tables[self.table_index[0]]
         tables = [scaled_tables(t, fp, fd) for fp, fd, _ in np.asarray(factors, dtype=float)]
-        return ColocatedSet(self.scenario, [self.configs[0]] * len(tables), tables, np.arange(len(tables)))
+        n = len(tables)
+        return ColocatedSet(
+            self.scenario, [self.configs[0]] * n, tables, np.arange(n), session_capacity=False
+        )
 
     def subset(self, mask: np.ndarray) -> ColocatedSet:
         keep = np.nonzero(mask)[0]
         return ColocatedSet(
-            self.scenario, [self.configs[i] for i in keep], self.tables, self.table_index[keep]
+            self.scenario,
+            [self.configs[i] for i in keep],
+            self.tables,
+            self.table_index[keep],
+            self.session_capacity,
         )
 
     @property
@@ -120,6 +143,7 @@ class DisaggregatedSet:
     decode_tables: list[InstanceTables] = field(default_factory=list)
     prefill_index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
     decode_index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
+    session_capacity: bool = True  # session hit rates limited by each instance's cache
 
     @classmethod
     def build(cls, scenario: Scenario, configs: Sequence[DisaggregatedConfig]) -> DisaggregatedSet:
@@ -141,6 +165,32 @@ class DisaggregatedSet:
         n_d = np.array([c.n_decode for c in self.configs], dtype=float)
         rate = np.broadcast_to(np.asarray(rate_rps, dtype=float), n_p.shape)
         lanes, bw, lat, lw = self._links()
+        scn = self.scenario
+        if not (self.session_capacity and capacity_limited(scn)):
+            return self._evaluate_plain(rate, lanes, bw, lat, lw)
+        cap_p = np.array([t.kv_capacity_tokens for t in self.prefill_tables])[self.prefill_index]
+        cap_d = np.array([t.kv_capacity_tokens for t in self.decode_tables])[self.decode_index]
+        levels = np.stack(
+            [
+                limited_rates(scn, rate / n_p, cap_p, "prefill_pool"),
+                limited_rates(scn, rate / n_d, cap_d, "decode"),
+            ],
+            axis=1,
+        )
+        col = scn.workload.prefix_cache_hit_rate
+
+        def run(level: tuple[float, ...], idx: np.ndarray) -> StyleResult:
+            part = DisaggregatedSet.build(at_hit_rates(scn, col, *level), [self.configs[i] for i in idx])
+            return part._evaluate_plain(rate[idx], lanes[idx], bw[idx], lat[idx], lw[idx])
+
+        return by_level(levels, run)
+
+    def _evaluate_plain(
+        self, rate: np.ndarray, lanes: np.ndarray, bw: np.ndarray, lat: np.ndarray, lw: np.ndarray
+    ) -> StyleResult:
+        """The analytical model at the scenario's own hit rates (arrays over candidates)."""
+        n_p = np.array([c.n_prefill for c in self.configs], dtype=float)
+        n_d = np.array([c.n_decode for c in self.configs], dtype=float)
         return evaluate_disaggregated(
             self.scenario,
             self.prefill_tables,
@@ -177,6 +227,7 @@ class DisaggregatedSet:
             [scaled_tables(dt, 1.0, fd) for fd in f[:, 1]],
             idx,
             idx.copy(),
+            session_capacity=False,
         )
 
     def subset(self, mask: np.ndarray) -> DisaggregatedSet:
@@ -188,6 +239,7 @@ class DisaggregatedSet:
             self.decode_tables,
             self.prefill_index[keep],
             self.decode_index[keep],
+            self.session_capacity,
         )
 
     @property

@@ -1,20 +1,27 @@
 """Colocated serving, analytically: R replicas of a TP group that run both phases.
 
-Without chunking (vLLM's default prefill-first scheduler): a new prompt's prefill pre-empts the
-running decodes for its whole duration (DistServe, Zhong et al. OSDI 2024, sec. 2.2). Prefills
-queue in a G/G/R queue over the replicas (service = prefill time; arrival burstiness from the
-scenario's inter-arrival SCV, Poisson by default; a least-loaded router is close to one shared
-queue); decodes run in the time prefill leaves, so the per-token time is
-tau(B) = t_dec(B) / (1 - rho_p) with rho_p = (lambda / R) E[S_prefill]
-(model.queueing.interference.shared_token_time_s).
+Without chunking (vLLM's default prefill-first scheduler): waiting prompts are packed into one
+prefill step (first-come-first-served up to the engine's ``prefill_token_cap``) that pre-empts the
+running decodes for its whole duration (DistServe, Zhong et al. OSDI 2024, sec. 2.2). A step of k
+prompts takes F + sum of their own parts v (F = the per-step part of a prefill, shared:
+model.serving.packing), so a prompt's share of its replica is v + F / k; k counts the prompts queued
+behind prefill work plus those that arrive during the decode step in progress. Prompts queue in a
+G/G/R queue over the replicas (service = that share; arrival burstiness from the scenario's
+inter-arrival SCV, Poisson by default; a least-loaded router is close to one shared queue); decodes
+run in the time prefill leaves, so the per-token time is tau(B) = t_dec(B) / (1 - rho_p) with
+rho_p = (lambda / R) E[share] (model.queueing.interference.shared_token_time_s), and a running
+request stalls once per packed step.
 
 With chunked prefill (Sarathi-Serve, Agrawal et al. OSDI 2024): every iteration carries the
 decode batch B plus up to (C - B) prompt tokens. A prompt's prefill takes its chunked-prefill time
-S_c(L; B) from the roofline layer (prefix KV re-read per chunk, overhead per iteration); prompts
-queue in an M/G/R queue with that service; the prefill-busy fraction u = (lambda / R) E[S_c]
-splits iterations into mixed ones (mean t_mix = E[S_c] / E[chunks]) and decode-only ones
-(t_dec), so tau(B) = 1 / (u / t_mix + (1 - u) / t_dec) (the same function). Both fixed points
-B = (lambda / R) E[O] tau(B) are solved on the batch grid (model.queueing.decode_batch).
+S_c(L; B) from the roofline layer (prefix KV re-read per chunk, overhead per iteration); the room its
+last iteration leaves is filled by the next prompts when they wait (the shared part of that
+iteration: ``InstanceTables.chunked_fixed_s``), which lowers its share of the work and of the
+iterations by (1 - 1/k); prompts queue in an M/G/R queue with that share; the prefill-busy fraction
+u = (lambda / R) E[share] splits iterations into mixed ones (mean t_mix = E[share] / E[chunks]) and
+decode-only ones (t_dec), so tau(B) = 1 / (u / t_mix + (1 - u) / t_dec) (the same function). Both
+fixed points B = (lambda / R) E[O] tau(B) are solved on the batch grid (model.queueing.decode_batch),
+with the packing k tabulated on the same grid.
 """
 
 from __future__ import annotations
@@ -29,19 +36,21 @@ from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel
 from model.queueing.mgc import mgc_wait
 from model.serving.common import StyleResult, busy_fraction, first_reason, moments, stack, wait_tail
+from model.serving.packing import prefill_batch, prompts_per_step
 from model.serving.phase_tables import BATCH_GRID, InstanceTables
 from model.workload.scenario import Scenario
 
 
-def _chunked_service(
-    tables: Sequence[InstanceTables], table_index: np.ndarray, batch: np.ndarray
+def _chunked_rows(
+    tables: Sequence[InstanceTables], table_index: np.ndarray, batch: np.ndarray, attr: str
 ) -> np.ndarray:
-    """S_c per sampled request [C, S] at each candidate's decode batch (linear in B between grid points)."""
+    """A chunked table ``attr`` [Gc, S] per sampled request [C, S] at each candidate's decode batch
+    (linear in B between grid points)."""
     out = np.empty((len(table_index), tables[0].prefill_s.shape[0]))
     for t_i in np.unique(table_index):
         rows = np.nonzero(table_index == t_i)[0]
         t = tables[t_i]
-        grid, table = t.chunk_batch_grid, t.chunked_prefill_s
+        grid, table = t.chunk_batch_grid, getattr(t, attr)
         b = np.clip(batch[rows], grid[0], grid[-1])
         idx = np.clip(np.searchsorted(grid, b, side="right") - 1, 0, len(grid) - 2)
         w = np.clip((b - grid[idx]) / (grid[idx + 1] - grid[idx]), 0.0, 1.0)[:, None]
@@ -55,27 +64,81 @@ def _emitted(t: InstanceTables) -> float:
 
 
 def _chunked_per_token(
-    scn: Scenario, tables: Sequence[InstanceTables], table_index: np.ndarray, rate_per_replica: np.ndarray
+    scn: Scenario,
+    tables: Sequence[InstanceTables],
+    table_index: np.ndarray,
+    rate_per_replica: np.ndarray,
+    packed: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """tau(B) on BATCH_GRID [C, G], plus the prefill-busy fraction u(B) and mean mixed step [C, G]."""
+    """tau(B) on BATCH_GRID [C, G], plus the prefill-busy fraction u(B) and mean mixed step [C, G].
+
+    ``packed`` [C, G]: 1 - 1/k for k prompts per packed iteration (0: each prompt in its own
+    iterations); a prompt's share of the work and of the iterations loses that fraction of its last
+    iteration's shareable part and free room (``InstanceTables.chunked_fixed_s`` / ``chunked_free``).
+    """
     prompt = scn.prompt_tokens - scn.cached_tokens
-    es = np.full((len(tables), len(BATCH_GRID)), np.inf)
-    mix = np.full((len(tables), len(BATCH_GRID)), np.inf)
+    shape = (len(tables), len(BATCH_GRID))
+    es, chunks_g, fixed_g, free_g = (np.full(shape, np.inf) for _ in range(4))
     for k, t in enumerate(tables):
         grid = t.chunk_batch_grid
         inside = grid[-1] >= BATCH_GRID
-        mean_s = t.chunked_prefill_s.mean(axis=1)
         room = np.maximum(t.chunk_tokens - grid, 1.0)
-        chunks = np.ceil(prompt[None, :] / room[:, None]).mean(axis=1)
-        es[k, inside] = np.interp(BATCH_GRID[inside], grid, mean_s)
-        # per emitted token: a mixed iteration's decodes emit as many tokens as a decode-only step
-        # (speculative decoding: model.physics.decode_tokens)
-        mix[k, inside] = np.interp(BATCH_GRID[inside], grid, mean_s / chunks) / _emitted(t)
-    es, mix = es[table_index], mix[table_index]
+        per_row = (
+            t.chunked_prefill_s.mean(axis=1),
+            np.ceil(prompt[None, :] / room[:, None]).mean(axis=1),
+            t.chunked_fixed_s.mean(axis=1),
+            t.chunked_free.mean(axis=1),
+        )
+        for dst, row in zip((es, chunks_g, fixed_g, free_g), per_row, strict=True):
+            dst[k, inside] = np.interp(BATCH_GRID[inside], grid, row)
+    p = np.asarray(packed, dtype=float)
+    es, chunks = es[table_index], chunks_g[table_index]
+    inside = np.isfinite(es)
+    es = np.where(inside, es - p * np.where(inside, fixed_g[table_index], 0.0), np.inf)
+    chunks = np.where(inside, chunks - p * np.where(inside, free_g[table_index], 0.0), np.inf)
+    emitted = np.array([_emitted(t) for t in tables])[table_index][:, None]
+    # per emitted token: a mixed iteration's decodes emit as many tokens as a decode-only step
+    # (speculative decoding: model.physics.decode_tokens)
+    with np.errstate(invalid="ignore"):
+        mix = np.where(np.isfinite(es), es / np.maximum(chunks, 1e-12), np.inf) / emitted
     dec = stack(tables, "decode_token_s")[table_index]
     with np.errstate(invalid="ignore", over="ignore"):
         u = np.where(np.isfinite(es), rate_per_replica[:, None] * es, np.inf)
     return shared_token_time_s(dec, u, mix), u, mix
+
+
+def _decode_batch(
+    scn: Scenario,
+    tables: Sequence[InstanceTables],
+    table_index: np.ndarray,
+    rate_r: np.ndarray,
+    max_batch: np.ndarray,
+    packed: np.ndarray,
+    prefill_means_s: tuple[np.ndarray, np.ndarray] | None,
+):
+    """(batch solution, tau grid [C, G], mixed-step grid [C, G] or None, batch cap [C]) at the
+    prefill load the packing leaves, ``packed`` = 1 - 1/k [C, G] on BATCH_GRID: chunked from the
+    tables, prefill-first from the mean prefill alone and its mean per-step part ``prefill_means_s``
+    ([C] each; a prompt's share of a packed step is alone - per-step part x (1 - 1/k))."""
+    dec = stack(tables, "decode_token_s")[table_index]
+    if prefill_means_s is None:
+        tau, _u, mix_grid = _chunked_per_token(scn, tables, table_index, rate_r, packed)
+    else:
+        alone_mean, fixed_mean = prefill_means_s
+        share = alone_mean[:, None] - fixed_mean[:, None] * packed
+        tau, mix_grid = shared_token_time_s(dec, rate_r[:, None] * share), None
+    # The batch cannot grow past the last batch at which prefill still keeps up (finite tau).
+    finite = np.isfinite(tau)
+    last_finite = np.where(
+        finite.any(axis=1), BATCH_GRID[len(BATCH_GRID) - 1 - np.argmax(finite[:, ::-1], axis=1)], 0.0
+    )
+    max_batch = np.minimum(max_batch, np.floor(last_finite))
+    return (
+        solve_batch(rate_r * float(scn.output_tokens.mean()), BATCH_GRID, tau, max_batch),
+        tau,
+        mix_grid,
+        max_batch,
+    )
 
 
 def evaluate_colocated(
@@ -98,52 +161,90 @@ def evaluate_colocated(
     dec = stack(tables, "decode_token_s")[table_index]
     max_batch = stack(tables, "max_batch")[table_index]
     fits = np.array([t.fits for t in tables])[table_index]
+    emitted = np.array([_emitted(t) for t in tables])[table_index]
+    uncached = scn.prompt_tokens - scn.cached_tokens
 
     if chunked:
         # The token budget holds the decode tokens too: the batch cannot outgrow the tabulated room.
         budget_cap = np.array([t.chunk_batch_grid[-1] for t in tables])[table_index]
         max_batch = np.minimum(max_batch, np.floor(budget_cap))
-        tau, _u_grid, mix_grid = _chunked_per_token(scn, tables, table_index, rate_r)
+        chunk_tokens = np.array([t.chunk_tokens for t in tables])[table_index]
     else:
-        service = stack(tables, "prefill_s")[table_index]
-        es, _es2, scv = moments(service)
-        rho_p = rate_r * es
-        tau = shared_token_time_s(dec, rho_p[:, None])
-    # The batch cannot grow past the last batch at which prefill still keeps up (finite tau).
-    finite = np.isfinite(tau)
-    last_finite = np.where(
-        finite.any(axis=1), BATCH_GRID[len(BATCH_GRID) - 1 - np.argmax(finite[:, ::-1], axis=1)], 0.0
+        alone = stack(tables, "prefill_s")[table_index]
+        fixed_p = stack(tables, "prefill_fixed_s")[table_index]
+
+    def packed_parts(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(alone [C, S], shareable part [C, S]) at decode batch ``b``."""
+        if not chunked:
+            return alone, fixed_p
+        return (
+            _chunked_rows(tables, table_index, b, "chunked_prefill_s"),
+            _chunked_rows(tables, table_index, b, "chunked_fixed_s"),
+        )
+
+    # Prompts per step: those that queued behind busy prefill work (k_q, model.serving.packing's fixed
+    # point, at the unpacked decode batch when chunked) plus those that arrived during the decode
+    # step in progress (mean residual t_step / 2), on the batch grid, within the step's cap
+    # (the engine's prefill token cap; chunked: a full iteration cuts through 1 + room / E[u]
+    # prompts, counted as 1 + max(1, floor(room / E[u]))).
+    step_grid = dec * emitted[:, None]
+    if chunked:
+        sol, _tau, _mix, _cap = _decode_batch(
+            scn, tables, table_index, rate_r, max_batch, np.zeros((n, len(BATCH_GRID))), None
+        )
+        b_q = sol.batch
+        cap_grid = 1.0 + prompts_per_step(scn, np.maximum(chunk_tokens[:, None] - BATCH_GRID, 1.0))
+        prefill_means = None
+    else:
+        b_q = np.zeros(n)
+        cap_grid = np.broadcast_to(prompts_per_step(scn, scn.engine.prefill_token_cap), step_grid.shape)
+        prefill_means = (alone.mean(axis=1), fixed_p.mean(axis=1))
+    own, shareable = packed_parts(b_q)
+    k_q = prefill_batch(scn, rate, replicas, own, shareable, interp_rows(b_q, BATCH_GRID, cap_grid))
+    k_grid = np.clip(k_q[:, None] + rate_r[:, None] * step_grid / 2.0, 1.0, cap_grid)
+    sol, tau, mix_grid, max_batch = _decode_batch(
+        scn, tables, table_index, rate_r, max_batch, 1.0 - 1.0 / k_grid, prefill_means
     )
-    max_batch = np.minimum(max_batch, np.floor(last_finite))
-    sol = solve_batch(rate_r * eo, BATCH_GRID, tau, max_batch)
     b = sol.batch
+    k = interp_rows(b, BATCH_GRID, k_grid)
+    packed = 1.0 - 1.0 / k
     t_dec = interp_rows(b, BATCH_GRID, dec)
     tau_cap = interp_rows(max_batch, BATCH_GRID, tau)
     adm_mean, adm_ok = admission_wait(rate_r, eo, scv_o, max_batch, tau_cap)
+    service, shareable = packed_parts(b)
+    # A prompt's share of its server: its time alone less the shared part's (1 - 1/k).
+    share = service - shareable * packed[:, None]
+    es, _es2, scv = moments(share)
+    busy = rate_r * es
 
     if chunked:
-        service = _chunked_service(tables, table_index, b)
-        es, _es2, scv = moments(service)
-        busy = rate_r * es
         t_mix = interp_rows(b, BATCH_GRID, np.where(np.isfinite(mix_grid), mix_grid, 0.0))
         per_token = interp_rows(b, BATCH_GRID, np.where(np.isfinite(tau), tau, 0.0))
-        # One prompt's stall on a running request: its mixed iterations' extra time over plain
-        # decode steps, S_c - chunks x t_dec.
-        chunk_room = np.maximum(np.array([t.chunk_tokens for t in tables])[table_index] - b, 1.0)
-        chunks = np.ceil((scn.prompt_tokens - scn.cached_tokens)[None, :] / chunk_room[:, None])
-        step = t_dec * np.array([_emitted(t) for t in tables])[table_index]  # one decode iteration
-        stalls = np.maximum(service - chunks * step[:, None], 0.0)
+        # One prompt's stall on a running request: its share of the mixed iterations' extra time over
+        # plain decode steps, share - chunks x t_dec (its iterations less the packed part of its last).
+        chunk_room = np.maximum(chunk_tokens - b, 1.0)
+        chunks = np.ceil(uncached[None, :] / chunk_room[:, None])
+        chunks = chunks - _chunked_rows(tables, table_index, b, "chunked_free") * packed[:, None]
+        step = t_dec * emitted  # one decode iteration
+        stalls = np.maximum(share - chunks * step[:, None], 0.0)
         residual = np.zeros(n)
         max_itl = np.maximum(t_mix, t_dec)
+        per_event = np.ones(n)
     else:
-        busy = rho_p
         per_token = shared_token_time_s(t_dec, busy)
-        stalls = service
+        # A running request stalls once per packed step of k prompts: F + sum of their variable parts
+        # (the sampled prompt's time alone plus k - 1 others' variable parts).
+        stalls = service + ((k - 1.0) * (service - shareable).mean(axis=1))[:, None]
         # A prompt waits for the decode step in progress to end: mean residual t_dec / 2.
         residual = t_dec / 2.0
-        max_itl = t_dec + np.quantile(service, 0.99, axis=1)
-    # Prompts arriving while a request decodes: Poisson, rate lambda / R over its (O - 1) x tau.
-    events = np.where(np.isfinite(per_token), rate_r * per_token, 0.0)[:, None] * (out_tokens[None, :] - 1.0)
+        max_itl = t_dec + np.quantile(stalls, 0.99, axis=1)
+        per_event = 1.0 / k
+    # Prompts arriving while a request decodes: Poisson, rate lambda / R over its (O - 1) x tau (one
+    # stall per packed step without chunking).
+    events = np.where(np.isfinite(per_token), rate_r * per_token * per_event, 0.0)[:, None] * (
+        out_tokens[None, :] - 1.0
+    )
+    # The queue over shares counts the prompts served with it; its own compute is its time alone.
     queue = mgc_wait(rate, np.maximum(es, 1e-12), scv, replicas, scn.arrival_scv)
     below_cap = sol.below_cap & adm_ok
     stable = fits & (busy < 1) & queue.stable & below_cap & (rate > 0) & (max_batch >= 1)
@@ -177,7 +278,7 @@ def evaluate_colocated(
         latency=latency,
         stable=stable,
         queue_wait_mean_s=np.where(stable, queue.mean_wait_s, np.inf),
-        prefill_mean_s=es + residual,
+        prefill_mean_s=service.mean(axis=1) + residual,
         transfer_mean_s=zeros,
         link_wait_mean_s=zeros,
         admission_wait_mean_s=adm_mean,

@@ -3,7 +3,8 @@
 Prefill pool: n_p instances share one FCFS queue, M/G/n_p with service = each prompt's share of a
 prefill step (DistServe, Zhong et al. OSDI 2024, sec. 3.1 models a prefill instance as M/D/1; the
 M/G/c form covers several instances and varied prompts). A busy instance batches the prompts that
-queued during its last step (``prefill_batch``), sharing the per-step fixed cost.
+queued during its last step (model.serving.packing.prefill_batch, up to the engine's
+``prefill_token_cap``), sharing the per-step fixed cost.
 
 Each request's prompt KV (prompt tokens x KV bytes per token, the whole replica's heads) then
 crosses the link on min(TP_p, TP_d) parallel lanes, each lane one GPU's link (a TP rank sends its
@@ -36,6 +37,7 @@ from model.queueing.decode_spread import decode_tpot_spread
 from model.queueing.latency import LatencyModel
 from model.queueing.mgc import mg1_wait, mgc_wait
 from model.serving.common import StyleResult, busy_fraction, first_reason, moments, stack, wait_tail
+from model.serving.packing import prefill_batch
 from model.serving.phase_tables import BATCH_GRID, InstanceTables
 from model.workload.scenario import Scenario
 
@@ -71,41 +73,6 @@ def transfer_components(
     occupancy = whole
     same_gpu = np.isinf(bw)
     return kv_bytes, np.where(same_gpu, 0.0, exposed), np.where(same_gpu, 0.0, occupancy)
-
-
-# Prompt tokens a prefill instance batches into one step (vLLM's default max_num_batched_tokens,
-# the same cap the simulator uses).
-PREFILL_TOKEN_CAP = 8192
-# Damped fixed-point iterations for the prefill batch size (converges to < 1% in a handful).
-PREFILL_BATCH_ITERATIONS = 8
-
-
-def prefill_batch(
-    scn: Scenario, rate_rps: np.ndarray, n_prefill: np.ndarray, alone_s: np.ndarray, fixed_s: np.ndarray
-) -> np.ndarray:
-    """Mean number of prompts a prefill instance batches per step (>= 1), per candidate.
-
-    A free instance takes every prompt queued for it into its next step (FCFS batching up to
-    PREFILL_TOKEN_CAP tokens, as vLLM does), so a step carries its own prompt plus those waiting:
-    k = 1 + L_q / n_p, with L_q = lambda W_q the mean queue (Little's law). The per-step fixed time F
-    (overhead, launches, exposed weight reads) is then shared, a prompt's share of the server being
-    v + F / k, which in turn lowers W_q: the fixed point is found by damped iteration from k = 1 (or
-    from the cap where the unbatched pool would be unstable).
-    """
-    lam = np.asarray(rate_rps, dtype=float)
-    n_p = np.asarray(n_prefill, dtype=float)
-    variable = alone_s - fixed_s
-    cap = max(
-        1.0, np.floor(PREFILL_TOKEN_CAP / max(float(np.mean(scn.prompt_tokens - scn.cached_tokens)), 1.0))
-    )
-    k = np.where(lam * alone_s.mean(axis=1) / n_p < 1.0, 1.0, cap)
-    for _ in range(PREFILL_BATCH_ITERATIONS):
-        share = variable + fixed_s / k[:, None]
-        es, _, scv = moments(share)
-        res = mgc_wait(lam, np.maximum(es, 1e-12), scv, n_p, scn.arrival_scv)
-        target = np.where(res.stable, 1.0 + lam * res.mean_wait_s / n_p, cap)
-        k = np.clip(0.5 * (k + np.clip(target, 1.0, cap)), 1.0, cap)
-    return k
 
 
 def evaluate_disaggregated(

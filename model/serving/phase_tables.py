@@ -53,6 +53,12 @@ class InstanceTables:
     chunk_batch_grid: np.ndarray | None = None  # [Gc] decode batches tabulated for chunking
     chunked_prefill_s: np.ndarray | None = None  # [Gc, S] chunked prefill time per request at batch
     prefill_fixed_s: np.ndarray | None = None  # [S] per-step part of prefill_s that batching shares
+    chunked_fixed_s: np.ndarray | None = (
+        None  # [Gc, S] part of a prompt's last chunked iteration packing shares
+    )
+    chunked_free: np.ndarray | None = (
+        None  # [Gc, S] fraction of the last iteration's room left to other prompts
+    )
     prefix: PrefixPlacement | None = None  # where the reused prefixes live (model.physics.kv_tiers)
 
     @property
@@ -107,7 +113,7 @@ def _decode_table(scn: Scenario, gpu: GPU, parallel: Parallelism | int) -> np.nd
 
 def clear_table_caches() -> None:
     """Forget every cached table (benchmarks time the cold path with it)."""
-    for cached in (instance_tables, _prefill_table, _decode_table, _chunked_tables):
+    for cached in (instance_tables, _prefill_table, _decode_table, _chunked_tables, _chunked_packing):
         cached.cache_clear()
 
 
@@ -201,6 +207,72 @@ def _chunked_tables(
     return dict(zip(chunks, np.split(rows, ends[:-1]), strict=True))
 
 
+# Points of the per-row grid of last-chunk sizes on which the packable part of a chunked iteration is
+# tabulated (interpolated at every sampled prompt's last chunk).
+LAST_CHUNK_POINTS = 12
+
+
+@lru_cache(maxsize=256)
+def _chunked_packing(
+    scn: Scenario, gpu: GPU, parallel: Parallelism | int, chunks: tuple[int, ...], hit_rate: float
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per chunk budget, ([Gc, S] shareable time, [Gc, S] free room) of each sampled prompt's last
+    chunked iteration at each tabulated decode batch.
+
+    A prompt of u uncached tokens ends with a chunk of r = u - floor(u / c) c tokens (c the room the
+    decodes leave; r = c when it divides evenly), leaving the fraction 1 - r / c of that iteration to
+    the next prompts (the engine packs them in: model.sim.colocated). The iteration's per-step part,
+    F = 2 t(r) - t(2 r) with t the mixed-step time at the row's decode batch and the mean prefix
+    (the same two-in-one-step rule as ``prefill_fixed_s``), is what such packing shares; the
+    shareable time is F (1 - r / c). F is tabulated on a geometric grid of r per row and interpolated.
+    """
+    dep = _prefill_table(scn, gpu, parallel)[0]
+    prompt = scn.prompt_tokens
+    cached = cached_prompt_tokens(prompt, hit_rate)
+    uncached = np.maximum(prompt - cached, 1.0)
+    ctx = float(max(scn.decode_context_tokens, 1.0))
+    out = {}
+    for c in chunks:
+        grid = _chunk_grid(c)
+        room = np.maximum(c - grid, c * MIN_CHUNK_FRACTION)[:, None]  # [Gc, 1]
+        full = np.floor(uncached[None, :] / room)
+        rest = uncached[None, :] - full * room
+        rest = np.where(rest > 0, rest, room)
+        full = np.where(rest >= room, np.maximum(full - 1.0, 0.0), full)
+        prefix = (cached[None, :] + full * room).mean(axis=1, keepdims=True)
+        r_grid = np.geomspace(np.ones(len(grid)), room[:, 0], LAST_CHUNK_POINTS, axis=1)
+
+        def step(tokens, prefix=prefix, grid=grid):
+            return mixed_step_cost(
+                dep,
+                chunk_tokens=tokens,
+                chunk_prefix_tokens=prefix,
+                decode_batch=grid[:, None],
+                decode_context_tokens=ctx,
+            ).time_s
+
+        one = np.asarray(step(r_grid), dtype=float)
+        fixed_grid = np.clip(2.0 * one - np.asarray(step(2.0 * r_grid), dtype=float), 0.0, one)
+        # linear interpolation in r on each row's geometric grid: position log(r) / log(room) x (P - 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pos = np.log(rest) / np.log(np.maximum(room, 1.0 + 1e-12)) * (LAST_CHUNK_POINTS - 1)
+        pos = np.clip(np.nan_to_num(pos), 0.0, LAST_CHUNK_POINTS - 1)
+        lo = np.minimum(np.floor(pos).astype(int), LAST_CHUNK_POINTS - 2)
+        w = (rest - np.take_along_axis(r_grid, lo, 1)) / (
+            np.take_along_axis(r_grid, lo + 1, 1) - np.take_along_axis(r_grid, lo, 1)
+        )
+        w = np.clip(np.nan_to_num(w), 0.0, 1.0)
+        fixed = (
+            np.take_along_axis(fixed_grid, lo, 1) * (1.0 - w) + np.take_along_axis(fixed_grid, lo + 1, 1) * w
+        )
+        free = 1.0 - rest / room
+        shared = fixed * free
+        shared.flags.writeable = False
+        free.flags.writeable = False
+        out[c] = (shared, free)
+    return out
+
+
 @lru_cache(maxsize=256)
 def instance_tables(
     scn: Scenario, gpu: GPU, parallel: Parallelism | int, chunk_tokens: int | None, role: str
@@ -244,9 +316,10 @@ def instance_tables(
     tables = partial(
         InstanceTables, dep, fit, fits, reason, capacity, max_batch, pre + reload, dec, prefix=place
     )
-    if role == "prefill":
+    if role == "prefill" or (role == "colocated" and chunk_tokens is None):
         # Two identical prompts in one step cost 2 S - F: F is the part paid once per step (overhead,
-        # kernel launches, exposed weight reads, all-reduce latency), which a batch of prompts shares.
+        # kernel launches, exposed weight reads, all-reduce latency), which a batch of prompts shares
+        # (model.serving.packing: a prefill instance's and a prefill-first replica's steps).
         two = np.asarray(
             prefill_cost(dep, prompt - cached, cached_tokens=cached, batch=2).time_s, dtype=float
         )
@@ -257,6 +330,14 @@ def instance_tables(
     if fits:  # tabulated with the planner's default budgets of the same layout, in one pass
         chunks = tuple(sorted({*DEFAULT_CHUNK_OPTIONS, int(chunk_tokens)}))
         table = _chunked_tables(scn, gpu, parallel, chunks, hit_rate)[chunk_tokens] + reload[None, :]
+        shared, free = _chunked_packing(scn, gpu, parallel, chunks, hit_rate)[chunk_tokens]
     else:  # never evaluated (the planner drops infeasible candidates): skip the costly table
         table = np.broadcast_to(pre, (len(grid), len(pre))).copy()
-    return tables(chunk_tokens=chunk_tokens, chunk_batch_grid=grid, chunked_prefill_s=table)
+        shared = free = np.zeros_like(table)
+    return tables(
+        chunk_tokens=chunk_tokens,
+        chunk_batch_grid=grid,
+        chunked_prefill_s=table,
+        chunked_fixed_s=shared,
+        chunked_free=free,
+    )

@@ -39,7 +39,9 @@ __all__ = [
     "HitRates",
     "SessionShape",
     "SessionTrace",
+    "cached_implied_hit_rates",
     "capacity_hit_rate",
+    "capacity_hit_rates",
     "implied_hit_rates",
     "session_rows",
     "session_trace",
@@ -245,26 +247,63 @@ def capacity_hit_rate(
     T_C <= a). The system prompt, used by every request, always survives: h = h_sys + s (h_implied -
     h_sys), solved by fixed-point iteration (h_implied: the colocated rate unless given).
     """
-    rates = implied_hit_rates(shape)
-    h_full = rates.colocated if implied is None else float(implied)
-    h_sys = min(rates.system, h_full)
     lam = float(rate_per_instance_rps)
     if not (math.isfinite(lam) and lam >= 0 and math.isfinite(capacity_tokens) and capacity_tokens >= 0):
         raise InputError(
             "rate_per_instance_rps / capacity_tokens", (lam, capacity_tokens), "finite values >= 0"
         )
-    if lam == 0:
-        return h_full
-    mean_p, mean_o = _mean_turn_lengths(shape)
+    return float(capacity_hit_rates(shape, np.array([lam]), np.array([float(capacity_tokens)]), implied)[0])
+
+
+def capacity_hit_rates(
+    shape: SessionShape,
+    rate_per_instance_rps: np.ndarray,
+    capacity_tokens: np.ndarray,
+    implied: float | None = None,
+) -> np.ndarray:
+    """:func:`capacity_hit_rate` over arrays of rates and capacities (same shape; rates >= 0,
+    capacities >= 0; a rate of 0 keeps the implied rate), for the planner's vectorised evaluation."""
+    rates, (mean_p, mean_o) = _implied_and_lengths(shape)
+    h_full = rates.colocated if implied is None else float(implied)
+    h_sys = min(rates.system, h_full)
+    lam, cap = np.broadcast_arrays(
+        np.asarray(rate_per_instance_rps, dtype=float), np.asarray(capacity_tokens, dtype=float)
+    )
     a = mean_o * shape.answer_s_per_token
     theta = shape.think_time_s
-    h = h_full
+    h = np.full(lam.shape, h_full)
+    live = lam > 0
     for _ in range(_CHE_ITERATIONS):
-        t_c = capacity_tokens / (lam * (mean_p * (1.0 - h) + mean_o))
+        with np.errstate(divide="ignore"):
+            t_c = np.where(live, cap / np.maximum(lam * (mean_p * (1.0 - h) + mean_o), 1e-300), np.inf)
         gap = t_c - a  # time left for thinking before the history is evicted
-        s = 0.0 if gap <= 0 else (1.0 - math.exp(-gap / theta) if theta > 0 else 1.0)
+        if theta > 0:
+            with np.errstate(invalid="ignore"):
+                s = np.where(gap > 0, -np.expm1(-np.maximum(gap, 0.0) / theta), 0.0)
+        else:
+            s = (gap > 0).astype(float)
         h = 0.5 * h + 0.5 * (h_sys + s * (h_full - h_sys))
-    return h
+    return np.where(live, h, h_full)
+
+
+# Implied rates and mean turn lengths per session shape (each a 2,000-session loop), by identity.
+_SHAPE_CACHE: dict[int, tuple[SessionShape, HitRates, tuple[float, float]]] = {}
+
+
+def cached_implied_hit_rates(shape: SessionShape) -> HitRates:
+    """:func:`implied_hit_rates` with its defaults, computed once per shape object."""
+    return _implied_and_lengths(shape)[0]
+
+
+def _implied_and_lengths(shape: SessionShape) -> tuple[HitRates, tuple[float, float]]:
+    """(implied_hit_rates(shape), _mean_turn_lengths(shape)), computed once per shape object."""
+    hit = _SHAPE_CACHE.get(id(shape))
+    if hit is None or hit[0] is not shape:
+        hit = (shape, implied_hit_rates(shape), _mean_turn_lengths(shape))
+        if len(_SHAPE_CACHE) > 64:
+            _SHAPE_CACHE.clear()
+        _SHAPE_CACHE[id(shape)] = hit
+    return hit[1], hit[2]
 
 
 def _mean_turn_lengths(shape: SessionShape) -> tuple[float, float]:

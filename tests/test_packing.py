@@ -1,0 +1,124 @@
+"""Prompt packing in the colocated analytical models (model.serving.packing, model.serving.colocated)
+and the session hit rates limited by cache capacity (model.serving.session_cache)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from model.hardware.catalog import get_gpu
+from model.physics.steps import mixed_step_cost
+from model.planner.goodput import config_goodput
+from model.serving.candidates import ColocatedSet
+from model.serving.configs import ColocatedConfig
+from model.serving.phase_tables import deployment, instance_tables
+from model.serving.session_cache import HIT_RATE_STEP, capacity_limited, floored
+from model.workload.lengths import Fixed
+from model.workload.presets import Workload, get_workload
+from model.workload.scenario import Scenario
+from model.workload.sessions import capacity_hit_rate
+from model.workload.slo import SLO
+
+H100 = get_gpu("h100-sxm")
+
+
+def _unpacked(cands: ColocatedSet) -> ColocatedSet:
+    """The same candidates with nothing shareable between prompts (each prompt its own step)."""
+    tables = [
+        dataclasses.replace(
+            t,
+            prefill_fixed_s=None if t.prefill_fixed_s is None else np.zeros_like(t.prefill_fixed_s),
+            chunked_fixed_s=None if t.chunked_fixed_s is None else np.zeros_like(t.chunked_fixed_s),
+            chunked_free=None if t.chunked_free is None else np.zeros_like(t.chunked_free),
+        )
+        for t in cands.tables
+    ]
+    return dataclasses.replace(cands, tables=tables)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    prompt=st.sampled_from([200, 1000, 4000]),
+    replicas=st.integers(1, 3),
+    load=st.floats(0.05, 0.9),
+    chunk=st.sampled_from([None, 512, 2048]),
+)
+def test_packing_never_lengthens_the_prefill_wait(prompt, replicas, load, chunk):
+    """Sharing a step's per-step part among the prompts packed into it only removes work: at the same
+    rate the mean prefill wait and the prefill-busy fraction are never above those of one prompt per
+    step, whatever the prompt length, replica count, load and chunk budget."""
+    wl = Workload(f"fixed-{prompt}", Fixed(prompt), Fixed(100), source="test")
+    scn = Scenario.build("llama-3.1-8b", wl, SLO(10.0, 1.0), samples=16)
+    cands = ColocatedSet.build(scn, [ColocatedConfig(H100, 1, replicas, chunk)])
+    s = float(np.mean(cands.tables[0].prefill_s))
+    rate = np.array([load * replicas / s])
+    packed, alone = cands.evaluate(rate), _unpacked(cands).evaluate(rate)
+    assert packed.stable[0] or not alone.stable[0]
+    if alone.stable[0]:
+        assert packed.queue_wait_mean_s[0] <= alone.queue_wait_mean_s[0] * (1 + 1e-9) + 1e-12
+        assert packed.prefill_busy[0] <= alone.prefill_busy[0] * (1 + 1e-9) + 1e-12
+
+
+def test_chunked_last_iteration_packing_by_hand():
+    """Chunk budget 512 at decode batch 0 (the table's first row): a 100-token uncached prompt ends
+    with a 100-token chunk, leaving 1 - 100 / 512 of the iteration to the next prompts; the part two
+    such chunks share is F = 2 t(100) - t(200) (t the mixed step at the mean prefix), so the table holds
+    F (1 - 100 / 512). A 512-token prompt fills its last iteration: nothing is left to share."""
+    for tokens, free in ((100, 1.0 - 100.0 / 512.0), (512, 0.0)):
+        wl = Workload(f"fixed-{tokens}", Fixed(tokens + 1000), Fixed(50), source="test")
+        wl = dataclasses.replace(wl, prefix_cache_hit_rate=1000.0 / (tokens + 1000))
+        scn = Scenario.build("llama-3.1-8b", wl, SLO(10.0, 1.0), samples=16)
+        assert float(np.mean(scn.prompt_tokens - scn.cached_tokens)) == tokens
+        t = instance_tables(scn, H100, 1, 512, "colocated")
+        assert t.chunk_batch_grid[0] == 0.0
+        np.testing.assert_allclose(t.chunked_free[0], free, rtol=1e-12)
+        dep = deployment(scn, H100, 1)
+
+        def step(chunk, dep=dep, ctx=scn.decode_context_tokens):
+            return float(
+                mixed_step_cost(
+                    dep,
+                    chunk_tokens=chunk,
+                    chunk_prefix_tokens=1000.0,
+                    decode_batch=0.0,
+                    decode_context_tokens=ctx,
+                ).time_s
+            )
+
+        f = min(max(2.0 * step(tokens) - step(2.0 * tokens), 0.0), step(tokens))
+        assert f > 0.0
+        np.testing.assert_allclose(t.chunked_fixed_s[0], f * free, rtol=1e-3)
+
+
+def test_session_hit_rates_follow_the_cache_limit():
+    """multiturn-chat on 2 x TP1 H100 (chunk 2048): the planner's session hit rate falls with the rate
+    per replica (Che et al.'s characteristic time, capacity_hit_rate), so its goodput is below the one
+    at the implied 91% hit rate, and it is the fixed point: at the hit rate its own goodput leaves
+    the SLOs hold at that goodput (a slightly higher rate leaves a lower hit rate and fails). A hit
+    rate given by hand holds as given (no limit)."""
+    wl = get_workload("multiturn-chat")
+    slo = SLO(0.5, 0.02)
+    cfg = ColocatedConfig(H100, 1, 2, 2048)
+    scn = Scenario.build("llama-3.1-8b", wl, slo)
+    assert capacity_limited(scn)
+    g = config_goodput(scn, cfg)
+    unlimited = dataclasses.replace(wl, sessions=None)
+    g_implied = config_goodput(Scenario.build("llama-3.1-8b", unlimited, slo), cfg)
+    assert g < g_implied * 0.97
+    cap = instance_tables(scn, H100, 1, 2048, "colocated").kv_capacity_tokens
+    h = float(floored(np.array([capacity_hit_rate(wl.sessions, g / 2, cap)]))[0])
+    assert wl.sessions.hit_rate - h > 5 * HIT_RATE_STEP
+    at_h = dataclasses.replace(wl, sessions=None, prefix_cache_hit_rate=h)
+    assert config_goodput(Scenario.build("llama-3.1-8b", at_h, slo), cfg) >= g * (1 - 2e-3)
+    given_rate = dataclasses.replace(wl, prefix_cache_hit_rate=0.5, prefill_pool_hit_rate=None)
+    assert not capacity_limited(Scenario.build("llama-3.1-8b", given_rate, slo))
+
+
+@pytest.mark.parametrize("h", [0.0, 0.005, 0.5, 0.999, 1.0])
+def test_floored_hit_rates_never_round_up(h):
+    assert floored(np.array([h]))[0] <= h + 1e-12
+    assert h - floored(np.array([h]))[0] < HIT_RATE_STEP + 1e-12
