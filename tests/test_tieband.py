@@ -18,7 +18,8 @@ from model.planner.verdict import _no_flip_words, decide, tie_band
 
 # The issue's case with a 60 ms TPOT target: disaggregated 32.56 req/s against colocated-chunked
 # 31.14 req/s on 16 x H100, a gain of 32.56 / 31.14 - 1 = +4.6%, under 10% (+6.7% against 30.53
-# before the colocated models packed prompts into shared steps and issue 16's decode-attention term). (At 50 ms, the golden
+# before the colocated models packed prompts into shared steps and issue 16's decode-attention
+# term). (At 50 ms, the golden
 # scenario plan_70b_h100_chat, it was +8.5% until issue 16's collectives, engine overheads and GEMM
 # efficiency made it +14%: no longer a tie.)
 KW = dict(gpus=16, workload="chat", ttft_slo_s=0.5, tpot_slo_s=0.06, node="hgx-h100-8")
