@@ -587,24 +587,11 @@ def test_engine_overheads_recovered_when_asked() -> None:
     label "synthetic" names no engine profile, so their base is 0 (the GPU profile alone)."""
     gpu = get_gpu("h100-sxm")
     ov = Overheads(step_s=TRUE["step_overhead_s"], kernel_s=6e-6, per_sequence_s=20e-6)
+    shapes = ((128, 128, 1), (1024, 256, 1), (4096, 256, 1), (1024, 256, 8), (512, 128, 64))
     rows = []
     for model, tp in (("llama-3.1-8b", 1), ("llama-3.1-70b", 4)):
         dep = Deployment(get_model(model), gpu, parallel=tp, overheads=ov, **TRUE)
-        for isl, osl, b in ((128, 128, 1), (1024, 256, 1), (4096, 256, 1), (1024, 256, 8), (512, 128, 64)):
-            rows.append(
-                _row(
-                    source=f"syn {model} {isl}/{osl} b{b}",
-                    model=model,
-                    gpu="h100-sxm",
-                    tp=tp,
-                    engine="synthetic",
-                    isl=isl,
-                    osl=osl,
-                    batch=float(b),
-                    ttft_s=float(prefill_cost(dep, isl, batch=b).time_s),
-                    tpot_s=float(mean_tpot_s(dep, b, isl, osl)),
-                )
-            )
+        rows += _synthetic_rows(dep, model, tp, shapes)
     fit = ("prefill_mfu", "decode_mbu", "step_overhead_s", "kernel_s", "per_sequence_s")
     g = calibrate(rows, fit=fit, loo=False).group("h100-sxm", "synthetic")
     assert g.parameter("kernel_s").base == 0.0 and g.parameter("kernel_s").fitted
@@ -617,11 +604,31 @@ def test_engine_overheads_recovered_when_asked() -> None:
         calibrate(rows, fit=("launch_s",))
 
 
+def _synthetic_rows(dep: Deployment, model: str, tp: int, shapes: tuple) -> list:
+    """One synthetic H100 row per (ISL, OSL, batch) of ``shapes``: TTFT and TPOT from ``dep``'s roofline."""
+    return [
+        _row(
+            source=f"syn {model} {isl}/{osl} b{b}",
+            model=model,
+            gpu="h100-sxm",
+            tp=tp,
+            engine="synthetic",
+            isl=isl,
+            osl=osl,
+            batch=float(b),
+            ttft_s=float(prefill_cost(dep, isl, batch=b).time_s),
+            tpot_s=float(mean_tpot_s(dep, b, isl, osl)),
+        )
+        for isl, osl, b in shapes
+    ]
+
+
 def test_decode_attention_terms_recovered_when_asked() -> None:
     """Rows generated with decode attention streaming KV at 0.80 of the HBM peak and a fixed cost of
     100 tokens per sequence (model.physics.deployment's two fitted constants, here overridden):
     fitting them with the profile efficiencies recovers both; they are reported only when asked."""
     gpu = get_gpu("h100-sxm")
+    shapes = ((128, 128, 1), (4096, 256, 1), (16, 32, 64), (8192, 256, 16), (1024, 256, 64))
     rows = []
     for model in ("llama-2-7b", "llama-3.1-70b"):  # MHA Llama-2-7B: 512 KiB of KV per token
         tp = 1 if model == "llama-2-7b" else 4
@@ -633,21 +640,7 @@ def test_decode_attention_terms_recovered_when_asked() -> None:
             decode_attention_fixed_tokens=100.0,
             **TRUE,
         )
-        for isl, osl, b in ((128, 128, 1), (4096, 256, 1), (16, 32, 64), (8192, 256, 16), (1024, 256, 64)):
-            rows.append(
-                _row(
-                    source=f"syn {model} {isl}/{osl} b{b}",
-                    model=model,
-                    gpu="h100-sxm",
-                    tp=tp,
-                    engine="synthetic",
-                    isl=isl,
-                    osl=osl,
-                    batch=float(b),
-                    ttft_s=float(prefill_cost(dep, isl, batch=b).time_s),
-                    tpot_s=float(mean_tpot_s(dep, b, isl, osl)),
-                )
-            )
+        rows += _synthetic_rows(dep, model, tp, shapes)
     fit = (
         "prefill_mfu",
         "decode_mbu",
