@@ -124,9 +124,21 @@ class WaitResult:
     prob_wait: np.ndarray
     mean_wait_s: np.ndarray
     cond_mean_wait_s: np.ndarray
-    p50_wait_s: np.ndarray
-    p90_wait_s: np.ndarray
-    p99_wait_s: np.ndarray
+
+    @property
+    def p50_wait_s(self) -> np.ndarray:
+        """Median wait (see :meth:`quantile_wait_s`)."""
+        return self.quantile_wait_s(0.5)
+
+    @property
+    def p90_wait_s(self) -> np.ndarray:
+        """90th-percentile wait."""
+        return self.quantile_wait_s(0.9)
+
+    @property
+    def p99_wait_s(self) -> np.ndarray:
+        """99th-percentile wait."""
+        return self.quantile_wait_s(0.99)
 
     @property
     def mean_sojourn_s(self) -> np.ndarray:
@@ -178,8 +190,7 @@ def _build(
     cond_mean = np.where(stable, cond_mean, np.inf)
     mean = np.where(stable, prob_wait * cond_mean, np.inf)
     mean = np.where(prob_wait == 0, 0.0, mean)
-    qs = [_wait_quantile(np.asarray(q), prob_wait, cond_mean) for q in (0.5, 0.9, 0.99)]
-    return WaitResult(method, rate, es, c, rho, stable, prob_wait, mean, cond_mean, *qs)
+    return WaitResult(method, rate, es, c, rho, stable, prob_wait, mean, cond_mean)
 
 
 # --------------------------------------------------------------------------------------------

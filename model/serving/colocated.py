@@ -26,6 +26,7 @@ with the packing k tabulated on the same grid.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -63,6 +64,36 @@ def _emitted(t: InstanceTables) -> float:
     return tokens_per_decode_step(t.dep).emitted
 
 
+_GRID_MEANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _chunked_grid_means(t: InstanceTables, prompt: np.ndarray) -> tuple[np.ndarray, ...]:
+    """A chunked table's means over the sampled requests on BATCH_GRID (inf past its last batch):
+    prefill time, iterations (ceil(prompt / room)), shareable part and free room of the last
+    iteration. They do not depend on the rate, so they are kept per table (and prompt sample) for the
+    goodput search's many evaluations."""
+    key = prompt.tobytes()
+    hit = _GRID_MEANS.get(t)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    grid = t.chunk_batch_grid
+    inside = grid[-1] >= BATCH_GRID
+    room = np.maximum(t.chunk_tokens - grid, 1.0)
+    per_row = (
+        t.chunked_prefill_s.mean(axis=1),
+        np.ceil(prompt[None, :] / room[:, None]).mean(axis=1),
+        t.chunked_fixed_s.mean(axis=1),
+        t.chunked_free.mean(axis=1),
+    )
+    out = []
+    for row in per_row:
+        dst = np.full(len(BATCH_GRID), np.inf)
+        dst[inside] = np.interp(BATCH_GRID[inside], grid, row)
+        out.append(dst)
+    _GRID_MEANS[t] = (key, tuple(out))
+    return tuple(out)
+
+
 def _chunked_per_token(
     scn: Scenario,
     tables: Sequence[InstanceTables],
@@ -77,20 +108,8 @@ def _chunked_per_token(
     iteration's shareable part and free room (``InstanceTables.chunked_fixed_s`` / ``chunked_free``).
     """
     prompt = scn.prompt_tokens - scn.cached_tokens
-    shape = (len(tables), len(BATCH_GRID))
-    es, chunks_g, fixed_g, free_g = (np.full(shape, np.inf) for _ in range(4))
-    for k, t in enumerate(tables):
-        grid = t.chunk_batch_grid
-        inside = grid[-1] >= BATCH_GRID
-        room = np.maximum(t.chunk_tokens - grid, 1.0)
-        per_row = (
-            t.chunked_prefill_s.mean(axis=1),
-            np.ceil(prompt[None, :] / room[:, None]).mean(axis=1),
-            t.chunked_fixed_s.mean(axis=1),
-            t.chunked_free.mean(axis=1),
-        )
-        for dst, row in zip((es, chunks_g, fixed_g, free_g), per_row, strict=True):
-            dst[k, inside] = np.interp(BATCH_GRID[inside], grid, row)
+    grids = [_chunked_grid_means(t, prompt) for t in tables]
+    es, chunks_g, fixed_g, free_g = (np.stack([g[i] for g in grids]) for i in range(4))
     p = np.asarray(packed, dtype=float)
     es, chunks = es[table_index], chunks_g[table_index]
     inside = np.isfinite(es)
