@@ -320,16 +320,7 @@ def run_simulation(
         options = sim.SimOptions(warmup_requests=n // 10, progress=progress)
         req = _requests(spec, plan, rate, n, seed)
         config = plan.best[style].config
-        return sim.simulate(
-            config,
-            scn.arch,
-            req,
-            slo=scn.slo,
-            weight_dtype=scn.weight_dtype,
-            kv_dtype=scn.kv_dtype,
-            engine=scn.engine,
-            options=options,
-        ).summary
+        return sim.simulate(config, scn.arch, req, options=options, **sim.scenario_options(scn)).summary
 
     return _session_memo("sim_runs", (spec.key, style, float(rate), int(n), int(seed)), run)
 
@@ -346,12 +337,9 @@ def run_sim_goodput(spec: Spec, plan: model.Plan, style: str, n: int, seed: int)
             b.config,
             scn.arch,
             req,
-            scn.slo,
             start_rps=b.goodput_rps,
-            weight_dtype=scn.weight_dtype,
-            kv_dtype=scn.kv_dtype,
-            engine=scn.engine,
             options=sim.SimOptions(warmup_requests=n // 10),
+            **sim.scenario_options(scn),
         )
 
     return _session_memo("sim_goodputs", (spec.key, style, int(n), int(seed)), run)

@@ -23,7 +23,7 @@ def one(index: int, requests: int) -> dict:
     import model
     from benchmarks.validate_grid import SEED, WARMUP_FRACTION, plan_for, sample_scenario
     from model.serving.phase_tables import BATCH_GRID, instance_tables
-    from model.sim.simulate import SimOptions, SimRequests, poisson_requests, simulate
+    from model.sim.simulate import SimOptions, SimRequests, poisson_requests, scenario_options, simulate
     from model.workload.arrivals import scale_to_rate
 
     t0 = time.perf_counter()
@@ -40,16 +40,7 @@ def one(index: int, requests: int) -> dict:
     base = poisson_requests(scn.workload, 1.0, requests, seed=s.index)
     req = SimRequests(scale_to_rate(base.arrival_s, rate), base.prompt_tokens, base.output_tokens)
     opts = SimOptions(warmup_requests=int(WARMUP_FRACTION * requests))
-    run = simulate(
-        cfg,
-        scn.arch,
-        req,
-        slo=scn.slo,
-        weight_dtype=scn.weight_dtype,
-        kv_dtype=scn.kv_dtype,
-        engine=scn.engine,
-        options=opts,
-    )
+    run = simulate(cfg, scn.arch, req, options=opts, **scenario_options(scn))
     sm, rec = run.summary, run.records
     done = np.isfinite(rec.tpot_s) & (rec.output_tokens > 1)
     decode_s = float(np.sum(rec.tpot_s[done] * (rec.output_tokens[done] - 1)))

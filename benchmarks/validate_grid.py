@@ -201,7 +201,7 @@ def plan_for(s: Scenario):
 def cell_ratio(index: int, style: str, requests: int = REQUESTS, seed: int = SEED) -> float:
     """Simulated / planned goodput of one cell (scenario ``index``, the best ``style`` configuration):
     the test suite's subset (tests/test_validate_grid.py)."""
-    from model.sim.simulate import SimOptions, goodput, poisson_requests
+    from model.sim.simulate import SimOptions, goodput, poisson_requests, scenario_options
 
     s = sample_scenario(seed, index)
     p = plan_for(s)
@@ -212,13 +212,10 @@ def cell_ratio(index: int, style: str, requests: int = REQUESTS, seed: int = SEE
         b.config,
         scn.arch,
         base,
-        scn.slo,
         start_rps=b.goodput_rps,
         rel_tol=SIM_REL_TOL,
-        weight_dtype=scn.weight_dtype,
-        kv_dtype=scn.kv_dtype,
-        engine=scn.engine,
         options=opts,
+        **scenario_options(scn),
     )
     return g.rate_rps / b.goodput_rps
 
@@ -227,7 +224,14 @@ def run_scenario(args: tuple[Scenario, int]) -> Result:
     import model
     from model.planner.verdict import INTERFERENCE_MATERIAL, interference
     from model.serving.registry import style_of
-    from model.sim.simulate import SimOptions, SimRequests, goodput, poisson_requests, simulate
+    from model.sim.simulate import (
+        SimOptions,
+        SimRequests,
+        goodput,
+        poisson_requests,
+        scenario_options,
+        simulate,
+    )
     from model.workload.arrivals import scale_to_rate
 
     s, n = args
@@ -246,14 +250,14 @@ def run_scenario(args: tuple[Scenario, int]) -> Result:
     res.family_planner = style_of(p.best[p.verdict].config).family if p.verdict in p.best else "none"
     base = poisson_requests(scn.workload, 1.0, n, seed=s.index)
     opts = SimOptions(warmup_requests=int(WARMUP_FRACTION * n))
-    kw = {"weight_dtype": scn.weight_dtype, "kv_dtype": scn.kv_dtype, "engine": scn.engine, "options": opts}
+    kw = {**scenario_options(scn), "options": opts}
     sim_goodputs = {}
     for style, b in p.best.items():
-        g = goodput(b.config, scn.arch, base, slo, start_rps=b.goodput_rps, rel_tol=SIM_REL_TOL, **kw)
+        g = goodput(b.config, scn.arch, base, start_rps=b.goodput_rps, rel_tol=SIM_REL_TOL, **kw)
         req = SimRequests(
             scale_to_rate(base.arrival_s, b.goodput_rps), base.prompt_tokens, base.output_tokens
         )
-        sm = simulate(b.config, scn.arch, req, slo=slo, **kw).summary
+        sm = simulate(b.config, scn.arch, req, **kw).summary
         ev = b.at_goodput
         sim_goodputs[style] = g.rate_rps
         res.cells.append(

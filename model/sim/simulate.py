@@ -70,6 +70,7 @@ __all__ = [
     "build_instance",
     "goodput",
     "poisson_requests",
+    "scenario_options",
     "simulate",
     "simulate_colocated",
     "simulate_disaggregated",
@@ -408,6 +409,13 @@ class GoodputResult:
     attainment_at_rate: float
     runs: int
     reason: str
+
+
+def scenario_options(scn: Any) -> dict[str, Any]:
+    """The keyword arguments of :func:`simulate` and :func:`goodput` that a planner
+    ``model.workload.scenario.Scenario`` fixes (targets, formats, engine), so a simulation of a planned
+    configuration runs under the plan's own assumptions."""
+    return {"slo": scn.slo, "weight_dtype": scn.weight_dtype, "kv_dtype": scn.kv_dtype, "engine": scn.engine}
 
 
 def goodput(
