@@ -57,7 +57,11 @@ def highest_rate_rps(
     """Highest rate per candidate at which ``good(cands.evaluate(rates))`` holds, for a test that
     holds on an interval of rates from 0 (0 when even a tiny rate fails it).
 
-    Bracket by doubling from ``start_rps`` per GPU, then bisect (vectorised over candidates).
+    Bracket by doubling from ``start_rps`` per GPU, then bisect (vectorised over candidates). When
+    the set can repeat its candidates (``take``), one evaluation tries several doublings, or several
+    levels of the bisection tree (every midpoint the next levels could visit), for each candidate:
+    the search then walks that tree exactly as the one-level-per-evaluation bisection would, so
+    the result is the same, in fewer (larger) evaluations (docs/planner.md, "Multisection").
     """
     gpus = np.asarray(cands.n_gpus, dtype=float)
     n = len(gpus)
@@ -68,38 +72,98 @@ def highest_rate_rps(
     probe_min = PROBE_RPS_PER_GPU * gpus
     ok_min = good(cands.evaluate(probe_min))
     searching = ok_min.copy()
-    for _ in range(_DOUBLINGS):
-        if not searching.any():
-            break
-        ok = _good_where(cands, good, hi, searching)
-        grow = searching & ok
-        lo = np.where(grow, hi, lo)
-        hi = np.where(grow, hi * 2.0, hi)
-        searching = grow
+    done = 0
+    while done < _DOUBLINGS and searching.any():
+        rows = np.nonzero(searching)[0]
+        s = min(_levels(cands, len(rows), _DOUBLING_TRIES), _DOUBLINGS - done)
+        trial = hi[rows, None] * 2.0 ** np.arange(s)  # hi, 2 hi, 4 hi, ... (exact in binary)
+        ok = _good_at(cands, good, rows, trial)
+        for j in range(s):
+            grow = np.zeros(n, dtype=bool)
+            grow[rows] = searching[rows] & ok[:, j]
+            lo = np.where(grow, hi, lo)
+            hi = np.where(grow, hi * 2.0, hi)
+            searching = grow
+            done += 1
+            if not searching.any():
+                break
     lo = np.where(ok_min, np.maximum(lo, probe_min), 0.0)
-    active = ok_min
-    for _ in range(_BISECTIONS):
-        if not np.any(active & (hi - lo > GOODPUT_RTOL * hi)):
-            break
-        mid = 0.5 * (lo + hi)
-        ok = _good_where(cands, good, mid, active)
-        lo = np.where(active & ok, mid, lo)
-        hi = np.where(active & ~ok, mid, hi)
+    rows = np.nonzero(ok_min)[0]
+    done = 0
+    while done < _BISECTIONS and _wide(lo[rows], hi[rows]):
+        s = min(_levels(cands, len(rows), _TREE_LEVELS), _BISECTIONS - done)
+        bounds = _midpoint_tree(lo[rows], hi[rows], s)  # [A, 2^s + 1]
+        ok = _good_at(cands, good, rows, bounds[:, 1:-1])
+        a = np.zeros(len(rows), dtype=int)
+        b = np.full(len(rows), 2**s)
+        for _ in range(s):
+            if done >= _BISECTIONS or not _wide(lo[rows], hi[rows]):
+                break
+            c = (a + b) // 2
+            here = np.arange(len(rows))
+            mid_ok = ok[here, c - 1]
+            mid = bounds[here, c]
+            lo[rows] = np.where(mid_ok, mid, lo[rows])
+            hi[rows] = np.where(mid_ok, hi[rows], mid)
+            a, b = np.where(mid_ok, c, a), np.where(mid_ok, b, c)
+            done += 1
     return np.where(ok_min, lo, 0.0)
 
 
-def _good_where(
-    cands: CandidateSet, good: Callable[[Any], np.ndarray], rates: np.ndarray, mask: np.ndarray
+# Rows (candidate x trial rate) one multi-rate evaluation may hold: an evaluation's cost is mostly
+# per call up to a few hundred rows for the colocated styles and grows with the rows for the
+# disaggregated one (benchmarks/bench_planner.py; docs/planner.md, "Multisection").
+_ROW_BUDGET = 256
+_TREE_LEVELS = 3  # bisection levels per evaluation at most (7 trial rates per candidate)
+_DOUBLING_TRIES = 4  # doublings per evaluation at most
+
+
+def _levels(cands: CandidateSet, n_rows: int, most: int) -> int:
+    """Levels (trial rates) per evaluation: 1 for a set that cannot repeat its candidates, else as
+    many as ``most`` while the rows stay within the budget (2^s - 1 rates for s bisection levels;
+    doublings count one rate per level and use the same rule)."""
+    if not hasattr(cands, "take"):
+        return 1
+    s = 1
+    while s < most and n_rows * (2 ** (s + 1) - 1) <= _ROW_BUDGET:
+        s += 1
+    return s
+
+
+def _wide(lo: np.ndarray, hi: np.ndarray) -> bool:
+    """Whether some bracket is still wider than ``GOODPUT_RTOL`` of its upper end."""
+    return bool(np.any(hi - lo > GOODPUT_RTOL * hi))
+
+
+def _midpoint_tree(lo: np.ndarray, hi: np.ndarray, levels: int) -> np.ndarray:
+    """[A, 2^levels + 1] bracket ends and every midpoint a ``levels``-deep bisection can visit, in
+    order; each midpoint is 0.5 (left + right) of its two neighbours one level up, the very value the
+    one-level bisection computes from its bracket."""
+    pts = np.stack([lo, hi], axis=1)
+    for _ in range(levels):
+        mids = 0.5 * (pts[:, :-1] + pts[:, 1:])
+        out = np.empty((len(pts), 2 * pts.shape[1] - 1))
+        out[:, 0::2] = pts
+        out[:, 1::2] = mids
+        pts = out
+    return pts
+
+
+def _good_at(
+    cands: CandidateSet, good: Callable[[Any], np.ndarray], rows: np.ndarray, rates: np.ndarray
 ) -> np.ndarray:
-    """``good`` at ``rates`` for the candidates in ``mask`` (False elsewhere): only those are
-    evaluated (each candidate's evaluation is independent of the others', so the subset gives the
-    same values as the whole set)."""
-    if mask.all():
-        return np.asarray(good(cands.evaluate(rates)), dtype=bool)
-    out = np.zeros(len(mask), dtype=bool)
-    keep = np.nonzero(mask)[0]
-    out[keep] = np.asarray(good(cands.subset(mask).evaluate(rates[keep])), dtype=bool)
-    return out
+    """``good`` of candidate ``rows[i]`` at each rate of ``rates[i]`` ([A, R] -> [A, R] bool); each
+    candidate's evaluation is independent of the others', so any grouping gives the same values."""
+    n_rates = rates.shape[1]
+    if len(rows) == len(cands.configs) and n_rates == 1:
+        sub = cands
+    elif hasattr(cands, "take"):
+        sub = cands.take(np.repeat(rows, n_rates))
+    else:
+        mask = np.zeros(len(cands.configs), dtype=bool)
+        mask[rows] = True
+        sub = cands.subset(mask)
+    return np.asarray(good(sub.evaluate(rates.reshape(-1))), dtype=bool).reshape(len(rows), n_rates)
 
 
 def config_goodput(scn: Scenario, config: Any) -> float:

@@ -99,12 +99,16 @@ class ColocatedSet:
         )
 
     def subset(self, mask: np.ndarray) -> ColocatedSet:
-        keep = np.nonzero(mask)[0]
+        return self.take(np.nonzero(mask)[0])
+
+    def take(self, idx: np.ndarray) -> ColocatedSet:
+        """The candidates at positions ``idx`` (repeats allowed: one row per trial rate when a goodput
+        search evaluates several rates of a candidate at once, model.planner.goodput)."""
         return ColocatedSet(
             self.scenario,
-            [self.configs[i] for i in keep],
+            [self.configs[i] for i in idx],
             self.tables,
-            self.table_index[keep],
+            self.table_index[idx],
             self.session_capacity,
         )
 
@@ -231,14 +235,17 @@ class DisaggregatedSet:
         )
 
     def subset(self, mask: np.ndarray) -> DisaggregatedSet:
-        keep = np.nonzero(mask)[0]
+        return self.take(np.nonzero(mask)[0])
+
+    def take(self, idx: np.ndarray) -> DisaggregatedSet:
+        """The candidates at positions ``idx`` (repeats allowed, as :meth:`ColocatedSet.take`)."""
         return DisaggregatedSet(
             self.scenario,
-            [self.configs[i] for i in keep],
+            [self.configs[i] for i in idx],
             self.prefill_tables,
             self.decode_tables,
-            self.prefill_index[keep],
-            self.decode_index[keep],
+            self.prefill_index[idx],
+            self.decode_index[idx],
             self.session_capacity,
         )
 
