@@ -132,22 +132,16 @@ class LatencyModel:
         cdf = np.where(slack >= 0, 1.0 - exceed, 0.0)
         return np.where(self.stable[:, None], cdf, 0.0)
 
-    def tpot_cdf(self, x_s: np.ndarray) -> np.ndarray:
-        """P(TPOT_ci <= x): no stall, exactly one (empirical sizes), or two or more (gamma)."""
+    @cached_property
+    def _stall_law(self) -> tuple[np.ndarray, ...]:
+        """The TPOT law's parts that do not depend on x, [C, S] each (computed once per model: a
+        percentile bisects on :meth:`tpot_cdf`): token gaps, P(N = 0), P(N = 1), P(N >= 2), and
+        the mean, shape and scale of the gamma for the total of two or more stalls."""
         gaps = np.maximum(self.output_tokens - 1.0, 1.0)[None, :]
         n = self.stall_events
-        base = self.tpot_base_s[:, None]
-        x = np.asarray(x_s, dtype=float)
-        atom = np.where(x >= base, 1.0, 0.0)
-        if not np.any(n > 0):  # no stalls (disaggregated): TPOT is the base step time
-            if self.spread is not None:  # ... fluctuating with the decode batch
-                atom = self.spread.excess_cdf(x - base)
-            return np.where(self.stable[:, None], np.broadcast_to(atom, n.shape), 0.0)
-        y = np.broadcast_to((x - base) * gaps, n.shape)  # stall time the request can absorb
         p0 = np.exp(-n)
         p1 = n * p0
         p2 = np.where(n < 1e-4, n * n / 2.0, np.maximum(1.0 - p0 - p1, 0.0))
-        one = empirical_cdf_rows(self.stall_sizes_s, y)
         s1, s2 = self.stall_m1_s[:, None], self.stall_m2_s2[:, None]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             # N given N >= 2: E[N;N>=2] = n - p1, E[N^2;N>=2] = n + n^2 - p1.
@@ -159,12 +153,25 @@ class LatencyModel:
             var = en * np.maximum(s2 - s1 * s1, 0.0) + np.maximum(en2 - en * en, 0.0) * s1 * s1
             shape = np.where(var > 0, mean * mean / var, np.inf)
             scale = np.where(mean > 0, var / mean, 0.0)
+        gamma = np.isfinite(shape) & (scale > 0)
+        return gaps, p0, p1, p2, mean, np.where(np.isfinite(shape), shape, 1.0), scale, gamma
+
+    def tpot_cdf(self, x_s: np.ndarray) -> np.ndarray:
+        """P(TPOT_ci <= x): no stall, exactly one (empirical sizes), or two or more (gamma)."""
+        n = self.stall_events
+        base = self.tpot_base_s[:, None]
+        x = np.asarray(x_s, dtype=float)
+        atom = np.where(x >= base, 1.0, 0.0)
+        if not np.any(n > 0):  # no stalls (disaggregated): TPOT is the base step time
+            if self.spread is not None:  # ... fluctuating with the decode batch
+                atom = self.spread.excess_cdf(x - base)
+            return np.where(self.stable[:, None], np.broadcast_to(atom, n.shape), 0.0)
+        gaps, p0, p1, p2, mean, shape, scale, gamma = self._stall_law
+        y = np.broadcast_to((x - base) * gaps, n.shape)  # stall time the request can absorb
+        one = empirical_cdf_rows(self.stall_sizes_s, y)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             z = np.where(scale > 0, np.maximum(y, 0.0) / scale, np.inf)
-            two = np.where(
-                np.isfinite(shape) & (scale > 0),
-                gammainc(np.where(np.isfinite(shape), shape, 1.0), z),
-                (y >= mean).astype(float),
-            )
+            two = np.where(gamma, gammainc(shape, z), (y >= mean).astype(float))
         cdf = p0 * atom + p1 * np.where(y >= 0, one, 0.0) + p2 * np.where(y >= 0, two, 0.0)
         return np.where(self.stable[:, None], np.minimum(cdf, 1.0), 0.0)
 

@@ -206,10 +206,19 @@ def erlang_b(servers: object, offered_load_erlangs: object) -> np.ndarray:
     properties of the Erlang loss function", Bell Syst. Tech. J. 53(3), sec. 2; working in log
     space keeps it finite for c up to 10^5 and beyond, where a^c and c! overflow.
     """
+    c, a = _servers_and_load(servers, offered_load_erlangs)
+    return _erlang_b(c, a)
+
+
+def _servers_and_load(servers: object, offered_load_erlangs: object) -> tuple[np.ndarray, np.ndarray]:
     c = _check_servers(servers)
     a = _as_float_array(offered_load_erlangs, "offered_load_erlangs")
     _check(a, "offered_load_erlangs", np.isfinite(a) & (a >= 0), "a finite offered load >= 0 Erlangs")
-    c, a = np.broadcast_arrays(c, a)
+    return np.broadcast_arrays(c, a)
+
+
+def _erlang_b(c: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """:func:`erlang_b` of checked, broadcast arrays."""
     with np.errstate(divide="ignore"):
         log_pmf = special.xlogy(c, a) - a - special.gammaln(c + 1.0)
         log_cdf = np.log(special.pdtr(c, a))
@@ -224,13 +233,14 @@ def erlang_c(servers: object, offered_load_erlangs: object) -> np.ndarray:
     (c - a)/c + rho B, a sum of non-negative terms, so there is no cancellation as rho -> 1.
     Returns an ndarray (not a result object): it is a single probability per entry.
     """
-    c = _check_servers(servers)
-    a = _as_float_array(offered_load_erlangs, "offered_load_erlangs")
-    _check(a, "offered_load_erlangs", np.isfinite(a) & (a >= 0), "a finite offered load >= 0 Erlangs")
-    c, a = np.broadcast_arrays(c, a)
+    return _erlang_c(*_servers_and_load(servers, offered_load_erlangs))
+
+
+def _erlang_c(c: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """:func:`erlang_c` of checked, broadcast arrays."""
     stable = a < c
     a_s = np.where(stable, a, 0.0)
-    b = erlang_b(c, a_s)
+    b = _erlang_b(c, a_s)
     rho = a_s / c
     with np.errstate(invalid="ignore", divide="ignore"):
         pw = b / ((c - a_s) / c + rho * b)
@@ -251,7 +261,7 @@ def _mmc_core(
     a = rate * es
     stable = a < c
     rho = a / c
-    pw = erlang_c(c, np.where(stable, a, 0.0))
+    pw = _erlang_c(c, np.where(stable, a, 0.0))  # c and a checked above (a finite: rate, es are)
     with np.errstate(divide="ignore"):
         cond = np.where(stable, es / np.where(stable, c - a, 1.0), np.inf)
     return rate, es, c, rho, stable, pw, cond

@@ -231,46 +231,47 @@ def _chunked_packing(
     cached = cached_prompt_tokens(prompt, hit_rate)
     uncached = np.maximum(prompt - cached, 1.0)
     ctx = float(max(scn.decode_context_tokens, 1.0))
-    out = {}
-    for c in chunks:
-        grid = _chunk_grid(c)
-        room = np.maximum(c - grid, c * MIN_CHUNK_FRACTION)[:, None]  # [Gc, 1]
-        full = np.floor(uncached[None, :] / room)
-        rest = uncached[None, :] - full * room
-        rest = np.where(rest > 0, rest, room)
-        full = np.where(rest >= room, np.maximum(full - 1.0, 0.0), full)
-        prefix = (cached[None, :] + full * room).mean(axis=1, keepdims=True)
-        r_grid = np.geomspace(np.ones(len(grid)), room[:, 0], LAST_CHUNK_POINTS, axis=1)
+    # every budget's rows in one pass (row-wise, so the same values as one pass per budget)
+    grids = [_chunk_grid(c) for c in chunks]
+    grid = np.concatenate(grids)
+    room = np.concatenate(
+        [np.maximum(c - g, c * MIN_CHUNK_FRACTION) for c, g in zip(chunks, grids, strict=True)]
+    )[:, None]  # [G, 1]
+    full = np.floor(uncached[None, :] / room)
+    rest = uncached[None, :] - full * room
+    rest = np.where(rest > 0, rest, room)
+    full = np.where(rest >= room, np.maximum(full - 1.0, 0.0), full)
+    prefix = (cached[None, :] + full * room).mean(axis=1, keepdims=True)
+    r_grid = np.geomspace(np.ones(len(grid)), room[:, 0], LAST_CHUNK_POINTS, axis=1)
 
-        def step(tokens, prefix=prefix, grid=grid):
-            return mixed_step_cost(
-                dep,
-                chunk_tokens=tokens,
-                chunk_prefix_tokens=prefix,
-                decode_batch=grid[:, None],
-                decode_context_tokens=ctx,
-            ).time_s
+    def step(tokens: np.ndarray) -> np.ndarray:
+        cost = mixed_step_cost(
+            dep,
+            chunk_tokens=tokens,
+            chunk_prefix_tokens=prefix,
+            decode_batch=grid[:, None],
+            decode_context_tokens=ctx,
+        )
+        return np.asarray(cost.time_s, dtype=float)
 
-        one = np.asarray(step(r_grid), dtype=float)
-        fixed_grid = np.clip(2.0 * one - np.asarray(step(2.0 * r_grid), dtype=float), 0.0, one)
-        # linear interpolation in r on each row's geometric grid: position log(r) / log(room) x (P - 1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            pos = np.log(rest) / np.log(np.maximum(room, 1.0 + 1e-12)) * (LAST_CHUNK_POINTS - 1)
-        pos = np.clip(np.nan_to_num(pos), 0.0, LAST_CHUNK_POINTS - 1)
-        lo = np.minimum(np.floor(pos).astype(int), LAST_CHUNK_POINTS - 2)
-        w = (rest - np.take_along_axis(r_grid, lo, 1)) / (
-            np.take_along_axis(r_grid, lo + 1, 1) - np.take_along_axis(r_grid, lo, 1)
-        )
-        w = np.clip(np.nan_to_num(w), 0.0, 1.0)
-        fixed = (
-            np.take_along_axis(fixed_grid, lo, 1) * (1.0 - w) + np.take_along_axis(fixed_grid, lo + 1, 1) * w
-        )
-        free = 1.0 - rest / room
-        shared = fixed * free
-        shared.flags.writeable = False
-        free.flags.writeable = False
-        out[c] = (shared, free)
-    return out
+    one = step(r_grid)
+    fixed_grid = np.clip(2.0 * one - step(2.0 * r_grid), 0.0, one)
+    # linear interpolation in r on each row's geometric grid: position log(r) / log(room) x (P - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pos = np.log(rest) / np.log(np.maximum(room, 1.0 + 1e-12)) * (LAST_CHUNK_POINTS - 1)
+    pos = np.clip(np.nan_to_num(pos), 0.0, LAST_CHUNK_POINTS - 1)
+    lo = np.minimum(np.floor(pos).astype(int), LAST_CHUNK_POINTS - 2)
+    w = (rest - np.take_along_axis(r_grid, lo, 1)) / (
+        np.take_along_axis(r_grid, lo + 1, 1) - np.take_along_axis(r_grid, lo, 1)
+    )
+    w = np.clip(np.nan_to_num(w), 0.0, 1.0)
+    fixed = np.take_along_axis(fixed_grid, lo, 1) * (1.0 - w) + np.take_along_axis(fixed_grid, lo + 1, 1) * w
+    free = 1.0 - rest / room
+    shared = fixed * free
+    shared.flags.writeable = False
+    free.flags.writeable = False
+    ends = np.cumsum([len(g) for g in grids])[:-1]
+    return dict(zip(chunks, zip(np.split(shared, ends), np.split(free, ends), strict=True), strict=True))
 
 
 @lru_cache(maxsize=256)
