@@ -112,12 +112,16 @@ class LatencyModel:
             None if self.spread is None else self.spread.take(idx),
         )
 
-    def percentiles_s(self, qs: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
+    def percentiles_s(
+        self, qs: tuple[float, ...], masks: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """TTFT and TPOT ``qs``-quantiles of a one-candidate model, all in one vectorised bisection
-        (the candidate repeated once per quantile): two arrays of len(qs)."""
+        (the candidate repeated once per quantile): two arrays of len(qs). ``masks`` [len(qs), S]
+        (optional): quantile j over the sampled requests of ``masks[j]`` only (e.g. a prompt-length
+        class), as ``self.requests(masks[j])`` would give it."""
         q = np.asarray(qs, dtype=float)
         rep = self.take(np.zeros(len(q), dtype=int))
-        return rep.ttft_percentile_s(q), rep.tpot_percentile_s(q)
+        return rep.ttft_percentile_s(q, masks), rep.tpot_percentile_s(q, masks)
 
     def ttft_cdf(self, t_s: np.ndarray) -> np.ndarray:
         """P(TTFT_ci <= t) for t broadcast against [C, S]."""
@@ -188,29 +192,45 @@ class LatencyModel:
         both = self.ttft_cdf(ttft) * self.tpot_cdf(tpot)
         return np.where(self.stable, both.mean(axis=1), 0.0)
 
-    def ttft_percentile_s(self, q: float | np.ndarray) -> np.ndarray:
-        """q-quantile (0 < q < 1; a scalar or one per candidate) of TTFT over requests, per
-        candidate; inf where unstable."""
-        hi = np.max(self.fixed_s, axis=1) + np.where(
+    def ttft_percentile_s(self, q: float | np.ndarray, masks: np.ndarray | None = None) -> np.ndarray:
+        """q-quantile (0 < q < 1; a scalar or one per candidate) of TTFT over requests (those of
+        ``masks[c]`` for candidate c when given), per candidate; inf where unstable."""
+        hi = _extreme(self.fixed_s, masks, np.max) + np.where(
             np.isfinite(self.wait_cond_mean_s), self.wait_cond_mean_s * (np.log(1.0 / (1.0 - q)) + 5.0), 0.0
         )
-        lo = np.min(self.fixed_s, axis=1)
-        return _bisect(lambda t: self.ttft_cdf(t[:, None]).mean(axis=1), lo, hi, q, self.stable)
+        lo = _extreme(self.fixed_s, masks, np.min)
+        return _bisect(lambda t: _mean(self.ttft_cdf(t[:, None]), masks), lo, hi, q, self.stable)
 
-    def tpot_percentile_s(self, q: float | np.ndarray) -> np.ndarray:
-        """q-quantile (a scalar or one per candidate) of TPOT over requests, per candidate; inf
-        where unstable."""
+    def tpot_percentile_s(self, q: float | np.ndarray, masks: np.ndarray | None = None) -> np.ndarray:
+        """q-quantile (a scalar or one per candidate) of TPOT over requests (those of ``masks[c]``
+        when given), per candidate; inf where unstable."""
         gaps = np.maximum(self.output_tokens - 1.0, 1.0)[None, :]
         worst = (
             self.stall_sizes_s.max(axis=1)[:, None]
             + self.stall_events * self.stall_m1_s[:, None]
             + 6.0 * np.sqrt(np.maximum(self.stall_events, 1.0) * self.stall_m2_s2[:, None])
         )
-        lo, hi = self.tpot_base_s, self.tpot_base_s + np.max(worst / gaps, axis=1)
+        lo, hi = self.tpot_base_s, self.tpot_base_s + _extreme(worst / gaps, masks, np.max)
         if self.spread is not None:
             lo = lo + np.minimum(self.spread.dev_s[:, 0], 0.0)
             hi = hi + np.maximum(self.spread.dev_s[:, -1], 0.0)
-        return _bisect(lambda x: self.tpot_cdf(x[:, None]).mean(axis=1), lo, hi, q, self.stable)
+        return _bisect(lambda x: _mean(self.tpot_cdf(x[:, None]), masks), lo, hi, q, self.stable)
+
+
+def _extreme(values: np.ndarray, masks: np.ndarray | None, pick) -> np.ndarray:
+    """Row max or min (``pick``) of ``values`` [C, S], over the columns of ``masks[c]`` when given."""
+    if masks is None:
+        return pick(values, axis=1)
+    return np.array(
+        [pick(row[m]) for row, m in zip(np.broadcast_to(values, masks.shape), masks, strict=True)]
+    )
+
+
+def _mean(cdf: np.ndarray, masks: np.ndarray | None) -> np.ndarray:
+    """Row means of ``cdf`` [C, S], over the columns of ``masks[c]`` when given."""
+    if masks is None:
+        return cdf.mean(axis=1)
+    return np.where(masks, cdf, 0.0).sum(axis=1) / masks.sum(axis=1)
 
 
 def _bisect(cdf, lo: np.ndarray, hi: np.ndarray, q: float | np.ndarray, stable: np.ndarray) -> np.ndarray:
