@@ -290,3 +290,22 @@ def test_percentiles_in_one_bisection_equal_one_at_a_time():
             assert ttft[k] == sub.ttft_percentile_s(q)[0]
             assert tpot[k] == sub.tpot_percentile_s(q)[0]
         assert ttft[0] < ttft[1] < ttft[2] and tpot[0] < tpot[1] < tpot[2]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.floats(0.0, 500.0), min_size=1, max_size=8),
+    st.floats(1e-4, 2.0),
+    st.floats(0.0, 4.0),
+    st.integers(1, 64),
+    st.floats(0.0, 3.0),
+)
+def test_unchecked_mean_wait_is_mgc_wait(rates, es, scv, servers, scv_a):
+    """The packing fixed point's unchecked Kimura mean wait gives mgc_wait's values exactly."""
+    from model.queueing.mgc import mgc_mean_wait_unchecked
+
+    rate = np.array(rates)
+    want = mgc_wait(rate, es, scv, servers, scv_a)
+    stable, mean = mgc_mean_wait_unchecked(rate, np.array(es), np.array(scv), np.array(float(servers)), scv_a)
+    np.testing.assert_array_equal(stable, want.stable)
+    np.testing.assert_array_equal(mean, want.mean_wait_s)

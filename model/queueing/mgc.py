@@ -186,11 +186,18 @@ def _build(
             f"mean_service_s={float(es.ravel()[i]):.6g}, servers={int(c.ravel()[i])}): the queue "
             "grows without bound; add servers or lower the rate"
         )
+    prob_wait, cond_mean, mean = _clamped(stable, prob_wait, cond_mean)
+    return WaitResult(method, rate, es, c, rho, stable, prob_wait, mean, cond_mean)
+
+
+def _clamped(
+    stable: np.ndarray, prob_wait: np.ndarray, cond_mean: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(P(W > 0), E[W | W > 0], E[W]) with an unstable queue's (1, inf, inf)."""
     prob_wait = np.where(stable, prob_wait, 1.0)
     cond_mean = np.where(stable, cond_mean, np.inf)
     mean = np.where(stable, prob_wait * cond_mean, np.inf)
-    mean = np.where(prob_wait == 0, 0.0, mean)
-    return WaitResult(method, rate, es, c, rho, stable, prob_wait, mean, cond_mean)
+    return prob_wait, cond_mean, np.where(prob_wait == 0, 0.0, mean)
 
 
 # --------------------------------------------------------------------------------------------
@@ -258,13 +265,20 @@ def _mmc_core(
     es = _check_service(mean_service_s)
     c = _check_servers(servers)
     rate, es, c = np.broadcast_arrays(rate, es, c)
+    return (rate, es, c, *_mmc_arrays(rate, es, c))
+
+
+def _mmc_arrays(
+    rate: np.ndarray, es: np.ndarray, c: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(rho, stable, P(W > 0), E[W | W > 0]) of M/M/c for checked arrays of one shape."""
     a = rate * es
     stable = a < c
     rho = a / c
-    pw = _erlang_c(c, np.where(stable, a, 0.0))  # c and a checked above (a finite: rate, es are)
+    pw = _erlang_c(c, np.where(stable, a, 0.0))  # c and a checked (a finite: rate, es are)
     with np.errstate(divide="ignore"):
         cond = np.where(stable, es / np.where(stable, c - a, 1.0), np.inf)
-    return rate, es, c, rho, stable, pw, cond
+    return rho, stable, pw, cond
 
 
 def mmc_wait(
@@ -349,13 +363,41 @@ def mgc_wait(
     if method == "allen-cunneen":
         factor = (scv_a + scv_s) / 2.0
         label = "G/G/c Allen-Cunneen"
+        with np.errstate(invalid="ignore"):
+            cond = np.where(stable, cond * factor, np.inf)
     else:
-        rho_f = np.where(stable & (rho > 0), rho, 0.5)  # placeholder where P(W>0) is 0 or 1 anyway
-        factor = _kimura_ratio(rho_f, c, scv_s) * (scv_a + scv_s) / (1.0 + scv_s)
+        cond = _kimura_cond(rho, stable, c, scv_s, scv_a, cond)
         label = "G/G/c Kimura"
-    with np.errstate(invalid="ignore"):
-        cond = np.where(stable, cond * factor, np.inf)
     return _build(label, rate, es, c, rho, stable, pw, cond, strict)
+
+
+def _kimura_cond(
+    rho: np.ndarray, stable: np.ndarray, c: np.ndarray, scv_s: np.ndarray, scv_a: np.ndarray, cond: np.ndarray
+) -> np.ndarray:
+    """E[W | W > 0] of the Kimura G/G/c wait from the M/M/c one (see :func:`mgc_wait`)."""
+    rho_f = np.where(stable & (rho > 0), rho, 0.5)  # placeholder where P(W>0) is 0 or 1 anyway
+    factor = _kimura_ratio(rho_f, c, scv_s) * (scv_a + scv_s) / (1.0 + scv_s)
+    with np.errstate(invalid="ignore"):
+        return np.where(stable, cond * factor, np.inf)
+
+
+def mgc_mean_wait_unchecked(
+    rate_rps: np.ndarray,
+    mean_service_s: np.ndarray,
+    scv_service: np.ndarray,
+    servers: np.ndarray,
+    scv_arrival: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(stable, mean wait in s) of :func:`mgc_wait` (Kimura), the same values, for arrays the caller
+    guarantees valid (finite rates >= 0, finite service times > 0, whole servers >= 1, finite scvs
+    >= 0): no checks and no result object, for an inner loop that calls it many times
+    (model.serving.packing's fixed point)."""
+    rate, es, scv_s, c, scv_a = np.broadcast_arrays(
+        *(np.asarray(x, dtype=float) for x in (rate_rps, mean_service_s, scv_service, servers, scv_arrival))
+    )
+    rho, stable, pw, cond = _mmc_arrays(rate, es, c)
+    cond = _kimura_cond(rho, stable, c, scv_s, scv_a, cond)
+    return stable, _clamped(stable, pw, cond)[2]
 
 
 # --------------------------------------------------------------------------------------------

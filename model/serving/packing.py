@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from model.queueing.mgc import mgc_wait
+from model.queueing.mgc import mgc_mean_wait_unchecked
 from model.serving.common import moments
 from model.workload.scenario import Scenario
 
@@ -64,8 +64,9 @@ def prefill_batch(
     for _ in range(PREFILL_BATCH_ITERATIONS):
         share = variable + fixed_s / k[:, None]
         es, _, scv = moments(share)
-        res = mgc_wait(lam, np.maximum(es, 1e-12), scv, n, scn.arrival_scv)
-        target = np.where(res.stable, 1.0 + per_server * (res.mean_wait_s + residual_s), cap)
+        # lam >= 0 and n >= 1 as the caller's queue has them; es is finite (a sum of table times)
+        stable, wait_s = mgc_mean_wait_unchecked(lam, np.maximum(es, 1e-12), scv, n, scn.arrival_scv)
+        target = np.where(stable, 1.0 + per_server * (wait_s + residual_s), cap)
         new = np.clip(0.5 * (k + np.clip(target, 1.0, cap)), 1.0, cap)
         done = np.all(np.abs(new - k) <= PREFILL_BATCH_TOL * k)
         k = new
