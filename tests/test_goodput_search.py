@@ -117,3 +117,34 @@ def test_real_sets_same_goodput_both_ways():
         plain = G.goodput_rps(_NoTake(feasible), inp.scenario.slo)
         np.testing.assert_array_equal(fast, plain, err_msg=name)
         assert np.all(fast > 0), name
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.floats(min_value=1e-3, max_value=5e4), min_size=2, max_size=40),
+    st.integers(min_value=1, max_value=12),
+)
+def test_keep_prunes_only_what_cannot_be_among_the_best(limits, keep):
+    """With ``keep`` K the K best goodputs are exactly the full search's, in the same order; the
+    others are good rates (never above the full search's value) and never above the K-th best."""
+    limit = np.array(limits)
+    gpus = np.ones(len(limit))
+    full = G.highest_rate_rps(_RepeatableLimits(limit, gpus, []), _within)
+    calls: list = []
+    pruned = G.highest_rate_rps(_RepeatableLimits(limit, gpus, calls), _within, keep=keep)
+    k = min(keep, len(limit))
+    top = np.argsort(-full, kind="stable")[:k]
+    np.testing.assert_array_equal(pruned[top], full[top])
+    assert np.all(pruned <= full)
+    rest = np.setdiff1d(np.arange(len(limit)), top)
+    assert np.all(pruned[rest] <= np.sort(full)[-k])
+
+
+def test_a_goodput_does_not_depend_on_the_other_candidates():
+    """Each candidate's bracket is refined to its own width: alone or in a set, the same value."""
+    limit = np.array([0.3, 7.0, 1234.5])
+    together = G.highest_rate_rps(_RepeatableLimits(limit, np.ones(3), []), _within)
+    alone = [
+        G.highest_rate_rps(_RepeatableLimits(limit[i : i + 1], np.ones(1), []), _within)[0] for i in range(3)
+    ]
+    np.testing.assert_array_equal(together, alone)

@@ -30,19 +30,23 @@ _DOUBLINGS = 40
 _BISECTIONS = 16
 GOODPUT_RTOL = 2.0**-10
 """Relative width (about 0.1%) at which a candidate's goodput bracket counts as found: well below
-the model's own error (docs/validation.md) and the 10% verdict margin; the bisection stops once
-every bracket is this narrow (at most ``_BISECTIONS`` halvings)."""
+the model's own error (docs/validation.md) and the 10% verdict margin; each candidate's bisection
+stops once its own bracket is this narrow (at most ``_BISECTIONS`` halvings), so a candidate's
+goodput does not depend on the other candidates searched with it."""
 
 
-def goodput_rps(cands: CandidateSet, slo: SLO, *, start_rps: float = 0.25) -> np.ndarray:
+def goodput_rps(
+    cands: CandidateSet, slo: SLO, *, start_rps: float = 0.25, keep: int | None = None
+) -> np.ndarray:
     """Highest good rate per candidate (0 when even a tiny rate misses the SLOs).
 
-    Bracket by doubling from ``start_rps`` (per GPU), then bisect until every bracket is narrower
+    Bracket by doubling from ``start_rps`` (per GPU), then bisect until each bracket is narrower
     than ``GOODPUT_RTOL`` of its upper end (the lower end is returned: a rate known to be good).
     Attainment falls as the rate rises (queues and batches grow), so the good set is an interval
-    from 0.
+    from 0. ``keep``: only the ``keep`` best goodputs are needed exactly (see
+    :func:`highest_rate_rps`).
     """
-    return highest_rate_rps(cands, lambda res: slo_ok(res, slo), start_rps=start_rps)
+    return highest_rate_rps(cands, lambda res: slo_ok(res, slo), start_rps=start_rps, keep=keep)
 
 
 def stability_limit_rps(cands: CandidateSet, *, start_rps: float = 0.25) -> np.ndarray:
@@ -52,16 +56,25 @@ def stability_limit_rps(cands: CandidateSet, *, start_rps: float = 0.25) -> np.n
 
 
 def highest_rate_rps(
-    cands: CandidateSet, good: Callable[[Any], np.ndarray], *, start_rps: float = 0.25
+    cands: CandidateSet,
+    good: Callable[[Any], np.ndarray],
+    *,
+    start_rps: float = 0.25,
+    keep: int | None = None,
 ) -> np.ndarray:
     """Highest rate per candidate at which ``good(cands.evaluate(rates))`` holds, for a test that
     holds on an interval of rates from 0 (0 when even a tiny rate fails it).
 
-    Bracket by doubling from ``start_rps`` per GPU, then bisect (vectorised over candidates). When
-    the set can repeat its candidates (``take``), one evaluation tries several doublings, or several
-    levels of the bisection tree (every midpoint the next levels could visit), for each candidate:
-    the search then walks that tree exactly as the one-level-per-evaluation bisection would, so
-    the result is the same, in fewer (larger) evaluations (docs/planner.md, "Multisection").
+    Bracket by doubling from ``start_rps`` per GPU, then bisect each candidate until its bracket is
+    narrow (vectorised over candidates). When the set can repeat its candidates (``take``), one
+    evaluation tries several doublings, or several levels of the bisection tree (every midpoint the
+    next levels could visit), per candidate, walked exactly as one level per evaluation would be
+    (docs/planner.md, "Multisection").
+
+    ``keep``: a candidate stops being refined once its bracket's upper end (a rate that fails) is at
+    or below the lower end (a rate that holds) of ``keep`` other candidates: it cannot be among the
+    ``keep`` best, and its value is then its bracket's lower end (a good rate, below its exact
+    goodput). The ``keep`` best, in order, are exact.
     """
     gpus = np.asarray(cands.n_gpus, dtype=float)
     n = len(gpus)
@@ -88,26 +101,40 @@ def highest_rate_rps(
             if not searching.any():
                 break
     lo = np.where(ok_min, np.maximum(lo, probe_min), 0.0)
-    rows = np.nonzero(ok_min)[0]
-    done = 0
-    while done < _BISECTIONS and _wide(lo[rows], hi[rows]):
-        s = min(_levels(cands, len(rows), _TREE_LEVELS), _BISECTIONS - done)
+    halvings = np.zeros(n, dtype=int)
+    while True:
+        active = _refining(ok_min, lo, hi, halvings, keep)
+        if not active.any():
+            break
+        rows = np.nonzero(active)[0]
+        s = min(_levels(cands, len(rows), _TREE_LEVELS), _BISECTIONS - int(halvings[rows].min()))
         bounds = _midpoint_tree(lo[rows], hi[rows], s)  # [A, 2^s + 1]
         ok = _good_at(cands, good, rows, bounds[:, 1:-1])
+        here = np.arange(len(rows))
         a = np.zeros(len(rows), dtype=int)
         b = np.full(len(rows), 2**s)
         for _ in range(s):
-            if done >= _BISECTIONS or not _wide(lo[rows], hi[rows]):
-                break
+            go = (hi[rows] - lo[rows] > GOODPUT_RTOL * hi[rows]) & (halvings[rows] < _BISECTIONS)
             c = (a + b) // 2
-            here = np.arange(len(rows))
             mid_ok = ok[here, c - 1]
             mid = bounds[here, c]
-            lo[rows] = np.where(mid_ok, mid, lo[rows])
-            hi[rows] = np.where(mid_ok, hi[rows], mid)
-            a, b = np.where(mid_ok, c, a), np.where(mid_ok, b, c)
-            done += 1
+            lo[rows] = np.where(go & mid_ok, mid, lo[rows])
+            hi[rows] = np.where(go & ~mid_ok, mid, hi[rows])
+            a, b = np.where(go & mid_ok, c, a), np.where(go & ~mid_ok, c, b)
+            halvings[rows] += go
     return np.where(ok_min, lo, 0.0)
+
+
+def _refining(
+    ok_min: np.ndarray, lo: np.ndarray, hi: np.ndarray, halvings: np.ndarray, keep: int | None
+) -> np.ndarray:
+    """Candidates whose bracket still needs halving: good at the probe, wider than
+    ``GOODPUT_RTOL``, within ``_BISECTIONS``, and (with ``keep``) possibly among the ``keep`` best."""
+    active = ok_min & (hi - lo > GOODPUT_RTOL * hi) & (halvings < _BISECTIONS)
+    if keep is not None and 0 < keep < len(lo):
+        kth_lo = np.partition(lo, len(lo) - keep)[len(lo) - keep]  # keep candidates hold here or above
+        active &= hi > kth_lo
+    return active
 
 
 # Rows (candidate x trial rate) one multi-rate evaluation may hold: an evaluation's cost is mostly
@@ -128,11 +155,6 @@ def _levels(cands: CandidateSet, n_rows: int, most: int) -> int:
     while s < most and n_rows * (2 ** (s + 1) - 1) <= _ROW_BUDGET:
         s += 1
     return s
-
-
-def _wide(lo: np.ndarray, hi: np.ndarray) -> bool:
-    """Whether some bracket is still wider than ``GOODPUT_RTOL`` of its upper end."""
-    return bool(np.any(hi - lo > GOODPUT_RTOL * hi))
 
 
 def _midpoint_tree(lo: np.ndarray, hi: np.ndarray, levels: int) -> np.ndarray:

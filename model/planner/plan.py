@@ -358,7 +358,12 @@ def best_of(cands: CandidateSet, goodput: np.ndarray, scn: Scenario) -> BestConf
     )
 
 
-def _sweep_budget(inp: PlanInputs, gpus: int, infeasible: Counter) -> tuple[dict[str, BestConfig], int, dict]:
+def _sweep_budget(
+    inp: PlanInputs, gpus: int, infeasible: Counter, keep: int | None = None
+) -> tuple[dict[str, BestConfig], int, dict]:
+    """Each style's best configuration on the budget, and every candidate's goodput (exact for the
+    ``keep`` best of each style, when given; a good rate below the exact one for the others:
+    model.planner.goodput.highest_rate_rps)."""
     sets = budget_sets(inp, gpus)
     best: dict[str, BestConfig] = {}
     goodputs: dict[str, tuple[CandidateSet, np.ndarray]] = {}
@@ -366,7 +371,7 @@ def _sweep_budget(inp: PlanInputs, gpus: int, infeasible: Counter) -> tuple[dict
     for style, cands in sets.items():
         n += len(cands.configs)
         feasible = _split_feasible(cands, infeasible)
-        g = goodput_rps(feasible, inp.scenario.slo)
+        g = goodput_rps(feasible, inp.scenario.slo, keep=keep)
         goodputs[style] = (feasible, g)
         b = best_of(feasible, g, inp.scenario)
         if b is not None:
@@ -418,13 +423,14 @@ def plan(
     the flip-threshold searches (faster). ``top``: how many alternatives ``Plan.alternatives`` lists
     per style and overall (model.planner.alternatives; 1 to 50).
     """
-    from model.planner.verdict import decide, flip_thresholds, tie_band
+    from model.planner.verdict import THRESHOLD_TOP_K, decide, flip_thresholds, tie_band
 
     top = check_top(top)
     inp = resolve_inputs(plan_request(model, gpu, **kwargs))
     infeasible: Counter = Counter()
     if inp.gpus is not None:
-        best, n, goodputs = _sweep_budget(inp, inp.gpus, infeasible)
+        # only the best few of each style are read (alternatives, flip searches): refine those
+        best, n, goodputs = _sweep_budget(inp, inp.gpus, infeasible, max(top, THRESHOLD_TOP_K))
         segments = {style: [Segment(c, g)] for style, (c, g) in goodputs.items()}
     else:
         best, n, segments = _sweep_target(inp, infeasible, top)
