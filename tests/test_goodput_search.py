@@ -148,3 +148,26 @@ def test_a_goodput_does_not_depend_on_the_other_candidates():
         G.highest_rate_rps(_RepeatableLimits(limit[i : i + 1], np.ones(1), []), _within)[0] for i in range(3)
     ]
     np.testing.assert_array_equal(together, alone)
+
+
+def test_budget_sweep_with_keep_has_the_same_best_and_top():
+    """The plan's sweep refines only what can be among the best 12 of a style: the best
+    configurations and each style's 12 best goodputs are those of the full search."""
+    from collections import Counter
+
+    from model.planner.plan import _sweep_budget
+
+    inp = resolve_inputs(
+        plan_request("llama-3.1-8b", "h100-sxm", workload="chat", ttft_slo_s=0.3, tpot_slo_s=0.02, gpus=16)
+    )
+    best_full, n_full, full = _sweep_budget(inp, 16, Counter())
+    best_keep, n_keep, kept = _sweep_budget(inp, 16, Counter(), keep=12)
+    assert n_full == n_keep
+    assert {k: (b.label, b.goodput_rps) for k, b in best_full.items()} == {
+        k: (b.label, b.goodput_rps) for k, b in best_keep.items()
+    }
+    for style, (_, g) in full.items():
+        top = np.argsort(-g, kind="stable")[:12]
+        np.testing.assert_array_equal(kept[style][1][top], g[top], err_msg=style)
+        assert np.all(kept[style][1] <= g)
+    assert len(full["disaggregated"][1]) > 12  # the keep rule had something to prune
