@@ -12,7 +12,7 @@ import math
 import numbers
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from model.planner.alternatives import (
     picks,
     rank_order,
 )
+from model.planner.failures import with_failures
 from model.planner.goodput import goodput_rps
 from model.planner.infeasible import Search as InfeasibleSearch
 from model.planner.infeasible import explain as infeasible_explain
@@ -47,11 +48,11 @@ from model.planner.infeasible import flips as infeasible_flips
 from model.planner.infeasible import none_reasons
 from model.planner.layouts import layout_options
 from model.planner.prefix import with_prefix_hit_rate
-from model.planner.types import BestConfig, Config, FailureImpact, Plan, PlanInputs
+from model.planner.types import BestConfig, Config, Plan, PlanInputs
 from model.serving.candidates import DisaggregatedSet, only
 from model.serving.enumeration import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS, disaggregated_grid
 from model.serving.evaluation import summarise
-from model.serving.registry import build_set, style_of, styles
+from model.serving.registry import styles
 from model.serving.style import CandidateSet
 from model.workload.presets import Workload, get_workload
 from model.workload.scenario import DEFAULT_SAMPLES, Scenario
@@ -299,40 +300,6 @@ def _rank(goodput: np.ndarray, gpus: np.ndarray, cost: np.ndarray) -> int:
 def _binding_constraint(cands: CandidateSet, i: int, rate: float, slo: SLO) -> str:
     """What stops the rate rising: the first SLO part that fails just above the goodput."""
     return binding_constraints(only(cands, i), np.array([rate]), slo)[0][1]
-
-
-def lost_instance_goodputs(scn: Scenario, configs: Sequence[Config]) -> list[dict[str, float]]:
-    """Per configuration and pool, the goodput with one instance of that pool lost (0 when nothing
-    is left): every lost-instance configuration of one style is searched in one vectorised
-    goodput bisection (model.planner.goodput.goodput_rps) instead of one search each."""
-    lost = [style_of(c).lose_one(c) for c in configs]
-    jobs: dict[str, list[tuple[int, str, Config]]] = {}
-    for k, pools in enumerate(lost):
-        for pool, c in pools.items():
-            if c is not None:
-                jobs.setdefault(style_of(c).name, []).append((k, pool, c))
-    out: list[dict[str, float]] = [dict.fromkeys(pools, 0.0) for pools in lost]
-    for items in jobs.values():
-        g = goodput_rps(build_set(scn, [c for _, _, c in items]), scn.slo)
-        for (k, pool, _), value in zip(items, g, strict=True):
-            out[k][pool] = float(value)
-    return out
-
-
-def with_failures(scn: Scenario, best: dict[str, BestConfig]) -> dict[str, BestConfig]:
-    """``best`` with each configuration's failure impact: goodput with one instance lost in each
-    pool, and the work in flight on the lost instance. In flight on a decode (or colocated)
-    instance: its batch B; their prompts plus the tokens generated so far (on average half the
-    output) must be recomputed elsewhere. On a prefill instance: the prompt in service
-    (utilisation rho) is recomputed."""
-    names = list(best)
-    after = lost_instance_goodputs(scn, [best[n].config for n in names])
-    out = {}
-    for name, lost in zip(names, after, strict=True):
-        b = best[name]
-        inflight, tokens = style_of(b.config).in_flight(b.at_goodput, scn)
-        out[name] = replace(b, failure=FailureImpact(lost, inflight, tokens))
-    return out
 
 
 def best_of(cands: CandidateSet, goodput: np.ndarray, scn: Scenario) -> BestConfig | None:
