@@ -35,7 +35,7 @@ from model.hardware.formats import get_format
 from model.hardware.parallelism import Parallelism
 from model.llm.catalog import get_model
 from model.physics.deployment import Deployment
-from model.physics.generation import generation_time_s, mean_tpot_s
+from model.physics.generation import chunked_prefill_time_s, generation_time_s, mean_tpot_s
 from model.physics.steps import prefill_cost
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "published_measurements.csv"
@@ -54,6 +54,16 @@ ENGINE_PROFILES = {"tensorrt-llm": "trtllm", "nim": "trtllm", "vllm": "vllm", "s
 # first word: llama.cpp multiplies in FP16 with FP16 accumulation (CUBLAS_COMPUTE_16F); the others
 # accumulate in FP32 (the default).
 ENGINE_ACCUMULATE = {"llama.cpp": "fp16"}
+# Attention kernel of an engine (model.physics.materialised_attention.ATTENTION_KERNELS), by the same
+# first word: llama.cpp's rows ran llama-bench with its default flash_attn = false (llama.cpp 3bc10cb4,
+# May 2024, examples/llama-bench/llama-bench.cpp cmd_params_defaults; FlashAttention did not exist in
+# llama.cpp before April 2024), so KQ, softmax and KQV are separate kernels over a score matrix in HBM.
+ENGINE_ATTENTION = {"llama.cpp": "materialised"}
+# Tokens per forward pass an engine splits a prompt into: llama.cpp evaluates a prompt in physical
+# micro-batches of n_ubatch = 512 tokens (llama-bench cmd_params_defaults n_ubatch {512}; before March
+# 2024 n_batch = 512 played that role), each attending to the KV of the earlier ones; the others run
+# a prompt in one step.
+ENGINE_UBATCH_TOKENS = {"llama.cpp": 512}
 
 
 def split_of(row_id: str) -> str:
@@ -133,6 +143,7 @@ def deployment(r: dict[str, str], **overrides: object) -> Deployment:
     kw: dict[str, object] = {
         "overheads": get_engine(name).overheads(gpu) if name else None,
         "gemm_accumulate": gemm_accumulate(r["engine"]),
+        "attention_kernel": ENGINE_ATTENTION.get(_first_word(r["engine"]), "fused"),
     }
     kw.update(overrides)
     return Deployment(
@@ -152,6 +163,9 @@ def predict(r: dict[str, str], **overrides: object) -> float:
     b, isl, osl = int(r["batch"]), int(r["isl"]), int(r["osl"])
     if r["metric"] == "prefill_s":
         client = dep.engine_overheads.request_s if r.get("observed") == "client" else 0.0
+        ubatch = ENGINE_UBATCH_TOKENS.get(_first_word(r["engine"]))
+        if ubatch is not None and b == 1:  # micro-batches of one prompt: chunks with their prefix
+            return float(chunked_prefill_time_s(dep, isl, ubatch)) + client
         return float(prefill_cost(dep, isl, batch=b).time_s) + client
     if r["metric"] == "tpot_s":
         return float(mean_tpot_s(dep, b, isl, osl))
