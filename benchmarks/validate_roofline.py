@@ -50,6 +50,10 @@ SPLITS = ("train", "holdout")
 SPLIT_SEED = "pdplan-issue16:"
 # Engine profile of a row, by the first word of its ``engine`` column (NIM runs TensorRT-LLM).
 ENGINE_PROFILES = {"tensorrt-llm": "trtllm", "nim": "trtllm", "vllm": "vllm", "sglang": "sglang"}
+# Engine releases with a profile of their own, by the start of the ``engine`` column (lower case), checked
+# first: the first releases serving DeepSeek-V3/R1 (hardware_profiles/engines/{vllm-0.7,sglang-0.4}.toml,
+# whose step_extra is measured by the SGLang team, not fitted on this table).
+ENGINE_VERSION_PROFILES = {"vllm 0.7.": "vllm-0.7", "sglang 0.4.": "sglang-0.4"}
 # Accumulator of an engine's 16-bit GEMMs (model.physics.deployment.GEMM_ACCUMULATORS), by the same
 # first word: llama.cpp multiplies in FP16 with FP16 accumulation (CUBLAS_COMPUTE_16F); the others
 # accumulate in FP32 (the default).
@@ -77,7 +81,12 @@ def _first_word(engine: str) -> str:
 
 
 def engine_profile(engine: str) -> str | None:
-    """The engine profile a row's ``engine`` text maps to (None: no profile, GPU defaults only)."""
+    """The engine profile a row's ``engine`` text maps to (None: no profile, GPU defaults only): a
+    release's own profile (ENGINE_VERSION_PROFILES), else the engine's (ENGINE_PROFILES)."""
+    text = engine.strip().lower()
+    for prefix, name in ENGINE_VERSION_PROFILES.items():
+        if text.startswith(prefix):
+            return name
     return ENGINE_PROFILES.get(_first_word(engine))
 
 
