@@ -34,9 +34,11 @@ from model.hardware.catalog import get_engine, get_gpu
 from model.hardware.formats import get_format
 from model.hardware.parallelism import Parallelism
 from model.llm.catalog import get_model
+from model.physics.decode_tokens import tokens_per_decode_step
 from model.physics.deployment import Deployment
 from model.physics.generation import chunked_prefill_time_s, generation_time_s, mean_tpot_s
 from model.physics.steps import prefill_cost
+from model.queueing.interference import closed_loop_prefills_per_step, stalled_step_s
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "published_measurements.csv"
 GROUP = {"prefill_s": "prefill", "tpot_s": "decode", "e2e_s": "decode"}
@@ -177,10 +179,26 @@ def predict(r: dict[str, str], **overrides: object) -> float:
             return float(chunked_prefill_time_s(dep, isl, ubatch)) + client
         return float(prefill_cost(dep, isl, batch=b).time_s) + client
     if r["metric"] == "tpot_s":
-        return float(mean_tpot_s(dep, b, isl, osl))
+        return float(closed_loop_tpot_s(dep, b, isl, osl))
     if r["metric"] == "e2e_s":
         return float(generation_time_s(dep, b, isl, osl))
     raise ValueError(f"{r['id']}: unknown metric {r['metric']!r}")
+
+
+def closed_loop_tpot_s(dep: Deployment, concurrency: int, isl: int, osl: int) -> float:
+    """TPOT of a closed-loop benchmark at ``concurrency`` C (every TPOT row with batch > 1: genai-perf,
+    ``vllm bench serve`` / SGLang ``bench_serving --max-concurrency``): decode steps at batch C, each
+    also waiting for the other requests' prompts, (C - 1) / (decode steps + 1) per step of their prefill
+    less the step overhead the decode step pays anyway: the stalled-step form pdplan's calibration fits
+    with (model.calibrate.problem, model.queueing.interference.stalled_step_s and
+    closed_loop_prefills_per_step; DistServe sec. 2.2, Sarathi-Serve sec. 2-3). C = 1: mean_tpot_s."""
+    tpot = float(mean_tpot_s(dep, concurrency, isl, osl))
+    if concurrency <= 1:
+        return tpot
+    per_step = tokens_per_decode_step(dep)
+    stall = max(float(prefill_cost(dep, isl).time_s) - dep.overhead_s, 0.0)
+    k = closed_loop_prefills_per_step(concurrency, osl, per_step)
+    return float(stalled_step_s(tpot * per_step.emitted, k, stall)) / per_step.emitted
 
 
 def evaluate(r: dict[str, str]) -> tuple[float, str]:
