@@ -20,7 +20,7 @@ from model.physics.steps import decode_step_cost, prefill_cost
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-import validate_roofline as v  # noqa: E402
+import validate_roofline as v
 
 # Llama-3.1-8B: 32 layers x 32 query heads of 128 dims (QK^T and PV: d_qk + d_v = 256).
 LAYERS, HEADS, DIMS = 32, 32, 256
