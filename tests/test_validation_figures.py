@@ -13,21 +13,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import validate_roofline as v
 
-# MdAPE (%) and row count recorded in docs/validation.md ("Second round of measurements: 142 rows"),
+# MdAPE (%) and row count recorded in docs/validation.md ("Third round", 158 rows),
 # per (group, selection). Selection: "all", a split ("train", "holdout") or a category of
 # validate_roofline.CATEGORIES.
 RECORDED: dict[tuple[str, str], tuple[float, int]] = {
-    ("prefill", "all"): (10.7, 35),
-    ("decode", "all"): (11.8, 100),
-    ("prefill", "train"): (17.3, 17),
-    ("decode", "train"): (11.7, 73),
-    ("prefill", "holdout"): (8.5, 18),
-    ("decode", "holdout"): (12.4, 27),
+    ("prefill", "all"): (9.9, 43),
+    ("decode", "all"): (11.8, 108),
+    ("prefill", "train"): (10.7, 23),
+    ("decode", "train"): (11.7, 77),
+    ("prefill", "holdout"): (8.5, 20),
+    ("decode", "holdout"): (12.4, 31),
     ("decode", "moe"): (18.4, 28),
     ("prefill", "fp8/fp4"): (25.6, 14),
     ("decode", "fp8/fp4"): (13.6, 65),
-    ("prefill", "consumer"): (9.3, 14),
-    ("decode", "consumer"): (17.4, 16),
+    ("prefill", "consumer"): (8.5, 22),
+    ("decode", "consumer"): (14.0, 24),
     ("decode", "amd"): (14.3, 17),
     ("prefill", "long prompt"): (8.1, 5),
     ("decode", "large batch"): (10.6, 56),
