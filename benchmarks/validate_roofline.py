@@ -9,7 +9,11 @@ the issue-16 categories (MoE, FP8/FP4, consumer, AMD, long prompt, large batch).
 Uses the default per-GPU efficiencies and the engine profile the row names (``engine_profile``:
 TensorRT-LLM and NIM -> trtllm, vLLM -> vllm, SGLang -> sglang, others -> none): its per-step,
 per-kernel and per-sequence overheads, and, for a TTFT observed at the client (``observed`` =
-client), its per-request overhead. The ``split`` column (train / holdout) is a seeded hash of the
+client), its per-request overhead; a release with a profile of its own (``ENGINE_VERSION_PROFILES``)
+uses that one. llama.cpp rows run its FP16-accumulate GEMMs, attention without FlashAttention and
+prompts in 512-token micro-batches (``ENGINE_ACCUMULATE``, ``ENGINE_ATTENTION``,
+``ENGINE_UBATCH_TOKENS``); TPOT rows with batch > 1 are closed loops (:func:`closed_loop_tpot_s`).
+The ``split`` column (train / holdout) is a seeded hash of the
 row id (:func:`split_of`), never chosen by hand; constants fitted on the table use train rows only.
 
 A row is skipped, with its reason, when its ``not_expressible`` column names a feature the model
