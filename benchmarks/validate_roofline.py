@@ -9,7 +9,11 @@ the issue-16 categories (MoE, FP8/FP4, consumer, AMD, long prompt, large batch).
 Uses the default per-GPU efficiencies and the engine profile the row names (``engine_profile``:
 TensorRT-LLM and NIM -> trtllm, vLLM -> vllm, SGLang -> sglang, others -> none): its per-step,
 per-kernel and per-sequence overheads, and, for a TTFT observed at the client (``observed`` =
-client), its per-request overhead. The ``split`` column (train / holdout) is a seeded hash of the
+client), its per-request overhead; a release with a profile of its own (``ENGINE_VERSION_PROFILES``)
+uses that one. llama.cpp rows run its FP16-accumulate GEMMs, attention without FlashAttention and
+prompts in 512-token micro-batches (``ENGINE_ACCUMULATE``, ``ENGINE_ATTENTION``,
+``ENGINE_UBATCH_TOKENS``); TPOT rows with batch > 1 are closed loops (:func:`closed_loop_tpot_s`).
+The ``split`` column (train / holdout) is a seeded hash of the
 row id (:func:`split_of`), never chosen by hand; constants fitted on the table use train rows only.
 
 A row is skipped, with its reason, when its ``not_expressible`` column names a feature the model
@@ -34,9 +38,11 @@ from model.hardware.catalog import get_engine, get_gpu
 from model.hardware.formats import get_format
 from model.hardware.parallelism import Parallelism
 from model.llm.catalog import get_model
+from model.physics.decode_tokens import tokens_per_decode_step
 from model.physics.deployment import Deployment
-from model.physics.generation import generation_time_s, mean_tpot_s
+from model.physics.generation import chunked_prefill_time_s, generation_time_s, mean_tpot_s
 from model.physics.steps import prefill_cost
+from model.queueing.interference import closed_loop_prefills_per_step, stalled_step_s
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "published_measurements.csv"
 GROUP = {"prefill_s": "prefill", "tpot_s": "decode", "e2e_s": "decode"}
@@ -50,10 +56,24 @@ SPLITS = ("train", "holdout")
 SPLIT_SEED = "pdplan-issue16:"
 # Engine profile of a row, by the first word of its ``engine`` column (NIM runs TensorRT-LLM).
 ENGINE_PROFILES = {"tensorrt-llm": "trtllm", "nim": "trtllm", "vllm": "vllm", "sglang": "sglang"}
+# Engine releases with a profile of their own, by the start of the ``engine`` column (lower case), checked
+# first: the first releases serving DeepSeek-V3/R1 (hardware_profiles/engines/{vllm-0.7,sglang-0.4}.toml,
+# whose step_extra is measured by the SGLang team, not fitted on this table).
+ENGINE_VERSION_PROFILES = {"vllm 0.7.": "vllm-0.7", "sglang 0.4.": "sglang-0.4"}
 # Accumulator of an engine's 16-bit GEMMs (model.physics.deployment.GEMM_ACCUMULATORS), by the same
 # first word: llama.cpp multiplies in FP16 with FP16 accumulation (CUBLAS_COMPUTE_16F); the others
 # accumulate in FP32 (the default).
 ENGINE_ACCUMULATE = {"llama.cpp": "fp16"}
+# Attention kernel of an engine (model.physics.materialised_attention.ATTENTION_KERNELS), by the same
+# first word: llama.cpp's rows ran llama-bench with its default flash_attn = false (llama.cpp 3bc10cb4,
+# May 2024, examples/llama-bench/llama-bench.cpp cmd_params_defaults; FlashAttention did not exist in
+# llama.cpp before April 2024), so KQ, softmax and KQV are separate kernels over a score matrix in HBM.
+ENGINE_ATTENTION = {"llama.cpp": "materialised"}
+# Tokens per forward pass an engine splits a prompt into: llama.cpp evaluates a prompt in physical
+# micro-batches of n_ubatch = 512 tokens (llama-bench cmd_params_defaults n_ubatch {512}; before March
+# 2024 n_batch = 512 played that role), each attending to the KV of the earlier ones; the others run
+# a prompt in one step.
+ENGINE_UBATCH_TOKENS = {"llama.cpp": 512}
 
 
 def split_of(row_id: str) -> str:
@@ -67,7 +87,12 @@ def _first_word(engine: str) -> str:
 
 
 def engine_profile(engine: str) -> str | None:
-    """The engine profile a row's ``engine`` text maps to (None: no profile, GPU defaults only)."""
+    """The engine profile a row's ``engine`` text maps to (None: no profile, GPU defaults only): a
+    release's own profile (ENGINE_VERSION_PROFILES), else the engine's (ENGINE_PROFILES)."""
+    text = engine.strip().lower()
+    for prefix, name in ENGINE_VERSION_PROFILES.items():
+        if text.startswith(prefix):
+            return name
     return ENGINE_PROFILES.get(_first_word(engine))
 
 
@@ -133,6 +158,7 @@ def deployment(r: dict[str, str], **overrides: object) -> Deployment:
     kw: dict[str, object] = {
         "overheads": get_engine(name).overheads(gpu) if name else None,
         "gemm_accumulate": gemm_accumulate(r["engine"]),
+        "attention_kernel": ENGINE_ATTENTION.get(_first_word(r["engine"]), "fused"),
     }
     kw.update(overrides)
     return Deployment(
@@ -152,12 +178,31 @@ def predict(r: dict[str, str], **overrides: object) -> float:
     b, isl, osl = int(r["batch"]), int(r["isl"]), int(r["osl"])
     if r["metric"] == "prefill_s":
         client = dep.engine_overheads.request_s if r.get("observed") == "client" else 0.0
+        ubatch = ENGINE_UBATCH_TOKENS.get(_first_word(r["engine"]))
+        if ubatch is not None and b == 1:  # micro-batches of one prompt: chunks with their prefix
+            return float(chunked_prefill_time_s(dep, isl, ubatch)) + client
         return float(prefill_cost(dep, isl, batch=b).time_s) + client
     if r["metric"] == "tpot_s":
-        return float(mean_tpot_s(dep, b, isl, osl))
+        return float(closed_loop_tpot_s(dep, b, isl, osl))
     if r["metric"] == "e2e_s":
         return float(generation_time_s(dep, b, isl, osl))
     raise ValueError(f"{r['id']}: unknown metric {r['metric']!r}")
+
+
+def closed_loop_tpot_s(dep: Deployment, concurrency: int, isl: int, osl: int) -> float:
+    """TPOT of a closed-loop benchmark at ``concurrency`` C (every TPOT row with batch > 1: genai-perf,
+    ``vllm bench serve`` / SGLang ``bench_serving --max-concurrency``): decode steps at batch C, each
+    also waiting for the other requests' prompts, (C - 1) / (decode steps + 1) per step of their prefill
+    less the step overhead the decode step pays anyway: the stalled-step form pdplan's calibration fits
+    with (model.calibrate.problem, model.queueing.interference.stalled_step_s and
+    closed_loop_prefills_per_step; DistServe sec. 2.2, Sarathi-Serve sec. 2-3). C = 1: mean_tpot_s."""
+    tpot = float(mean_tpot_s(dep, concurrency, isl, osl))
+    if concurrency <= 1:
+        return tpot
+    per_step = tokens_per_decode_step(dep)
+    stall = max(float(prefill_cost(dep, isl).time_s) - dep.overhead_s, 0.0)
+    k = closed_loop_prefills_per_step(concurrency, osl, per_step)
+    return float(stalled_step_s(tpot * per_step.emitted, k, stall)) / per_step.emitted
 
 
 def evaluate(r: dict[str, str]) -> tuple[float, str]:

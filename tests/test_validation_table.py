@@ -83,6 +83,11 @@ def test_conversions_follow_the_cited_tables() -> None:
     # 8192-token prompt in 8192 / 4,039.68 s; tg 8192 at 110.66 t/s is 1 / 110.66 s per token.
     pp, tg = (float(rows[f"xd-llamacpp-4090-l3_8b-q4_k_m-{t}"]["measured_s"]) for t in ("pp8192", "tg8192"))
     assert pp == pytest.approx(8192 / 4039.68, abs=1e-6) and tg == pytest.approx(1 / 110.66, abs=1e-7)
+    # the same table's pp 4096 and tg 1024 columns (third round): RTX 3090 F16 pp 4096 at 3,410.47 t/s,
+    # RTX 4090 Q4_K_M tg 1024 at 127.74 t/s
+    pp4 = float(rows["xd-llamacpp-3090-l3_8b-f16-pp4096"]["measured_s"])
+    tg1 = float(rows["xd-llamacpp-4090-l3_8b-q4_k_m-tg1024"]["measured_s"])
+    assert pp4 == pytest.approx(4096 / 3410.47, abs=1e-6) and tg1 == pytest.approx(1 / 127.74, abs=1e-7)
     # dstack raw data: DeepSeek-R1 on 8x H200 with vLLM, concurrency 64, mean TPOT 65.6177 ms.
     dsr1 = rows["dstack-h200-vllm-dsr1-c64-tpot"]
     shape = (dsr1["batch"], dsr1["isl"], dsr1["osl"])

@@ -47,13 +47,21 @@ class AttentionWork:
     (the cached keys and values decoding tokens attend to; 0 in prefill); ``decode_kv_token_bytes``:
     what one more cached token would add to it (per TP rank, all sequences), which the step cost
     uses for the decode attention kernels' fixed cost per sequence
-    (model.physics.deployment.DECODE_ATTENTION_FIXED_TOKENS)."""
+    (model.physics.deployment.DECODE_ATTENTION_FIXED_TOKENS).
+
+    ``score_elements`` and ``masked_flops`` matter only to an attention kernel that materialises
+    the score matrix (model.physics.materialised_attention): the elements of the n x n_kv score
+    matrices of the dense-key layers (F, S, C: every query against every cached key, the mask
+    applied by the softmax, not skipped), per TP rank, all layers, and the FLOPs of the masked
+    pairs such a kernel computes on top of ``flops`` (whole instance)."""
 
     flops: np.ndarray
     kv_read_bytes: np.ndarray
     kv_write_bytes: np.ndarray
     decode_kv_read_bytes: np.ndarray | float = 0.0
     decode_kv_token_bytes: np.ndarray | float = 0.0
+    score_elements: np.ndarray | float = 0.0
+    masked_flops: np.ndarray | float = 0.0
 
     def __add__(self, other: AttentionWork) -> AttentionWork:
         return AttentionWork(
@@ -62,6 +70,8 @@ class AttentionWork:
             self.kv_write_bytes + other.kv_write_bytes,
             self.decode_kv_read_bytes + other.decode_kv_read_bytes,
             self.decode_kv_token_bytes + other.decode_kv_token_bytes,
+            self.score_elements + other.score_elements,
+            self.masked_flops + other.masked_flops,
         )
 
     def scaled(self, factor: float) -> AttentionWork:
@@ -73,6 +83,8 @@ class AttentionWork:
             self.kv_write_bytes * factor,
             self.decode_kv_read_bytes * factor,
             self.decode_kv_token_bytes * factor,
+            self.score_elements * factor,
+            self.masked_flops * factor,
         )
 
 
@@ -161,13 +173,18 @@ def prefill_work(
     per_token = kinds.kv_bytes_per_token(arch, kv_dtype, tp)
     flops = np.zeros_like(n, dtype=float)
     read = np.zeros_like(n, dtype=float)
+    scores = np.zeros_like(n, dtype=float)
+    masked = np.zeros_like(n, dtype=float)
     for kind, count in kinds.kind_counts(arch).items():
         if kind not in kinds.SOFTMAX_KINDS:
             continue
         layer_b, index_b = _layer_bytes(arch, kv_dtype, tp, kind)
         dims = _dims(arch, kind, absorbed=False)
+        if kind in "FSC":  # a materialising kernel: every new token against all n_kv = c + n keys
+            scores = scores + count * arch.num_heads / tp * n * (c + n)
         if kind == "F":
             flops = flops + 2.0 * arch.num_heads * count * dims * (n * c + n * (n + 1) / 2)
+            masked = masked + 2.0 * arch.num_heads * count * dims * n * (n - 1) / 2
             read = read + count * layer_b * (c + n)
             continue
         if kind in kinds.COMPRESSED_KINDS:
@@ -183,6 +200,8 @@ def prefill_work(
         w = _window(arch, kind)
         pairs = key_pairs_before(kind, c + n, w) - key_pairs_before(kind, c, w)
         flops = flops + 2.0 * arch.num_heads * count * dims * pairs
+        if kind in "SC":
+            masked = masked + 2.0 * arch.num_heads * count * dims * (n * (c + n) - pairs)
         if kind == "X":
             full_pairs = n * c + n * (n + 1) / 2
             flops = flops + 2.0 * arch.index_heads * arch.index_head_dim * count * full_pairs
@@ -196,6 +215,8 @@ def prefill_work(
         flops * seqs,
         (read + state * has) * seqs,
         (n * per_token + state * has) * seqs,
+        score_elements=scores * seqs,
+        masked_flops=masked * seqs,
     )
 
 
@@ -209,6 +230,8 @@ def decode_work(
     flops = np.zeros_like(ctx, dtype=float)
     read = np.zeros_like(ctx, dtype=float)
     token_b = 0.0  # KV bytes one more attended token adds, over the attention layers
+    scores = np.zeros_like(ctx, dtype=float)
+    masked = np.zeros_like(ctx, dtype=float)
     for kind, count in kinds.kind_counts(arch).items():
         if kind in kinds.COMPRESSED_KINDS or kind in kinds.SOFTMAX_KINDS:
             token_b += count * _layer_bytes(arch, kv_dtype, tp, kind)[0]
@@ -224,7 +247,11 @@ def decode_work(
         elif kind in kinds.SOFTMAX_KINDS:
             layer_b, index_b = _layer_bytes(arch, kv_dtype, tp, kind)
             keys = keys_at(kind, ctx, _window(arch, kind))
-            flops = flops + 2.0 * arch.num_heads * count * _dims(arch, kind, absorbed=True) * width * keys
+            dims = _dims(arch, kind, absorbed=True)
+            flops = flops + 2.0 * arch.num_heads * count * dims * width * keys
+            if kind in "FSC":  # a materialising kernel scores every cached key, masked or not
+                scores = scores + count * arch.num_heads / tp * width * ctx
+                masked = masked + 2.0 * arch.num_heads * count * dims * width * (ctx - keys)
             read = read + count * layer_b * keys
             if kind == "X":
                 flops = flops + 2.0 * arch.index_heads * arch.index_head_dim * count * width * ctx
@@ -237,6 +264,8 @@ def decode_work(
         (width * per_token + state) * seqs,
         read * seqs,
         token_b * seqs,
+        scores * seqs,
+        masked * seqs,
     )
 
 

@@ -28,6 +28,7 @@ from model.llm.arch import (
     kv_bytes_per_token_per_gpu,
     weight_params_by_component,
 )
+from model.physics.materialised_attention import check_attention_kernel
 from model.physics.speculation import Speculation, draft_memory
 
 # Bytes per logit written by the LM head (vLLM and TensorRT-LLM compute logits in fp32).
@@ -149,6 +150,7 @@ class Deployment:
     gemm_accumulate: str = "fp32"  # accumulator of 16-bit GEMMs, one of GEMM_ACCUMULATORS
     decode_kv_efficiency: float | None = None  # None: DECODE_KV_STREAM_EFFICIENCY
     decode_attention_fixed_tokens: float | None = None  # None: DECODE_ATTENTION_FIXED_TOKENS
+    attention_kernel: str = "fused"  # or "materialised" (model.physics.materialised_attention)
 
     def __post_init__(self) -> None:
         if not isinstance(self.arch, LLMArch):
@@ -187,6 +189,7 @@ class Deployment:
             raise InputError("decode_attention_fixed_tokens", c, "a number of tokens in [0, 1e6]")
         if self.gemm_accumulate not in GEMM_ACCUMULATORS:
             raise InputError("gemm_accumulate", self.gemm_accumulate, " or ".join(GEMM_ACCUMULATORS))
+        check_attention_kernel(self.attention_kernel)
         if self.speculation is not None and not isinstance(self.speculation, Speculation):
             raise InputError("speculation", self.speculation, "a Speculation (model.physics.speculation)")
         for name in ("tp_link", "pp_link", "scale_out_link"):

@@ -14,6 +14,7 @@ from model.llm.arch import lm_head_params
 from model.physics.attention import AttentionWork
 from model.physics.deployment import FP16_COPY_ABOVE_TOKENS, LOGIT_BYTES, Deployment
 from model.physics.expert_parallel import grouped_gemm_rows, load_imbalance, rows_per_expert
+from model.physics.materialised_attention import score_traffic_s
 from model.physics.operators import (
     activation_elements_per_token,
     linear_flops_per_token,
@@ -60,7 +61,9 @@ def step_work(
     linear = {c: per_token[c] * tokens for c in parts}
     linear["mlp"] = linear["mlp"] + 2.0 * lm_head_params(arch) * logits
     linear = {c: linear[c] * share[c] for c in parts}  # per GPU
-    attn_flops = attn.flops * busy / tp
+    attn_flops = (
+        (attn.flops + (attn.masked_flops if dep.attention_kernel == "materialised" else 0.0)) * busy / tp
+    )
     flops = sum(linear.values()) + attn_flops
 
     # Bytes per GPU (weights per component in its format, block scales included): each DP rank
@@ -94,6 +97,7 @@ def step_work(
         + dep.exposed_weight_fraction * w_bytes / stream_bw
         + attn_flops / (dep.attention_peak_flops_per_s * dep.mfu)
         + fp16_copy_s(dep, {c: params[c] * w_share[c] for c in parts}, tokens)
+        + score_traffic_s(dep.attention_kernel, attn.score_elements * busy, dep.decode_kv_bandwidth)
     )
     # Decode attention streams its cached KV at its own efficiency, plus a fixed cost per sequence
     # of DECODE_ATTENTION_FIXED_TOKENS tokens' worth of KV (model.physics.deployment).

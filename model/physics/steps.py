@@ -16,6 +16,8 @@ Per-step time (Williams, Waterman & Patterson 2009, "Roofline", CACM 52(4)):
                 (DECODE_KV_STREAM_EFFICIENCY, DECODE_ATTENTION_FIXED_TOKENS of model.physics.deployment)
     compute_s also carries llama.cpp's FP16 weight copy when gemm_accumulate is "fp16"
                 (model.physics.step_work.fp16_copy_s)
+    and, with attention_kernel "materialised" (no FlashAttention), the score-matrix passes and
+                masked FLOPs (model.physics.materialised_attention)
 
 Bytes per element and the peak each component's GEMMs run at come from the format table
 (:mod:`model.hardware.formats`) through the Deployment's precision.
