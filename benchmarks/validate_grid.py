@@ -13,10 +13,13 @@ style by the margin, else the better colocated style, chunked on ties) and compa
 Acceptance (issue 17): simulated / planned goodput in [0.9, 1.1] in >= 90% of cells; the verdict from
 the simulated goodputs equals the planner's in >= 95% of scenarios.
 
-Run: ``PYTHONPATH=. .venv/bin/python benchmarks/validate_grid.py [--cells N] [--workers 2]
-[--requests N] [--json benchmarks/results/grid.json] [--resume]``. Every scenario is a pure function
-of (seed, index); ``--resume`` keeps the scenarios already in the JSON file (same seed and requests).
-The simulation choices (request count, warm-up, bisection tolerance) are stated in docs/validation.md.
+Run: ``PYTHONPATH=. .venv/bin/python benchmarks/validate_grid.py [--cells N | --scenarios N]
+[--workers 2] [--requests N] [--fixed-length] [--json benchmarks/results/grid.json] [--resume]``.
+Every scenario is a pure function of (seed, index); ``--resume`` keeps the scenarios already in the
+JSON file (same seed, request floor and run-length mode; the model is not checked, so do not resume
+across model changes). Each cell's run length scales with its rate x request lifetime
+(:func:`run_length`; ``--fixed-length``: exactly ``--requests`` with 10% warm-up, the session-4
+choice). The simulation choices are stated in docs/validation.md "Broad grid".
 """
 
 from __future__ import annotations
