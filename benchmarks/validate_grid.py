@@ -13,10 +13,13 @@ style by the margin, else the better colocated style, chunked on ties) and compa
 Acceptance (issue 17): simulated / planned goodput in [0.9, 1.1] in >= 90% of cells; the verdict from
 the simulated goodputs equals the planner's in >= 95% of scenarios.
 
-Run: ``PYTHONPATH=. .venv/bin/python benchmarks/validate_grid.py [--cells N] [--workers 2]
-[--requests N] [--json benchmarks/results/grid.json] [--resume]``. Every scenario is a pure function
-of (seed, index); ``--resume`` keeps the scenarios already in the JSON file (same seed and requests).
-The simulation choices (request count, warm-up, bisection tolerance) are stated in docs/validation.md.
+Run: ``PYTHONPATH=. .venv/bin/python benchmarks/validate_grid.py [--cells N | --scenarios N]
+[--workers 2] [--requests N] [--fixed-length] [--json benchmarks/results/grid.json] [--resume]``.
+Every scenario is a pure function of (seed, index); ``--resume`` keeps the scenarios already in the
+JSON file (same seed, request floor and run-length mode; the model is not checked, so do not resume
+across model changes). Each cell's run length scales with its rate x request lifetime
+(:func:`run_length`; ``--fixed-length``: exactly ``--requests`` with 10% warm-up, the session-4
+choice). The simulation choices are stated in docs/validation.md "Broad grid".
 """
 
 from __future__ import annotations
@@ -56,8 +59,16 @@ TTFT_FACTORS = (1.5, 3.0, 5.0, 10.0)
 TPOT_FACTORS = (1.5, 2.5, 4.0)
 TTFT_FLOOR_S = 0.1
 BAND = (0.9, 1.1)
-REQUESTS = 1500
-WARMUP_FRACTION = 0.1
+REQUESTS = 1500  # the least number of simulated requests per cell
+WARMUP_FRACTION = 0.1  # with a fixed --requests run length (the session-4 baseline's choice)
+# Scaled run length (the default): the warm-up must span STEADY_LIFETIMES request lifetimes at the
+# cell's rate (decode batch in steady state; docs/validation.md "Broad grid"), taken at
+# RATE_HEADROOM x the planner's goodput since the search may go above it; the first quarter is
+# left out, as in benchmarks/steady.py.
+STEADY_LIFETIMES = 3.0
+RATE_HEADROOM = 1.5
+SCALED_WARMUP_FRACTION = 0.25
+MAX_REQUESTS = 40_000
 SIM_REL_TOL = 0.02
 SEED = 17
 
@@ -150,6 +161,7 @@ class Cell:
     attain_sim: float
     sim_stable: bool
     batch_planner: float = math.nan
+    requests: int = 0
 
     @property
     def ratio(self) -> float:
@@ -198,43 +210,62 @@ def plan_for(s: Scenario):
     )
 
 
-def cell_ratio(index: int, style: str, requests: int = REQUESTS, seed: int = SEED) -> float:
-    """Simulated / planned goodput of one cell (scenario ``index``, the best ``style`` configuration):
-    the test suite's subset (tests/test_validate_grid.py)."""
+def run_length(rate_rps: float, lifetime_s: float, minimum: int, scaled: bool = True) -> tuple[int, int]:
+    """(requests, warm-up requests) of one cell's simulation.
+
+    Scaled: the warm-up (a quarter of the run) spans STEADY_LIFETIMES request lifetimes
+    (p90 TTFT + mean output x p90 TPOT at the planner's goodput) at RATE_HEADROOM x the rate, so
+    the measured requests meet the decode pool's steady batch (Little: the pool holds
+    rate x lifetime requests), at least ``minimum`` and at most MAX_REQUESTS requests. Fixed
+    (``scaled=False``): ``minimum`` requests with 10% warm-up, the session-4 baseline's choice.
+    """
+    if not scaled:
+        return minimum, int(WARMUP_FRACTION * minimum)
+    in_system = RATE_HEADROOM * rate_rps * max(lifetime_s, 0.0)
+    n = max(minimum, math.ceil(STEADY_LIFETIMES * in_system / SCALED_WARMUP_FRACTION))
+    n = min(n, MAX_REQUESTS)
+    return n, int(SCALED_WARMUP_FRACTION * n)
+
+
+def _lifetime_s(b, mean_output: float) -> float:
+    """A request's time in the system at the planner's goodput: p90 TTFT + mean output x p90 TPOT."""
+    ev = b.at_goodput
+    return float(ev.ttft_s.p90) + mean_output * float(ev.tpot_s.p90)
+
+
+def simulate_cell(scn, b, index: int, minimum: int = REQUESTS, scaled: bool = True):
+    """The simulator's goodput search for one cell (best configuration ``b`` of the planned
+    scenario ``scn``, grid scenario ``index`` seeding the requests), on the cell's run length.
+    Returns (GoodputResult, the base requests at 1 req/s, the simulate keyword arguments)."""
     from model.sim.simulate import SimOptions, goodput, poisson_requests, scenario_options
 
+    mean_output = float(np.mean(poisson_requests(scn.workload, 1.0, minimum, seed=index).output_tokens))
+    n_req, n_warm = run_length(b.goodput_rps, _lifetime_s(b, mean_output), minimum, scaled)
+    base = poisson_requests(scn.workload, 1.0, n_req, seed=index)
+    kw = {**scenario_options(scn), "options": SimOptions(warmup_requests=n_warm)}
+    g = goodput(b.config, scn.arch, base, start_rps=b.goodput_rps, rel_tol=SIM_REL_TOL, **kw)
+    return g, base, kw
+
+
+def cell_ratio(
+    index: int, style: str, requests: int = REQUESTS, seed: int = SEED, scaled: bool = True
+) -> float:
+    """Simulated / planned goodput of one cell (scenario ``index``, the best ``style`` configuration)."""
     s = sample_scenario(seed, index)
     p = plan_for(s)
-    scn, b = p.inputs.scenario, p.best[style]
-    base = poisson_requests(scn.workload, 1.0, requests, seed=s.index)
-    opts = SimOptions(warmup_requests=int(WARMUP_FRACTION * requests))
-    g = goodput(
-        b.config,
-        scn.arch,
-        base,
-        start_rps=b.goodput_rps,
-        rel_tol=SIM_REL_TOL,
-        options=opts,
-        **scenario_options(scn),
-    )
+    b = p.best[style]
+    g, _, _ = simulate_cell(p.inputs.scenario, b, s.index, requests, scaled)
     return g.rate_rps / b.goodput_rps
 
 
-def run_scenario(args: tuple[Scenario, int]) -> Result:
+def run_scenario(args: tuple[Scenario, int, bool]) -> Result:
     import model
     from model.planner.verdict import INTERFERENCE_MATERIAL, interference
     from model.serving.registry import style_of
-    from model.sim.simulate import (
-        SimOptions,
-        SimRequests,
-        goodput,
-        poisson_requests,
-        scenario_options,
-        simulate,
-    )
+    from model.sim.simulate import SimRequests, simulate
     from model.workload.arrivals import scale_to_rate
 
-    s, n = args
+    s, n, scaled = args
     t0 = time.perf_counter()
     res = Result(asdict(s))
     try:
@@ -248,12 +279,9 @@ def run_scenario(args: tuple[Scenario, int]) -> Result:
     scn = p.inputs.scenario
     res.verdict_planner = p.verdict
     res.family_planner = style_of(p.best[p.verdict].config).family if p.verdict in p.best else "none"
-    base = poisson_requests(scn.workload, 1.0, n, seed=s.index)
-    opts = SimOptions(warmup_requests=int(WARMUP_FRACTION * n))
-    kw = {**scenario_options(scn), "options": opts}
     sim_goodputs = {}
     for style, b in p.best.items():
-        g = goodput(b.config, scn.arch, base, start_rps=b.goodput_rps, rel_tol=SIM_REL_TOL, **kw)
+        g, base, kw = simulate_cell(scn, b, s.index, n, scaled)
         req = SimRequests(
             scale_to_rate(base.arrival_s, b.goodput_rps), base.prompt_tokens, base.output_tokens
         )
@@ -277,6 +305,7 @@ def run_scenario(args: tuple[Scenario, int]) -> Result:
                     sm.attainment,
                     bool(sm.stable),
                     float(getattr(ev, "decode_batch", math.nan)),
+                    len(base.arrival_s),
                 )
             )
         )
@@ -383,12 +412,34 @@ def report(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _commit() -> str:
+    """The measured commit (git HEAD, with "+dirty" for uncommitted changes), for the JSON."""
+    import subprocess
+
+    try:
+
+        def git(*a: str) -> str:
+            return subprocess.run(["git", *a], capture_output=True, text=True, check=True).stdout.strip()
+
+        dirty = "+dirty" if git("status", "--porcelain", "-uno") else ""
+        return git("rev-parse", "--short", "HEAD") + dirty
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cells", type=int, default=200, help="stop sampling once this many cells are planned")
     ap.add_argument("--scenarios", type=int, default=None, help="run scenarios 0 .. N-1 (instead of --cells)")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--requests", type=int, default=REQUESTS)
+    ap.add_argument(
+        "--requests", type=int, default=REQUESTS, help="simulated requests per cell (the least, when scaled)"
+    )
+    ap.add_argument(
+        "--fixed-length",
+        action="store_true",
+        help="exactly --requests with 10%% warm-up (the baseline), not scaled to the cell's rate",
+    )
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--json", default="benchmarks/results/grid.json")
     ap.add_argument("--resume", action="store_true", help="keep scenarios already in --json")
@@ -398,7 +449,8 @@ def main() -> None:
     if (args.resume or args.report_only) and os.path.exists(args.json):
         with open(args.json, encoding="utf-8") as fh:
             blob = json.load(fh)
-        if blob.get("seed") == args.seed and blob.get("requests") == args.requests:
+        same = blob.get("run_length", "fixed") == ("fixed" if args.fixed_length else "scaled")
+        if blob.get("seed") == args.seed and blob.get("requests") == args.requests and same:
             done = {r["scenario"]["index"]: r for r in blob["results"]}
     if not args.report_only:
         t0 = time.perf_counter()
@@ -410,7 +462,8 @@ def main() -> None:
                 limit = math.inf if args.scenarios is None else args.scenarios
                 while len(batch) < 2 * args.workers and index < limit:
                     if index not in done:
-                        batch.append((sample_scenario(args.seed, index), args.requests))
+                        job = (sample_scenario(args.seed, index), args.requests, not args.fixed_length)
+                        batch.append(job)
                     index += 1
                 for r in pool.map(run_scenario, batch):
                     d = asdict(r)
@@ -430,6 +483,8 @@ def main() -> None:
                         {
                             "seed": args.seed,
                             "requests": args.requests,
+                            "run_length": "fixed" if args.fixed_length else "scaled",
+                            "commit": _commit(),
                             "results": [done[k] for k in sorted(done)],
                         },
                         fh,

@@ -38,6 +38,25 @@ def test_csv_has_enough_cited_rows() -> None:
     assert any(r.measured_ratio < 1 for r in ROWS.values())
 
 
+def test_every_csv_row_has_exactly_the_header_columns() -> None:
+    """No row spills an unquoted comma into a spare column (csv.DictReader files those under None)."""
+    import csv
+
+    with open(pc.CSV_PATH, newline="") as fh:
+        for r in csv.DictReader(fh):
+            assert None not in r and None not in r.values(), r.get("id")
+
+
+def test_colocated_side_of_the_b200_row_matches_its_measurement() -> None:
+    """ankdeshm-b200-3k-c16: standard vLLM 2 x TP4 on B200, Llama-3.1-70B FP8, 3,000 / 150 tokens at
+    16 concurrent users measured 1,350.12 output tok/s = 1,350.12 / 150 = 9.00 req/s
+    (13_master.md); pdplan's fixed-concurrency mode gives it within 10%."""
+    row = ROWS["ankdeshm-b200-3k-c16"]
+    co, _ = pc.configs(row)
+    got = pc.model.evaluate_concurrency(co, pc.scenario(row), 16).at_users.throughput_rps
+    assert got == pytest.approx(1350.12 / 150, rel=0.10)
+
+
 def test_closed_loop_rate_satisfies_littles_law() -> None:
     """The returned rate lambda satisfies lambda x E2E(lambda) = N within the bisection tolerance."""
     row = ROWS["dynamo-402-llama70b"]

@@ -183,6 +183,7 @@ def occupancy(
     per_token_s: np.ndarray,
     cap: np.ndarray,
     mean_batch: np.ndarray,
+    instances: np.ndarray | None = None,
 ) -> Occupancy:
     """p(n) of the birth-death batch (module docstring, item 1) on SUPPORT_POINTS points per candidate.
 
@@ -193,11 +194,24 @@ def occupancy(
     middle, log p(n) - log p(n_0) = sum of ln a(k) over (n_0, n] - ln(n! / n_0!) (ln a taken at the
     run's middle; exact when every run is one integer). The cap's waiting states add the atom
     p(c) rho / (1 - rho) at n = c (one more support point, K + 1 in all).
+
+    ``instances`` (default 1 per candidate): a pool of R decode instances behind a least-loaded router
+    (the simulator's rule, model.sim.disaggregated: each request goes to the instance holding the
+    fewest KV tokens) keeps the running sequences spread evenly, so the pool is one birth-death
+    process over its total N with births R lambda and deaths N / (E[O] tau(N / R)), each sequence in
+    a batch of about N / R (a batch below one is a batch-1 step: with N < R every sequence runs
+    alone). Independent instances fed a Poisson split (lambda / R each, random routing) would fluctuate
+    more: at a mean batch of 0.1 on 3 instances a request shares its instance ~10% of the time, on a
+    least-loaded pool only when 4 or more are running (~0.03%). The returned ``batch`` is N / R, the
+    per-instance batch.
     """
-    lam_eo = np.asarray(demand_tokens_per_s, dtype=float)[:, None]
-    c = np.maximum(np.floor(np.asarray(cap, dtype=float)), 1.0)
-    m = np.clip(np.asarray(mean_batch, dtype=float), 0.0, c)
+    inst = np.ones(len(np.atleast_1d(cap))) if instances is None else np.asarray(instances, dtype=float)
+    c_one = np.maximum(np.floor(np.asarray(cap, dtype=float)), 1.0)
+    lam_eo = (np.asarray(demand_tokens_per_s, dtype=float) * inst)[:, None]  # the pool's demand
+    c = c_one * inst  # the pool's cap on running sequences
+    m = np.clip(np.asarray(mean_batch, dtype=float), 0.0, c_one)
     eps = elasticity(m, grid, per_token_s)
+    m = m * inst
     sd = np.sqrt(np.maximum(m, 1.0) / (1.0 - eps))
     lo = np.floor(np.clip(m - _BELOW_SD * sd, 0.0, c))
     hi = np.minimum(c, np.ceil(m + _ABOVE_SD * sd + 3.0))
@@ -206,7 +220,8 @@ def occupancy(
     n = np.minimum(lo[:, None] + j * step[:, None], hi[:, None])  # [C, K]; repeats of hi weigh 0
     run = np.diff(n, axis=1, prepend=n[:, :1] - 1.0)  # integers each point stands for (1 at j = 0)
     mid = np.where(run > 0, n - (run - 1.0) / 2.0, n)  # the middle of the run: where its mass sits
-    tau = interp_rows(np.concatenate([np.maximum(mid, 1.0), c[:, None]], axis=1), grid, per_token_s)
+    per_instance = np.maximum(mid / inst[:, None], 1.0)
+    tau = interp_rows(np.concatenate([per_instance, c_one[:, None]], axis=1), grid, per_token_s)
     tau_mid, tau_c = tau[:, :-1], tau[:, -1]  # at the runs' middles, and at the cap
     rows = np.arange(len(c))
     last = np.argmax(n >= hi[:, None], axis=1)  # the point that reaches hi
@@ -228,7 +243,7 @@ def occupancy(
         atom = np.where(hi >= c, np.exp(ell_hi - shift[:, 0]) * rho / (1.0 - rho), 0.0)
         atom = np.where(np.isfinite(atom), atom, 0.0)
         w = np.concatenate([w, atom[:, None]], axis=1)
-        n = np.concatenate([mid, c[:, None]], axis=1)
+        n = np.concatenate([mid, c[:, None]], axis=1) / inst[:, None]
         total = w.sum(axis=1, keepdims=True)
         prob = np.where(total > 0, w / np.where(total > 0, total, 1.0), 0.0)
     return Occupancy(batch=n, prob=prob, tau_s=tau, elasticity=eps)
@@ -311,7 +326,9 @@ def decode_tpot_spread(
     cap: np.ndarray,
     mean_batch: np.ndarray,
     output_tokens: np.ndarray,
+    instances: np.ndarray | None = None,
 ) -> TpotSpread:
-    """The per-request TPOT law of C decode instances: :func:`occupancy` then :func:`tpot_spread`."""
-    occ = occupancy(demand_tokens_per_s, grid, per_token_s, cap, mean_batch)
+    """The per-request TPOT law of C decode pools (``instances`` each, behind a least-loaded router;
+    per-instance demand, cap and mean batch): :func:`occupancy` then :func:`tpot_spread`."""
+    occ = occupancy(demand_tokens_per_s, grid, per_token_s, cap, mean_batch, instances)
     return tpot_spread(occ, output_tokens)

@@ -134,7 +134,9 @@ def evaluate_disaggregated(
     rate_d = rate / n_d
     sol = solve_batch(rate_d * eo, BATCH_GRID, dec, max_batch)
     t_dec = sol.per_token_s
-    spread = decode_tpot_spread(rate_d * eo, BATCH_GRID, dec, max_batch, sol.batch, out_tokens)
+    spread = decode_tpot_spread(
+        rate_d * eo, BATCH_GRID, dec, max_batch, sol.batch, out_tokens, np.broadcast_to(n_d, rate.shape)
+    )
     tau_cap = interp_rows(max_batch, BATCH_GRID, dec)
     adm_mean, adm_ok = admission_wait(rate_d, eo, scv_o, max_batch, tau_cap)
 
