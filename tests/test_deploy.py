@@ -333,6 +333,40 @@ def test_ep_and_dp_attention_flags_follow_the_parallelism() -> None:
     assert yaml.safe_load(opts.text)["enable_attention_dp"] is True
 
 
+def test_kv_offload_tiers_become_engine_flags() -> None:
+    """A plan with a 1 TB CPU tier and a 10 TB remote store per hgx-h100-8 node (8 GPUs): a TP1
+    instance uses 1e12 x 1/8 = 125e9 bytes of the CPU tier. vLLM: --kv-offloading-size in GiB over
+    the instance, floor(125e9 / 2^30) = floor(116.4) = 116; SGLang: --hicache-size in GB per rank,
+    125, and the remote store as the mooncake storage backend; TensorRT-LLM: host_cache_size =
+    125e9 bytes per rank. vLLM cannot take the remote tier (native offloading is CPU only): a note.
+    Every flag is checked against the data files as the recipe is built, every YAML against its
+    schema (model.deploy)."""
+    p = model.plan("llama-3.1-8b", "h100-sxm", workload="chat", ttft_slo_s=1.0, tpot_slo_s=0.05, gpus=2,
+                   node="hgx-h100-8", prefix_hit_rate=0.5, kv_offload="cpu:1TB,remote:10TB,working-set:20M",
+                   thresholds=False)  # fmt: skip
+    files = deploy(p, ["vllm", "sglang", "trtllm"]).files()
+    for style in ("colocated", "colocated-chunked"):
+        line = files[f"{style}/vllm/node-0.sh"]
+        assert "--kv-offloading-backend native" in line and "--kv-offloading-size 116 &" in line, style
+        assert "remote KV tier is not set" in files[f"{style}/vllm/README.md"]
+        sg = files[f"{style}/sglang/node-0.sh"]
+        assert "--enable-hierarchical-cache" in sg and "--hicache-size 125" in sg
+        assert "--hicache-storage-backend mooncake" in sg
+        opts = yaml.safe_load(files[f"{style}/trtllm/replica-options.yaml"])
+        assert opts["kv_cache_config"]["host_cache_size"] == 125_000_000_000
+    # disaggregated: the prefill pool keeps the prefixes, the decode pool none; vLLM's NixlConnector
+    # and the native offloading's connector exclude each other, so the flag is a note there
+    dis = files["disaggregated/vllm/node-0.sh"]
+    assert "--kv-offloading-size" not in dis and "MultiConnector" in files["disaggregated/vllm/README.md"]
+    pre = yaml.safe_load(files["disaggregated/trtllm/prefill-options.yaml"])
+    dec = yaml.safe_load(files["disaggregated/trtllm/decode-options.yaml"])
+    assert pre["kv_cache_config"]["host_cache_size"] == 125_000_000_000
+    assert "host_cache_size" not in dec.get("kv_cache_config", {})
+    sg = files["disaggregated/sglang/node-0.sh"]
+    for c in [c for c in shell_commands(sg) if "sglang.launch_server" in c]:
+        assert ("--enable-hierarchical-cache" in c) == (c[c.index("--disaggregation-mode") + 1] == "prefill")
+
+
 # ---------------------------------------------------------------------------------------------
 # inputs and outputs
 
