@@ -290,6 +290,13 @@ def evaluate_colocated(
         stall_sizes_s=np.sort(stalls, axis=1),
         output_tokens=out_tokens,
         stable=stable,
+        # the stalls' share of a running request's decode time, 1 - t_dec / tau: a stall lengthens
+        # the decode and so draws more stalls (busy-period spread, model.queueing.latency)
+        stall_load=np.where(
+            np.isfinite(per_token) & (per_token > 0),
+            1.0 - t_dec / np.where(per_token > 0, per_token, 1.0),
+            0.0,
+        ),
     )
     zeros = np.zeros(n)
     decode_busy = np.minimum(busy + (1.0 - np.minimum(busy, 1.0)) * busy_fraction(b), 1.0)
