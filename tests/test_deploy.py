@@ -204,9 +204,10 @@ def test_kv_transfer_config_is_the_documented_json(plan_and_deployment) -> None:
 
 def test_dense_reference_recipe_by_hand() -> None:
     """llama-3.1-70b on 16 x H100 (chat, TTFT 1 s, TPOT 50 ms): disaggregated 6 x TP2 + 1 x TP4.
-    Prefill instances run unchunked with the vLLM profile's 8192-token cap (longest chat request
-    rounds to 6144 tokens < 8192); the decode instance keeps chunked prefill with the 2048-token
-    decode budget; max-num-seqs is the profile's 1024; two 8-GPU nodes, the TP4 decode first."""
+    Prefill instances run unchunked with the vLLM profile's 8192-token cap (the sample's longest chat
+    request, 7,828 tokens, rounds up to 7936 < 8192); the decode instance keeps chunked prefill with
+    the 2048-token decode budget; max-num-seqs is the profile's 1024; two 8-GPU nodes, the TP4 decode
+    first."""
     p = reference_plan("dense-llama-3.1-70b-16xh100")
     assert p.verdict == "disaggregated"
     dep = deploy(p, "vllm")
@@ -221,7 +222,7 @@ def test_dense_reference_recipe_by_hand() -> None:
         assert ("--enable-chunked-prefill" in o) == decode
         assert ("--no-enable-chunked-prefill" in o) == (not decode)
         assert o["--max-num-seqs"] == ("1024",)
-        assert o["--max-model-len"] == ("6144",)
+        assert o["--max-model-len"] == ("7936",)
     text = dep.files()["recommended/vllm/node-0.sh"]
     assert "CUDA_VISIBLE_DEVICES=0,1,2,3" in text and "vllm serve meta-llama/Llama-3.1-70B" in text
     readme = dep.files()["recommended/vllm/README.md"]
