@@ -204,9 +204,10 @@ def test_kv_transfer_config_is_the_documented_json(plan_and_deployment) -> None:
 
 def test_dense_reference_recipe_by_hand() -> None:
     """llama-3.1-70b on 16 x H100 (chat, TTFT 1 s, TPOT 50 ms): disaggregated 6 x TP2 + 1 x TP4.
-    Prefill instances run unchunked with the vLLM profile's 8192-token cap (longest chat request
-    rounds to 6144 tokens < 8192); the decode instance keeps chunked prefill with the 2048-token
-    decode budget; max-num-seqs is the profile's 1024; two 8-GPU nodes, the TP4 decode first."""
+    Prefill instances run unchunked with the vLLM profile's 8192-token cap (the sample's longest chat
+    request, 7,828 tokens, rounds up to 7936 < 8192); the decode instance keeps chunked prefill with
+    the 2048-token decode budget; max-num-seqs is the profile's 1024; two 8-GPU nodes, the TP4 decode
+    first."""
     p = reference_plan("dense-llama-3.1-70b-16xh100")
     assert p.verdict == "disaggregated"
     dep = deploy(p, "vllm")
@@ -221,7 +222,7 @@ def test_dense_reference_recipe_by_hand() -> None:
         assert ("--enable-chunked-prefill" in o) == decode
         assert ("--no-enable-chunked-prefill" in o) == (not decode)
         assert o["--max-num-seqs"] == ("1024",)
-        assert o["--max-model-len"] == ("6144",)
+        assert o["--max-model-len"] == ("7936",)
     text = dep.files()["recommended/vllm/node-0.sh"]
     assert "CUDA_VISIBLE_DEVICES=0,1,2,3" in text and "vllm serve meta-llama/Llama-3.1-70B" in text
     readme = dep.files()["recommended/vllm/README.md"]
@@ -331,6 +332,40 @@ def test_ep_and_dp_attention_flags_follow_the_parallelism() -> None:
     assert o["--tp_size"] == ("8",) and o["--ep_size"] == ("8",)
     opts = next(f for f in tr.files if f.path.endswith("decode-options.yaml"))
     assert yaml.safe_load(opts.text)["enable_attention_dp"] is True
+
+
+def test_kv_offload_tiers_become_engine_flags() -> None:
+    """A plan with a 1 TB CPU tier and a 10 TB remote store per hgx-h100-8 node (8 GPUs): a TP1
+    instance uses 1e12 x 1/8 = 125e9 bytes of the CPU tier. vLLM: --kv-offloading-size in GiB over
+    the instance, floor(125e9 / 2^30) = floor(116.4) = 116; SGLang: --hicache-size in GB per rank,
+    125, and the remote store as the mooncake storage backend; TensorRT-LLM: host_cache_size =
+    125e9 bytes per rank. vLLM cannot take the remote tier (native offloading is CPU only): a note.
+    Every flag is checked against the data files as the recipe is built, every YAML against its
+    schema (model.deploy)."""
+    p = model.plan("llama-3.1-8b", "h100-sxm", workload="chat", ttft_slo_s=1.0, tpot_slo_s=0.05, gpus=2,
+                   node="hgx-h100-8", prefix_hit_rate=0.5, kv_offload="cpu:1TB,remote:10TB,working-set:20M",
+                   thresholds=False)  # fmt: skip
+    files = deploy(p, ["vllm", "sglang", "trtllm"]).files()
+    for style in ("colocated", "colocated-chunked"):
+        line = files[f"{style}/vllm/node-0.sh"]
+        assert "--kv-offloading-backend native" in line and "--kv-offloading-size 116 &" in line, style
+        assert "remote KV tier is not set" in files[f"{style}/vllm/README.md"]
+        sg = files[f"{style}/sglang/node-0.sh"]
+        assert "--enable-hierarchical-cache" in sg and "--hicache-size 125" in sg
+        assert "--hicache-storage-backend mooncake" in sg
+        opts = yaml.safe_load(files[f"{style}/trtllm/replica-options.yaml"])
+        assert opts["kv_cache_config"]["host_cache_size"] == 125_000_000_000
+    # disaggregated: the prefill pool keeps the prefixes, the decode pool none; vLLM's NixlConnector
+    # and the native offloading's connector exclude each other, so the flag is a note there
+    dis = files["disaggregated/vllm/node-0.sh"]
+    assert "--kv-offloading-size" not in dis and "MultiConnector" in files["disaggregated/vllm/README.md"]
+    pre = yaml.safe_load(files["disaggregated/trtllm/prefill-options.yaml"])
+    dec = yaml.safe_load(files["disaggregated/trtllm/decode-options.yaml"])
+    assert pre["kv_cache_config"]["host_cache_size"] == 125_000_000_000
+    assert "host_cache_size" not in dec.get("kv_cache_config", {})
+    sg = files["disaggregated/sglang/node-0.sh"]
+    for c in [c for c in shell_commands(sg) if "sglang.launch_server" in c]:
+        assert ("--enable-hierarchical-cache" in c) == (c[c.index("--disaggregation-mode") + 1] == "prefill")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -122,3 +122,17 @@ def test_session_hit_rates_follow_the_cache_limit():
 def test_floored_hit_rates_never_round_up(h):
     assert floored(np.array([h]))[0] <= h + 1e-12
     assert h - floored(np.array([h]))[0] < HIT_RATE_STEP + 1e-12
+
+
+def test_packed_prompts_wait_for_the_ones_behind_them_by_hand():
+    """Three prompts of 10, 20 and 30 ms alone, each with a 4 ms per-step part F: their own parts v
+    are 6, 16 and 26 ms (mean 16). All three get their first token when the step ends; a prompt at a
+    uniformly random position among k = 3 has (0 + 1 + 2) / 3 = 1 prompt behind it on average, whose
+    own part it also waits for: 1 x 16 = 16 ms. With k = 1 nothing is behind."""
+    from model.serving.packing import packed_behind_s
+
+    alone = np.array([[0.010, 0.020, 0.030]] * 2)
+    fixed = np.full((2, 3), 0.004)
+    got = packed_behind_s(np.array([3.0, 1.0]), alone, fixed)
+    assert got.shape == (2, 1)
+    assert got[0, 0] == pytest.approx(0.016) and got[1, 0] == 0.0

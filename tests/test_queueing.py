@@ -309,3 +309,46 @@ def test_unchecked_mean_wait_is_mgc_wait(rates, es, scv, servers, scv_a):
     stable, mean = mgc_mean_wait_unchecked(rate, np.array(es), np.array(scv), np.array(float(servers)), scv_a)
     np.testing.assert_array_equal(stable, want.stable)
     np.testing.assert_array_equal(mean, want.mean_wait_s)
+
+
+def test_stall_feedback_by_hand():
+    """Busy-period spread of colocated stalls (model.queueing.latency): a request expecting n = 2
+    stalls of 40 ms during its 101-token decode, base 10 ms. Without feedback P(no stall) = e^-2 =
+    0.1353; with stall load rho = 0.5 the stalls come as n (1 - rho) = 1 primary event (P(none) =
+    e^-1 = 0.3679), each a cluster of mean 40 / 0.5 = 80 ms, so the mean TPOT is unchanged:
+    10 + 2 x 40 / 100 = 10.8 ms. One cluster alone (P = e^-1 = 0.3679) is the stall size scaled by
+    1 / (1 - rho): 80 ms spread over 100 gaps, a step of e^-1 in the CDF at TPOT 10.8 ms (two or
+    more clusters follow the compound-Poisson gamma)."""
+    from model.queueing.latency import LatencyModel
+
+    base, n, s = 0.010, 2.0, 0.040
+
+    def lat(load):
+        return LatencyModel(
+            wait_prob=np.array([0.0]),
+            wait_cond_mean_s=np.array([0.0]),
+            fixed_s=np.array([[0.1]]),
+            tpot_base_s=np.array([base]),
+            stall_events=np.array([[n]]),
+            stall_sizes_s=np.array([[s]]),
+            output_tokens=np.array([101.0]),
+            stable=np.array([True]),
+            stall_load=None if load is None else np.array([load]),
+        )
+
+    plain, fed = lat(None), lat(0.5)
+    assert plain.mean_tpot_s()[0] == pytest.approx(0.0108) == fed.mean_tpot_s()[0]
+    at_base = np.array([[base + 1e-9]])
+    assert plain.tpot_cdf(at_base)[0, 0] == pytest.approx(math.exp(-2.0))
+    assert fed.tpot_cdf(at_base)[0, 0] == pytest.approx(math.exp(-1.0))
+
+    # one cluster is one step of height P(one) = e^-1 at 80 ms of stall (10.8 ms TPOT); without the
+    # feedback the step of height P(one) = 2 e^-2 sits at 40 ms (10.4 ms)
+    def step(model, tpot):
+        up, down = (model.tpot_cdf(np.array([[tpot + d]]))[0, 0] for d in (1e-7, -1e-7))
+        return up - down
+
+    assert step(fed, 0.0108) == pytest.approx(math.exp(-1.0), abs=1e-3)
+    assert step(plain, 0.0104) == pytest.approx(2.0 * math.exp(-2.0), abs=1e-3)
+    # the tail widens: p90 with feedback above the plain compound Poisson one
+    assert fed.tpot_percentile_s(0.9)[0] > plain.tpot_percentile_s(0.9)[0]

@@ -16,13 +16,12 @@ from model.cli import main
 from model.planner.report import plan_dict
 from model.planner.verdict import _no_flip_words, decide, tie_band
 
-# The issue's case with a 60 ms TPOT target: disaggregated 32.56 req/s against colocated-chunked
-# 31.14 req/s on 16 x H100, a gain of 32.56 / 31.14 - 1 = +4.6%, under 10% (+6.7% against 30.53
-# before the colocated models packed prompts into shared steps and issue 16's decode-attention
-# term). (At 50 ms, the golden
-# scenario plan_70b_h100_chat, it was +8.5% until issue 16's collectives, engine overheads and GEMM
-# efficiency made it +14%: no longer a tie.)
-KW = dict(gpus=16, workload="chat", ttft_slo_s=0.5, tpot_slo_s=0.06, node="hgx-h100-8")
+# The issue's case with a 68 ms TPOT target: disaggregated 35.1875 req/s against colocated-chunked
+# 33.65625 req/s on 16 x H100, a gain of 35.1875 / 33.65625 - 1 = +4.55%, under 10%. (The case ran
+# at 60 ms, +4.6%, until the planner's request sample was stratified, colocated stalls got their
+# busy-period spread and packed prefills their wait for the prompts behind them: at 60 ms it is now
+# +8%, at 70 ms +4%. At 50 ms, the golden scenario plan_70b_h100_chat, disaggregated wins.)
+KW = dict(gpus=16, workload="chat", ttft_slo_s=0.5, tpot_slo_s=0.068, node="hgx-h100-8")
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +32,7 @@ def chat():
 def test_tie_under_margin(chat):
     col, dis = chat.best["colocated-chunked"], chat.best["disaggregated"]
     assert chat.gain == pytest.approx(dis.goodput_rps / col.goodput_rps - 1.0, rel=1e-12)
-    assert 0.04 < chat.gain < 0.05  # 32.5625 / 31.140625 - 1 = 0.0457
+    assert 0.04 < chat.gain < 0.05  # 35.1875 / 33.65625 - 1 = 0.0455
     assert chat.tie is True
     assert chat.verdict == "colocated-chunked"
     assert chat.reasons[0] == (
@@ -61,7 +60,7 @@ def test_margin_moves_the_tie(chat):
     g = chat.gain
     above = model.plan("llama-3.1-70b", "h100-sxm", margin=g + 0.002, thresholds=False, **KW)
     assert above.tie is True and above.verdict == "colocated-chunked"
-    # margin 0.0457 + 0.002 = 4.8%: whole percent would print "+5% (needs +5%)", so one decimal
+    # margin 0.0455 + 0.002 = 4.75%: whole percent would print "+5% (needs +5%)", so one decimal
     assert 0.04 < g < 0.05
     assert above.reasons[0].startswith(
         f"tie within the 5% margin: disaggregated changes goodput by +{g * 100:.1f}% (needs +5%)"
@@ -117,13 +116,13 @@ def test_cli_text_shows_tie():
     out = io.StringIO()
     args = shlex.split(
         "plan --model llama-3.1-70b --gpu h100-sxm --gpus 16 --workload chat --ttft-slo 500ms "
-        "--tpot-slo 60ms --node hgx-h100-8 --no-thresholds"
+        "--tpot-slo 68ms --node hgx-h100-8 --no-thresholds"
     )
     with contextlib.redirect_stdout(out):
         assert main(args) in (0, None)
     lines = out.getvalue().splitlines()
     assert lines[0] == "verdict: colocated-chunked"
-    assert lines[1] == "tie within the 10% margin: disaggregated +4.6% (needs +10%)"
+    assert lines[1] == "tie within the 10% margin: disaggregated +4.5% (needs +10%)"
 
 
 def test_no_tie_without_both_families(chat):

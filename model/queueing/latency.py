@@ -15,6 +15,17 @@ Each candidate configuration c is described by
   Var[sum] = E[N] Var[S] + Var[N] s1^2). Short outputs hit by one long prefill make the TPOT tail,
   which is why the single-stall term is kept exact.
 
+Stalls feed back (``stall_load`` rho, the fraction of a running request's decode time that other
+prompts' stalls take): a stall lengthens the request's decode, and prompts arriving in that extra
+time stall it again, so its decode is the busy period of an M/G/1 queue started by its own work
+x = (O - 1) b, with the stalls as the jobs. Its stall total has mean lambda x E[s] / (1 - rho) (the
+expected count above times E[s]) and variance lambda x E[s^2] / (1 - rho)^3 (busy period started
+by work x: Takacs 1962, *Introduction to the Theory of Queues*, ch. 2; Kleinrock 1975, *Queueing
+Systems* vol. 1, sec. 5.10, "delay busy period"), 1 / (1 - rho)^2 times the plain compound Poisson
+variance. It is modelled as N0 ~ Poisson(n (1 - rho)) primary events each opening a cluster of
+stalls with the busy period's first two moments, E[B] = E[s] / (1 - rho) and
+E[B^2] = E[s^2] / (1 - rho)^3 (one cluster: the sampled sizes scaled by 1 / (1 - rho)).
+
 With a decode-batch spread (model.queueing.decode_spread, styles without stalls) the base is random
 per request: TPOT_ci = b_c + s_ci D_c, D_c the per-token time's deviation from its mean under the
 batch's fluctuation and s_ci the shrink from averaging over the request's own tokens.
@@ -34,6 +45,9 @@ from scipy.special import gammainc
 from model.queueing.decode_spread import TpotSpread
 
 _BISECT_STEPS = 32  # bracket / 2**32: far below any reported precision
+MAX_STALL_LOAD = 0.95
+"""Largest stall load rho the feedback uses (the moments grow as 1 / (1 - rho)^3; a decode that
+stalls 95% of its time is far past any SLO anyway)."""
 
 
 def empirical_cdf_rows(sorted_rows: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -65,6 +79,7 @@ class LatencyModel:
     output_tokens: np.ndarray  # [S]
     stable: np.ndarray  # [C] bool
     spread: TpotSpread | None = None  # decode-batch fluctuation of the base (only without stalls)
+    stall_load: np.ndarray | None = None  # [C] rho in [0, 1): stalls' share of a request's decode time
 
     def __post_init__(self) -> None:
         if self.spread is not None and np.any(self.stall_events > 0):
@@ -80,6 +95,13 @@ class LatencyModel:
         """Second moment of the stall size per candidate."""
         return (self.stall_sizes_s**2).mean(axis=1)
 
+    @cached_property
+    def _free(self) -> np.ndarray:
+        """1 - rho per candidate [C] (1 without feedback)."""
+        if self.stall_load is None:
+            return np.ones(len(self.tpot_base_s))
+        return 1.0 - np.clip(np.asarray(self.stall_load, dtype=float), 0.0, MAX_STALL_LOAD)
+
     def requests(self, mask: np.ndarray) -> LatencyModel:
         """The same candidates restricted to the sampled requests selected by ``mask`` (axis S)."""
         return LatencyModel(
@@ -92,6 +114,7 @@ class LatencyModel:
             self.output_tokens[mask],
             self.stable,
             None if self.spread is None else self.spread.requests(mask),
+            self.stall_load,
         )
 
     def row(self, i: int) -> LatencyModel:
@@ -110,6 +133,7 @@ class LatencyModel:
             self.output_tokens,
             self.stable[idx],
             None if self.spread is None else self.spread.take(idx),
+            None if self.stall_load is None else np.asarray(self.stall_load)[idx],
         )
 
     def percentiles_s(
@@ -143,10 +167,12 @@ class LatencyModel:
         the mean, shape and scale of the gamma for the total of two or more stalls."""
         gaps = np.maximum(self.output_tokens - 1.0, 1.0)[None, :]
         n = self.stall_events
+        free = self._free[:, None]  # primary events and their clusters (busy periods), see above
+        n = n * free
         p0 = np.exp(-n)
         p1 = n * p0
         p2 = np.where(n < 1e-4, n * n / 2.0, np.maximum(1.0 - p0 - p1, 0.0))
-        s1, s2 = self.stall_m1_s[:, None], self.stall_m2_s2[:, None]
+        s1, s2 = self.stall_m1_s[:, None] / free, self.stall_m2_s2[:, None] / free**3
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             # N given N >= 2: E[N;N>=2] = n - p1, E[N^2;N>=2] = n + n^2 - p1.
             en = np.where(p2 > 0, (n - p1) / p2, 2.0)
@@ -172,7 +198,7 @@ class LatencyModel:
             return np.where(self.stable[:, None], np.broadcast_to(atom, n.shape), 0.0)
         gaps, p0, p1, p2, mean, shape, scale, gamma = self._stall_law
         y = np.broadcast_to((x - base) * gaps, n.shape)  # stall time the request can absorb
-        one = empirical_cdf_rows(self.stall_sizes_s, y)
+        one = empirical_cdf_rows(self.stall_sizes_s, y * self._free[:, None])
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             z = np.where(scale > 0, np.maximum(y, 0.0) / scale, np.inf)
             two = np.where(gamma, gammainc(shape, z), (y >= mean).astype(float))
@@ -206,9 +232,11 @@ class LatencyModel:
         when given), per candidate; inf where unstable."""
         gaps = np.maximum(self.output_tokens - 1.0, 1.0)[None, :]
         worst = (
-            self.stall_sizes_s.max(axis=1)[:, None]
+            self.stall_sizes_s.max(axis=1)[:, None] / self._free[:, None]
             + self.stall_events * self.stall_m1_s[:, None]
-            + 6.0 * np.sqrt(np.maximum(self.stall_events, 1.0) * self.stall_m2_s2[:, None])
+            + 6.0
+            * np.sqrt(np.maximum(self.stall_events, 1.0) * self.stall_m2_s2[:, None])
+            / self._free[:, None] ** 2
         )
         lo, hi = self.tpot_base_s, self.tpot_base_s + _extreme(worst / gaps, masks, np.max)
         if self.spread is not None:

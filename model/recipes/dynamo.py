@@ -12,7 +12,7 @@ from model.recipes.catalog import EngineData
 from model.recipes.command import command
 from model.recipes.recipe import Recipe, RecipeFile, directory, dump_yaml, finish, header
 from model.recipes.target import Pool, Target
-from model.recipes.vllm import engine_options, layout_flags
+from model.recipes.vllm import engine_options, layout_flags, offload_notes
 
 _SERVICE = {"replica": "VllmWorker", "prefill": "VllmPrefillWorker", "decode": "VllmDecodeWorker"}
 HF_SECRET = "hf-token-secret"
@@ -68,6 +68,7 @@ def render(t: Target, data: EngineData) -> Recipe:
         f"{HF_SECRET} with HF_TOKEN; apply with kubectl apply -f dynamo-graph.yaml",
         "Kubernetes places the pods: each pod asks for one instance's GPUs, which fit the nodes as in "
         "the placement table",
+        *offload_notes(t),
     ]
     services: dict = {
         "Frontend": {

@@ -13,7 +13,7 @@ from model.recipes.catalog import EngineData
 from model.recipes.command import Command, command
 from model.recipes.recipe import SERVE_PORT, Recipe, RecipeFile, directory, dump_yaml, finish, header
 from model.recipes.target import Pool, Target
-from model.recipes.vllm import engine_options, kv_transfer_json
+from model.recipes.vllm import engine_options, kv_transfer_json, offload_notes
 
 GIB = 2**30
 HF_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
@@ -80,6 +80,7 @@ def render(t: Target, data: EngineData) -> Recipe:
         "(after the llm-d infrastructure and gateway are installed)",
         "set the container image (${LLMD_IMAGE}) to your llm-d vLLM image; modelArtifacts.size is the "
         f"checkpoint's weight bytes rounded up to a GiB ({size_gib}Gi)",
+        *offload_notes(t),
     ]
     if not hf:
         notes.append(f"the checkpoint is a path: modelArtifacts.uri reads it from the claim {MODEL_PVC}")

@@ -39,6 +39,38 @@ def parallel_options(pool: Pool) -> list[tuple[str, object]]:
     return opts
 
 
+def hicache_options(t: Target, pool: Pool) -> tuple[list[tuple[str, object]], list[str]]:
+    """SGLang HiCache for the plan's KV offload tiers (docs.sglang.io, HiCache best practices):
+    ``--enable-hierarchical-cache`` with ``--hicache-size``, the host pool in GB of each TP rank
+    (every rank allocates its own: the instance's cpu share over its GPUs, floored to whole GB),
+    and ``--hicache-storage-backend`` for the tier below it, ``file`` for a local NVMe tier (its
+    directory in SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR) or ``mooncake`` for a remote store.
+    Returns the options and notes."""
+    tiers = t.offload_bytes(pool)
+    if not tiers:
+        return [], []
+    opts: list[tuple[str, object]] = [("--enable-hierarchical-cache", None)]
+    notes: list[str] = []
+    if "cpu" in tiers:
+        opts.append(("--hicache-size", max(1, int(tiers["cpu"] / pool.parallel.gpus // 1e9))))
+    else:
+        notes.append(
+            f"{pool.role}: the plan has no CPU tier, but HiCache stages every storage tier through a host "
+            "pool (default --hicache-ratio 2: twice the GPU KV pool in host memory)"
+        )
+    if "remote" in tiers:
+        opts.append(("--hicache-storage-backend", "mooncake"))
+        if "nvme" in tiers:
+            notes.append(f"{pool.role}: HiCache takes one storage backend: the remote store, not NVMe")
+    elif "nvme" in tiers:
+        opts.append(("--hicache-storage-backend", "file"))
+        notes.append(
+            f"{pool.role}: the NVMe tier is HiCache's file backend: set "
+            "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR to a directory on the node's NVMe drives"
+        )
+    return opts, notes
+
+
 def render(t: Target, data: EngineData) -> Recipe:
     """The SGLang recipe of one target."""
     dis = data.table("disaggregation")
@@ -60,6 +92,9 @@ def render(t: Target, data: EngineData) -> Recipe:
         ]
         if not pool.chunked:
             opts.append(("--max-prefill-tokens", pool.max_batched_tokens))
+        hicache, hicache_notes = hicache_options(t, pool)
+        opts += hicache
+        notes.extend(n for n in hicache_notes if n not in notes)
         if len(inst.slots) > 1:
             rank = [s.node for s in inst.slots].index(node)
             opts += [

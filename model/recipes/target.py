@@ -18,6 +18,7 @@ import numpy as np
 
 from model.errors import InputError
 from model.hardware.engines import DEFAULT_ENGINE
+from model.hardware.kv_offload import KVOffload
 from model.hardware.parallelism import Parallelism
 from model.planner.types import BestConfig, Plan
 from model.recipes.placement import Placement, place
@@ -64,6 +65,7 @@ class Target:
     placement: Placement
     link: str
     link_kind: str
+    kv_offload: KVOffload | None = None  # the plan's KV offload tiers (model.hardware.kv_offload)
 
     @property
     def disaggregated(self) -> bool:
@@ -73,6 +75,17 @@ class Target:
     def pool(self, role: str) -> Pool:
         """The pool doing ``role``."""
         return next(p for p in self.pools if p.role == role)
+
+    def offload_bytes(self, pool: Pool) -> dict[str, float]:
+        """Bytes of each KV offload tier (``cpu``, ``nvme``, ``remote``) one instance of ``pool`` uses,
+        as the plan modelled it (:meth:`model.hardware.kv_offload.KVTier.instance_bytes`: a cpu/nvme
+        tier is the node's, shared by its GPUs, so an instance of g GPUs uses g / GPUs-per-node of
+        it; a remote store is shared whole). Empty without tiers and on decode pools: the plan
+        keeps reused prefixes where prompts are prefilled (model.physics.kv_tiers)."""
+        off = self.kv_offload
+        if off is None or pool.role == "decode":
+            return {}
+        return {t.kind: t.instance_bytes(pool.parallel.gpus, off.gpus_per_node) for t in off.tiers}
 
 
 def model_path(plan: Plan, override: str | None = None) -> tuple[str, str]:
@@ -162,6 +175,7 @@ def target(plan: Plan, name: str, best: BestConfig, path: tuple[str, str]) -> Ta
         placement=placement,
         link=link.name,
         link_kind=link.kind,
+        kv_offload=scn.kv_offload,
     )
 
 

@@ -28,12 +28,18 @@ from model.recipes.target import Pool, Target
 def options_yaml(t: Target, pool: Pool, data: EngineData) -> dict:
     """The --extra_llm_api_options document of one pool: chunked prefill as planned, attention DP,
     FP8 KV cache; on prefill/decode pools the KV cache transceiver, and on prefill (context)
-    servers the overlap scheduler off, as TensorRT-LLM's disaggregated example requires."""
+    servers the overlap scheduler off, as TensorRT-LLM's disaggregated example requires. A CPU KV
+    offload tier is the KV cache manager's host pool (LLM API KvCacheConfig.host_cache_size, bytes
+    per rank; blocks evicted from HBM are offloaded there and onboarded on reuse)."""
     doc: dict = {"enable_chunked_prefill": pool.chunked}
     if pool.parallel.dp_attention > 1:
         doc["enable_attention_dp"] = True
-    if t.kv_dtype.startswith("fp8"):
-        doc["kv_cache_config"] = {"dtype": "fp8"}
+    kv: dict = {"dtype": "fp8"} if t.kv_dtype.startswith("fp8") else {}
+    cpu = t.offload_bytes(pool).get("cpu")
+    if cpu is not None:  # KvCacheConfig.host_cache_size: bytes of each rank's host (secondary) pool
+        kv["host_cache_size"] = int(cpu / pool.parallel.gpus)
+    if kv:
+        doc["kv_cache_config"] = kv
     if pool.role == "prefill":
         doc["disable_overlap_scheduler"] = True
     if pool.role in ("prefill", "decode"):
@@ -52,6 +58,12 @@ def render(t: Target, data: EngineData) -> Recipe:
         notes.append(
             f"weights in {t.weight_dtype}: serve a checkpoint quantised to that format (TensorRT-LLM "
             "reads the format from the checkpoint)"
+        )
+    others = sorted({k for p in t.pools for k in t.offload_bytes(p)} - {"cpu"})
+    if others:
+        notes.append(
+            f"the plan's {' and '.join(others)} KV tier is not set: TensorRT-LLM's KV cache manager offloads "
+            "to host memory only (kv_cache_config.host_cache_size)"
         )
     files: list[RecipeFile] = []
     for pool in t.pools:

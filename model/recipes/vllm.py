@@ -25,6 +25,9 @@ from model.recipes.recipe import (
 )
 from model.recipes.target import Pool, Target
 
+GIB = float(2**30)
+"""vLLM's --kv-offloading-size is in GiB (CacheConfig.kv_offloading_size)."""
+
 SIDE_CHANNEL_BASE_PORT = 5600
 """NIXL side-channel port of the first instance on a node (the guide's example uses 5600, one
 port per instance on a host: VLLM_NIXL_SIDE_CHANNEL_PORT)."""
@@ -64,7 +67,43 @@ def engine_options(t: Target, pool: Pool) -> list[tuple[str, object]]:
         ("--enable-chunked-prefill" if pool.chunked else "--no-enable-chunked-prefill", None),
         ("--gpu-memory-utilization", t.gpu_memory_utilization),
     ]
-    return opts + dtype_options(t)[0]
+    return opts + dtype_options(t)[0] + offload_options(t, pool)
+
+
+def offload_options(t: Target, pool: Pool) -> list[tuple[str, object]]:
+    """vLLM's CPU KV offloading for the plan's ``cpu`` tier on a colocated replica: CacheConfig
+    ``--kv-offloading-backend native`` with ``--kv-offloading-size``, the buffer in GiB summed over
+    the instance's TP ranks (docs.vllm.ai engine arguments, CacheConfig), floored to whole GiB so it
+    never exceeds the tier the plan modelled. A disaggregated instance's ``--kv-transfer-config``
+    already names the NixlConnector, which the native backend's OffloadingConnector would replace:
+    see :func:`offload_notes`."""
+    cpu = t.offload_bytes(pool).get("cpu")
+    if cpu is None or t.disaggregated:
+        return []
+    return [("--kv-offloading-backend", "native"), ("--kv-offloading-size", max(1, int(cpu // GIB)))]
+
+
+def offload_notes(t: Target) -> list[str]:
+    """What the vLLM-family recipes cannot set of the plan's KV offload tiers: a CPU tier next to
+    the disaggregated NixlConnector, and NVMe / remote tiers (vLLM's native backend offloads to CPU
+    memory only)."""
+    kinds = {k: b for p in t.pools for k, b in t.offload_bytes(p).items()}
+    notes = []
+    if "cpu" in kinds and t.disaggregated:
+        notes.append(
+            f"the plan keeps reused prefixes in a CPU tier ({kinds['cpu'] / GIB:.0f} GiB per prefill "
+            "instance); vLLM's native offloading (--kv-offloading-size) installs its own "
+            "OffloadingConnector, so next to the NixlConnector it needs a MultiConnector "
+            "--kv-transfer-config (not emitted)"
+        )
+    others = sorted(set(kinds) - {"cpu"})
+    if others:
+        notes.append(
+            f"the plan's {' and '.join(others)} KV tier is not set: vLLM's native offloading holds a CPU "
+            "tier only; a disk or remote tier needs LMCache (--kv-offloading-backend lmcache with its "
+            "LMCACHE_* configuration) or a Mooncake store"
+        )
+    return notes
 
 
 def kv_transfer_json(data: EngineData) -> str:
@@ -75,7 +114,7 @@ def kv_transfer_json(data: EngineData) -> str:
 
 def render(t: Target, data: EngineData) -> Recipe:
     """The vLLM recipe of one target."""
-    notes: list[str] = list(dtype_options(t)[1])
+    notes: list[str] = list(dtype_options(t)[1]) + offload_notes(t)
     side = data.table("kv_transfer")["side_channel_env"]
 
     def launch(inst: Instance, node: int) -> Command | None:

@@ -37,7 +37,7 @@ from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel
 from model.queueing.mgc import mgc_wait
 from model.serving.common import StyleResult, busy_fraction, first_reason, moments, stack, wait_tail
-from model.serving.packing import prefill_batch, prompts_per_step
+from model.serving.packing import packed_behind_s, prefill_batch, prompts_per_step
 from model.serving.phase_tables import BATCH_GRID, InstanceTables
 from model.workload.scenario import Scenario
 
@@ -278,8 +278,12 @@ def evaluate_colocated(
     )
     prob, cond = wait_tail(queue, stable)
     # + the engine's per-request client overhead (tokenise, HTTP; model.hardware.overheads)
+    # prefill-first: the prompts packed behind it in its step end with it (model.serving.packing)
+    behind = np.zeros((n, 1)) if chunked else packed_behind_s(k, service, shareable)
     fixed = (
-        service + (residual + np.where(np.isfinite(adm_mean), adm_mean, 0.0) + scn.engine.request_s)[:, None]
+        service
+        + behind
+        + (residual + np.where(np.isfinite(adm_mean), adm_mean, 0.0) + scn.engine.request_s)[:, None]
     )
     latency = LatencyModel(
         wait_prob=prob,
@@ -290,6 +294,13 @@ def evaluate_colocated(
         stall_sizes_s=np.sort(stalls, axis=1),
         output_tokens=out_tokens,
         stable=stable,
+        # the stalls' share of a running request's decode time, 1 - t_dec / tau: a stall lengthens
+        # the decode and so draws more stalls (busy-period spread, model.queueing.latency)
+        stall_load=np.where(
+            np.isfinite(per_token) & (per_token > 0),
+            1.0 - t_dec / np.where(per_token > 0, per_token, 1.0),
+            0.0,
+        ),
     )
     zeros = np.zeros(n)
     decode_busy = np.minimum(busy + (1.0 - np.minimum(busy, 1.0)) * busy_fraction(b), 1.0)

@@ -73,3 +73,15 @@ def prefill_batch(
         if done:
             break
     return k
+
+
+def packed_behind_s(k: np.ndarray, alone_s: np.ndarray, fixed_s: np.ndarray) -> np.ndarray:
+    """Mean time a prompt of a packed step waits for the prompts packed behind it [C, 1]: every
+    prompt of a step gets its first token when the step ends (F + the sum of the step's variable
+    parts v; the simulator and vLLM return the step's tokens together), while the FCFS queue over
+    shares (:func:`prefill_batch`) counts only the work ahead of it. At a uniformly random position
+    among k prompts, (k - 1) / 2 of them are behind it: (k - 1) / 2 x E[v], v = alone - F.
+    (Batch service: a customer completes with its batch, Chaudhry & Templeton 1983, *A First Course
+    in Bulk Queues*, ch. 1.)"""
+    k = np.asarray(k, dtype=float)
+    return (np.maximum(k - 1.0, 0.0) / 2.0 * (alone_s - fixed_s).mean(axis=1))[:, None]

@@ -19,6 +19,7 @@ import numpy as np
 
 from model.errors import InputError, UnknownNameError
 from model.workload.lengths import (
+    STRATUM_POINTS,
     Empirical,
     LengthDist,
     LogNormal,
@@ -27,6 +28,7 @@ from model.workload.lengths import (
     Uniform,
     check_n,
     check_rng,
+    stratum_levels,
 )
 from model.workload.sessions import IMPLIED_SAMPLE_SESSIONS, SessionShape, implied_hit_rates, session_rows
 
@@ -37,6 +39,15 @@ __all__ = ["PublishedStats", "Workload", "get_workload", "list_workloads"]
 
 # --------------------------------------------------------------------------------------------
 # workloads
+
+
+def _largest_remainder(n: int, weights: np.ndarray) -> np.ndarray:
+    """Whole counts summing to n in proportion to ``weights`` (Hamilton's largest-remainder rule)."""
+    share = n * np.asarray(weights, dtype=float) / float(np.sum(weights))
+    counts = np.floor(share).astype(np.int64)
+    short = n - int(counts.sum())
+    counts[np.argsort(-(share - counts), kind="stable")[:short]] += 1
+    return counts
 
 
 @dataclass(frozen=True)
@@ -108,22 +119,43 @@ class Workload:
         """E[prompt tokens] * (1 - prefix_cache_hit_rate): tokens prefill must compute."""
         return self.mean_prompt_tokens * (1.0 - self.prefix_cache_hit_rate)
 
-    def sample_requests(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """(prompt_tokens, output_tokens) int64 arrays of length n; pairs stay together for traces."""
+    def sample_requests(
+        self, n: int, rng: np.random.Generator, *, stratified: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(prompt_tokens, output_tokens) int64 arrays of length n; pairs stay together for traces.
+
+        ``stratified``: one request per probability stratum instead of n independent draws, so a
+        small sample carries the law's moments (the planner's sample,
+        :attr:`model.workload.scenario.Scenario.requests`; the simulator draws independently,
+        model.sim.requests): independent prompt and output laws each give their stratum means
+        (:meth:`model.workload.lengths.LengthDist.stratified`), paired at random; a trace's pairs,
+        sorted by prompt, give the pair in the middle of each stratum; a mix of workloads gives each
+        part its share of n (largest remainders) and stratifies within it."""
         n = check_n(n)
         rng = check_rng(rng)
         if self.pairs is not None:
-            idx = rng.integers(0, len(self.pairs), n)
+            if not stratified:
+                idx = rng.integers(0, len(self.pairs), n)
+            else:
+                order = np.lexsort((self.pairs[:, 1], self.pairs[:, 0]))
+                mid = stratum_levels(n)[:, STRATUM_POINTS // 2]
+                idx = order[np.minimum((mid * len(order)).astype(np.int64), len(order) - 1)]
+                idx = idx[rng.permutation(n)]
             return self.pairs[idx, 0].copy(), self.pairs[idx, 1].copy()
         if self.parts:
             w = np.array([p[0] for p in self.parts])
-            which = rng.choice(len(w), size=n, p=w / w.sum())
+            if not stratified:
+                which = rng.choice(len(w), size=n, p=w / w.sum())
+            else:
+                which = rng.permutation(np.repeat(np.arange(len(w)), _largest_remainder(n, w)))
             prompt = np.empty(n, dtype=np.int64)
             output = np.empty(n, dtype=np.int64)
             for i, (_, wl) in enumerate(self.parts):
                 m = which == i
-                prompt[m], output[m] = wl.sample_requests(int(m.sum()), rng)
+                prompt[m], output[m] = wl.sample_requests(int(m.sum()), rng, stratified=stratified)
             return prompt, output
+        if stratified:
+            return self.prompt_tokens.stratified(n, rng), self.output_tokens.stratified(n, rng)
         return self.prompt_tokens.sample(n, rng), self.output_tokens.sample(n, rng)
 
     @classmethod
