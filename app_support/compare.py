@@ -16,6 +16,7 @@ from model.planner.compare import comparison_rows, summarise
 from model.units import format_count, format_rate
 
 PINNED = "pinned_scenario"
+HINT = "Pin this scenario, change inputs, and the two are shown side by side."
 
 
 def _name(plan: model.Plan) -> str:
@@ -38,6 +39,7 @@ class Controls:
     body: Any
     pin: bool
     unpin: bool
+    hint: bool  # the hint was drawn (nothing pinned, nothing clicked)
 
 
 def controls() -> Controls:
@@ -48,7 +50,11 @@ def controls() -> Controls:
     hint = "Keep this plan to compare the next ones with"
     pin = c1.button("Pin this scenario", key="pin_scenario", help=hint)
     unpin = (pinned is not None or pin) and c2.button("Unpin", key="unpin_scenario")
-    return Controls(box.container(), pin, bool(unpin))
+    body = box.container()
+    hint = pinned is None and not pin
+    if hint:
+        body.caption(HINT)
+    return Controls(body, pin, bool(unpin), hint)
 
 
 def fill(ctrl: Controls, plan: model.Plan) -> None:
@@ -58,9 +64,11 @@ def fill(ctrl: Controls, plan: model.Plan) -> None:
         pinned = st.session_state[PINNED] = summarise(plan, "pinned: " + _name(plan))
     if ctrl.unpin:
         pinned = st.session_state[PINNED] = None
+    if ctrl.hint:
+        return
     with ctrl.body:
         if pinned is None:
-            st.caption("Pin this scenario, change inputs, and the two are shown side by side.")
+            st.caption(HINT)
             return
         comparison = model.compare(pinned, summarise(plan, "current: " + _name(plan)))
         rows, header = comparison_rows(comparison)
