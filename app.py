@@ -9,12 +9,16 @@ describes the page and its measured responsiveness.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import streamlit as st
 
 from app_support import (
     alternatives,
     charts,
+    compare,
     compute,
     concurrency,
     flips,
@@ -26,7 +30,6 @@ from app_support import (
     recipes,
     schedule,
 )
-from app_support.compare import compare_panel
 from model.errors import PdplanError
 from model.units import format_count, format_rate, format_time
 
@@ -54,19 +57,25 @@ def _stop_with(errors: list[str]) -> None:
     st.stop()
 
 
-def main() -> None:
-    t0, cpu0 = time.perf_counter(), time.thread_time()
-    raw = inputs.sidebar()
-    st.title("pdplan: prefill and decode, together or apart?")
-    spec, errors = inputs.parse(raw)
-    if spec is None:
-        _stop_with(errors)
-    try:
-        with st.spinner("Planning..."):
-            plan = compute.get_plan(spec, thresholds=flips.searching())
-        evals = compute.get_evaluations(spec, plan)
-    except PdplanError as err:
-        _stop_with([str(err)])
+@dataclass(frozen=True)
+class Slots:
+    """The parts of the page drawn before the plan (so that the browser renders them while it runs)
+    with the containers the plan's results go into."""
+
+    verdict: Any
+    compare: compare.Controls
+    load: Any
+    tabs: Sequence[Any]
+    is_open: dict[str, bool]
+    schedule: Any
+
+
+def _layout(spec: inputs.Spec) -> Slots:
+    """Everything on the page that needs no plan, in page order, with empty containers for the rest.
+
+    Drawn before ``model.plan`` runs: Streamlit sends each element as it is created, so the browser
+    lays these out during the plan and only the plan's own results remain after it (docs/app.md,
+    "Responsiveness")."""
     trace = compute.trace_of(spec)
     if trace is not None:
         st.caption(
@@ -75,12 +84,17 @@ def main() -> None:
             "resamples its (prompt, output) pairs, "
             "the simulator replays its arrivals time-scaled to the rate."
         )
-    panels.verdict_card(plan, evals, spec)
-    compare_panel(plan)
-    concurrency.section(spec)
-
+    verdict = st.container()
+    controls = compare.controls()
+    load = concurrency.choice()
     tabs = st.tabs(TABS, key="view", on_change="rerun", bind=inputs.BIND)
     is_open = {name: tab.open is not False for name, tab in zip(TABS, tabs, strict=True)}
+    return Slots(verdict, controls, load, tabs, is_open, schedule.expander())
+
+
+def _tab_contents(slots: Slots, spec: inputs.Spec, plan: Any, evals: dict[str, Any]) -> None:
+    """The open tab's content (every other tab computes nothing)."""
+    tabs, is_open = slots.tabs, slots.is_open
     slo = plan.inputs.scenario.slo
     with tabs[0]:
         if is_open["TTFT breakdown"] and evals:
@@ -128,7 +142,32 @@ def main() -> None:
     with tabs[9]:
         if is_open["Frontier"] and plan.best:
             frontier.show(spec, plan)
-    schedule.section(spec, plan)
+
+
+def main() -> None:
+    t0, cpu0 = time.perf_counter(), time.thread_time()
+    raw = inputs.sidebar()
+    st.title("pdplan: prefill and decode, together or apart?")
+    spec, errors = inputs.parse(raw)
+    if spec is None:
+        _stop_with(errors)
+    page = st.empty()
+    with page.container():
+        slots = _layout(spec)
+    try:
+        with slots.verdict, st.spinner("Planning..."):
+            plan = compute.get_plan(spec, thresholds=flips.searching())
+        evals = compute.get_evaluations(spec, plan)
+    except PdplanError as err:
+        page.empty()  # no empty tabs under the error
+        _stop_with([str(err)])
+    with slots.verdict:
+        panels.verdict_card(plan, evals, spec)
+    compare.fill(slots.compare, plan)
+    with slots.load:
+        concurrency.section(spec)
+    _tab_contents(slots, spec, plan, evals)
+    schedule.section(slots.schedule, spec, plan)
     runs = st.session_state["_runs"] = st.session_state.get("_runs", 0) + 1
     wall, cpu = time.perf_counter() - t0, time.thread_time() - cpu0
     st.caption(f"Computed in {wall:.2f} s ({cpu:.2f} s CPU; cached results are reused; page run {runs}).")

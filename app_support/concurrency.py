@@ -47,9 +47,9 @@ def rows(result: model.ConcurrencyPlan) -> list[dict[str, Any]]:
     return out
 
 
-def section(spec: Spec) -> None:
-    """The load choice; with "concurrency", its inputs and the closed-loop plan (budget mode only)."""
-    mode = st.radio(
+def choice() -> Any:
+    """The load choice (drawn before the plan runs); returns the container :func:`section` fills."""
+    st.radio(
         "Load",
         LOAD_MODES,
         horizontal=True,
@@ -57,7 +57,12 @@ def section(spec: Spec) -> None:
         help="rate: open loop (the plan above); "
         "concurrency: N users, each sending its next request when the last one completes",
     )
-    if mode != "concurrency":
+    return st.container()
+
+
+def section(spec: Spec) -> None:
+    """With the load choice "concurrency": its inputs and the closed-loop plan (budget mode only)."""
+    if st.session_state.get("load_mode") != "concurrency":
         return
     if spec["gpus"] is None:
         st.info("Fixed concurrency plans a GPU budget: choose *GPU budget* as the plan size.")

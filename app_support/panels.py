@@ -44,33 +44,33 @@ def verdict_card(plan: model.Plan, evals: dict[str, model.Evaluation], spec: Spe
     where = format_count(inp.gpus, "GPU") if inp.gpus is not None else format_rate(inp.target_rate_rps)
     colour = STYLE_COLOURS.get(plan.verdict, "#777777")
     with st.container(border=True):
+        # One element for the verdict, its line and the summary (each element sent after the plan
+        # costs the browser a render: docs/app.md, "Responsiveness").
         st.markdown(
-            f"## Verdict: {plan.verdict}",
-            help="From model.plan: the DESIGN.md rule (interference material, the margin beaten, the "
-            "transfer path within the targets).",
-        )
-        st.markdown(
+            f"## Verdict: {plan.verdict}\n\n"
             f"<span style='color:{colour};font-weight:600'>{VERDICT_WORDS[plan.verdict]}</span> "
             + (f"tie within margin ({plan.gain:+.0%}), " if plan.tie and plan.gain is not None else "")
             + f"for {_safe(inp.scenario.arch.name)} on {_safe(inp.gpu.name)}"
             + (f" + {_safe(inp.decode_gpu.name)}" if inp.decode_gpu != inp.gpu else "")
-            + f", {_safe(inp.link.name)}, {where}, workload {_safe(inp.scenario.workload.name)}",
+            + f", {_safe(inp.link.name)}, {where}, workload {_safe(inp.scenario.workload.name)}"
+            + f"\n\n**{md(html.escape(verdict_summary(plan), quote=False))}**",
+            help="From model.plan: the DESIGN.md rule (interference material, the margin beaten, the "
+            "transfer path within the targets).",
             unsafe_allow_html=True,
         )
-        st.markdown(f"**{md(verdict_summary(plan))}**")
         risks = [
             w for s in STYLES if s in plan.best for w in redundancy_warnings(plan.best[s], carried_rate(spec))
         ]
         if risks:
             st.warning("Redundancy:\n" + "\n".join(f"- {md(w)}" for w in risks))
         left, right = st.columns([3, 2])
-        with left:
-            st.markdown("**Why**\n\n" + "\n".join(f"- {md(r)}" for r in plan.reasons))
+        why = "**Why**\n\n" + "\n".join(f"- {md(r)}" for r in plan.reasons)
+        if plan.infeasible:
+            n = sum(plan.infeasible.values())
+            why += f"\n\n*{n} of {plan.candidates_evaluated} candidates cannot run (see the reasons).*"
+        left.markdown(why)
         with right:
             flips.flip_box(spec, plan)
-            if plan.infeasible:
-                n = sum(plan.infeasible.values())
-                st.caption(f"{n} of {plan.candidates_evaluated} candidates cannot run (see the reasons).")
         side_by_side(plan, evals, spec)
 
 

@@ -67,12 +67,31 @@ def chart(result: model.Schedule) -> go.Figure:
     return fig
 
 
-def section(spec: Spec, plan: model.Plan) -> None:
-    """The expander; the schedule is computed only when its toggle is on (it plans at the peak).
-    The default peak is the plan's target rate, or its verdict's goodput on a budget."""
+OPEN_KEY = "sched_open"
+# The section's inputs kept while it is closed (Streamlit drops the state of a widget not drawn in a
+# run; an uploaded curve cannot be kept this way and is read again after reopening).
+_KEPT = ("sched_peak", "sched_trough", "sched_on")
+
+
+def expander() -> Any:
+    """The section's expander, drawn before the plan runs; opening it reruns the page and
+    :func:`section` draws its content only while it is open."""
+    title = "Load over a day: pool sizes over time, GPU-hours autoscaled vs static"
+    return st.expander(title, key=OPEN_KEY, on_change="rerun")
+
+
+def section(box: Any, spec: Spec, plan: model.Plan) -> None:
+    """The expander's content while it is open; the schedule is computed only when its toggle is
+    on (it plans at the peak). The default peak is the plan's target rate, or its verdict's goodput
+    on a budget."""
+    if not box.open:  # keep the inputs for its reopening (a widget not drawn loses its state)
+        for key in _KEPT:
+            if key in st.session_state:
+                st.session_state[key] = st.session_state[key]
+        return
     best = plan.best.get(plan.verdict)
     default_peak_rps = plan.inputs.target_rate_rps or (best.goodput_rps if best else 1.0)
-    with st.expander("Load over a day: pool sizes over time, GPU-hours autoscaled vs static"):
+    with box:
         c1, c2, c3 = st.columns(3)
         peak = c1.number_input(
             "Peak rate (req/s)", 0.01, 1e5, round(float(max(default_peak_rps, 0.01)), 2), key="sched_peak"

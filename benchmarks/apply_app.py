@@ -14,6 +14,9 @@ and the load average, so a loaded machine shows. Chromium is Debian's ``chromium
 
     python benchmarks/apply_app.py [--gpus 16 32 64] [--new 4] [--server-cpu 0] [--browser-cpu 1]
 
+``--in-process`` runs no browser: the page in this process (``streamlit.testing.v1.AppTest``), where
+each Apply's page run is split into ``model.plan`` and the rest (wall and CPU seconds of the script
+thread), which is where the server's time beyond the plan shows.
 Figures of a run are recorded in docs/app.md ("Responsiveness").
 """
 
@@ -60,6 +63,48 @@ def bare_plan_s(gpus: int, percentile: int, thresholds: bool, cpu: str | None) -
         os.sched_setaffinity(0, before)
 
 
+def in_process(gpus: int, new: int) -> None:
+    """Per Apply to a new *Percentile* value: the page run's wall and CPU seconds (script thread),
+    and how much of it was ``model.plan``, in this process without a browser."""
+    from streamlit.testing.v1 import AppTest
+
+    import model
+    from app_support import guard
+
+    page: list[tuple[float, float]] = []
+    plans: list[tuple[float, float]] = []
+
+    def timed(record: list, fn, *a, **k):
+        t, c = time.perf_counter(), time.thread_time()
+        try:
+            return fn(*a, **k)
+        finally:
+            record.append((time.perf_counter() - t, time.thread_time() - c))
+
+    real_plan, real_run = model.plan, guard.run_guarded
+    model.plan = lambda *a, **k: timed(plans, real_plan, *a, **k)
+    guard.run_guarded = lambda fn: timed(page, real_run, fn)
+    try:
+        at = AppTest.from_file(str(REPO / "app.py"), default_timeout=300)
+        at.query_params["gpus"] = str(gpus)
+        at.run()
+        for i in range(new):
+            page.clear()
+            plans.clear()
+            at.slider(key="percentile").set_value(91 + i)
+            at.button(key="apply").click().run()
+            if at.exception:
+                raise RuntimeError(at.exception[0].message)
+            (wall, cpu), plan_wall, plan_cpu = page[-1], sum(w for w, _ in plans), sum(c for _, c in plans)
+            print(
+                f"  {gpus} GPUs, Apply (new plan): page run {wall:.3f} s wall, {cpu:.3f} s CPU; model.plan "
+                f"{plan_wall:.3f} s wall, {plan_cpu:.3f} s CPU; the rest {wall - plan_wall:.3f} s wall, "
+                f"{cpu - plan_cpu:.3f} s CPU"
+            )
+    finally:
+        model.plan, guard.run_guarded = real_plan, real_run
+
+
 def _server_s(step: dict) -> tuple[float, float]:
     """(wall, CPU) seconds of the server's page run, from the footer after the step."""
     hit = FOOTER.search(step.get("footer_after", ""))
@@ -76,9 +121,17 @@ def main() -> None:
     ap.add_argument("--new", type=int, default=4, help="slider steps to new values (each a re-plan)")
     ap.add_argument("--server-cpu", default="0", help="taskset -c cores of the server ('' = not pinned)")
     ap.add_argument("--browser-cpu", default="", help="taskset -c cores of Chromium ('' = not pinned)")
+    ap.add_argument("--in-process", action="store_true", help="no browser: page run = plan + rest")
     args = ap.parse_args()
     if not 1 <= args.new <= 8:
         ap.error("--new: 1..8")
+    if args.in_process:
+        if args.server_cpu:
+            os.sched_setaffinity(0, {int(c) for c in args.server_cpu.split(",")})
+        for gpus in args.gpus:
+            in_process(gpus, args.new)
+        print(f"load average {os.getloadavg()[0]:.1f}")
+        return
     server_cpu, browser_cpu = args.server_cpu or None, args.browser_cpu or None
     presses = ("right",) * args.new + ("left", "left")
     bare_plan_s(16, 90, False, server_cpu)  # imports and catalog loading out of the reference figure

@@ -1,6 +1,7 @@
-"""The app's "Load over a day" section (app_support/schedule.py) with AppTest: off by default (no
-work on every page run); on, it draws the curve and pool sizes and tabulates model.schedule's
-GPU-hours for the page's default inputs; a bad curve is one error line, not a traceback."""
+"""The app's "Load over a day" section (app_support/schedule.py) with AppTest: closed and off by
+default (no work on every page run: nothing inside the closed expander is drawn); opened and on, it
+draws the curve and pool sizes and tabulates model.schedule's GPU-hours for the page's default
+inputs; its inputs survive closing it; a bad curve is one error line, not a traceback."""
 
 from __future__ import annotations
 
@@ -12,14 +13,23 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
 import model
+from app_support.schedule import OPEN_KEY
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 # The page's defaults (tests/test_app.py: DEFAULT and planner_verdict's model, GPU).
 DEFAULT = {"workload": "chat", "ttft_slo_s": 0.5, "tpot_slo_s": 0.05, "percentile": 90, "attainment": 0.9}
 
 
-def test_schedule_section_is_off_by_default_then_matches_model_schedule() -> None:
+def _opened() -> AppTest:
     at = AppTest.from_file(APP, default_timeout=180).run()
+    assert not at.exception
+    assert not any(n.key == "sched_peak" for n in at.number_input)  # closed: its content is not drawn
+    at.session_state[OPEN_KEY] = True
+    return at.run()
+
+
+def test_schedule_section_is_off_by_default_then_matches_model_schedule() -> None:
+    at = _opened()
     assert not at.exception
     assert len(at.get("plotly_chart")) == 1  # the open tab's chart only: the schedule is not computed
     at.number_input(key="sched_peak").set_value(3.0)
@@ -34,10 +44,20 @@ def test_schedule_section_is_off_by_default_then_matches_model_schedule() -> Non
     assert set(shown) == set(expected.styles)
     for name, s in expected.styles.items():
         assert shown[name] == pytest.approx(round(s.gpu_hours, 1))
+    # Closing the section draws and computes nothing in it and keeps its inputs; reopening shows the
+    # same schedule.
+    at.session_state[OPEN_KEY] = False
+    at.run()
+    assert len(at.get("plotly_chart")) == 1 and not at.exception
+    at.session_state[OPEN_KEY] = True
+    at.run()
+    assert not at.exception
+    assert at.number_input(key="sched_peak").value == 3.0 and at.toggle(key="sched_on").value
+    assert len(at.get("plotly_chart")) == 2
 
 
 def test_schedule_section_bad_peak_is_an_error_line() -> None:
-    at = AppTest.from_file(APP, default_timeout=180).run()
+    at = _opened()
     at.number_input(key="sched_peak").set_value(1e5)  # far beyond any configuration within max_gpus
     at.toggle(key="sched_on").set_value(True)
     at.button(key="apply").click().run()

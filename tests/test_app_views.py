@@ -64,6 +64,21 @@ def test_out_of_range_target_rate_shows_the_error():
     assert any("target rate" in e for e in errors_of(at))
 
 
+def test_an_error_from_the_plan_shows_the_error_and_nothing_below_it():
+    """The tabs and expanders are drawn before the plan runs (docs/app.md, "Responsiveness"); when
+    the plan refuses the inputs, the page shows model.plan's error alone, not empty tabs."""
+    at = run_app()
+    assert verdict_of(at) is not None and at.tabs
+    at.text_input(key="kv_offload").set_value("cpu:100TB")  # more than the node's host memory
+    apply(at)
+    assert_clean(at)
+    with pytest.raises(model.PdplanError) as expected:
+        model.plan("llama-3.1-70b", "h100-sxm", gpus=16, kv_offload="cpu:100TB", thresholds=False, **DEFAULT)
+    assert errors_of(at) == [str(expected.value)]
+    assert verdict_of(at) is None and not at.tabs and not at.get("plotly_chart")
+    assert not [e for e in at.expander if e.label.startswith(("Compare", "Load over a day"))]
+
+
 def test_edits_in_the_form_cost_one_plan_on_apply(monkeypatch):
     """TTFT, then TPOT, then a slider, then Apply: one plan (the URL changing on Apply only is
     checked in a real browser, tests/test_app_browser.py)."""
