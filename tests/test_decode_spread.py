@@ -171,26 +171,11 @@ def test_planner_p90_tpot_against_the_simulator_on_a_moe_cell():
     # 1 x TP1 prefill + 1 x TP1 decode at 3 req/s (mean decode batch ~10). The simulator replays 800
     # Poisson requests (first 80 left out). The step at the mean batch under-predicts the simulated
     # p90 TPOT by ~16%; with the batch's fluctuation the planner lands within 10% of it (and closer).
-    import model
-    from model.hardware.catalog import get_gpu, get_link
-    from model.serving.configs import DisaggregatedConfig
     from model.serving.phase_tables import instance_tables
-    from model.sim.simulate import SimOptions, poisson_requests, simulate
-    from model.workload.scenario import Scenario
-    from model.workload.slo import SLO
 
-    h100 = get_gpu("h100-sxm")
-    cfg = DisaggregatedConfig(h100, 1, 1, h100, 1, 1, get_link("ib-ndr-400"))
-    scn = Scenario.build("qwen3-30b-a3b", "chat", SLO(5.0, 0.2))
-    ev = model.evaluate(cfg, scn, 3.0)
-    tables = instance_tables(scn, h100, cfg.decode_parallel, None, "decode")
+    cfg, scn, ev, sim = _qwen3_moe_cell(n_decode=1, rate_rps=3.0, requests=800, warmup=80)
+    tables = instance_tables(scn, cfg.decode_gpu, cfg.decode_parallel, None, "decode")
     at_mean = float(np.interp(ev.decode_batch, GRID, tables.decode_token_s))
-    sim = simulate(
-        cfg,
-        "qwen3-30b-a3b",
-        poisson_requests("chat", 3.0, 800, seed=5),
-        options=SimOptions(warmup_requests=80),
-    ).summary
     p90_sim = sim.tpot_s[1]
     assert at_mean < 0.9 * p90_sim  # the old model's miss
     assert ev.tpot_s.p90 == pytest.approx(p90_sim, rel=0.10)
@@ -223,6 +208,14 @@ def test_planner_p90_tpot_against_the_simulator_on_a_moe_pool_of_three():
     # tokens, so a second sequence joins a running one far less often than under a random split:
     # treating the three as independent Poisson-fed instances put the p90 TPOT 30% above the
     # simulated one (9.81 against 7.55 ms); the pool's occupancy lands within 5% (7.58 ms).
+    _, _, ev, sim = _qwen3_moe_cell(n_decode=3, rate_rps=2.0, requests=1600, warmup=400)
+    assert ev.tpot_s.p90 == pytest.approx(sim.tpot_s[1], rel=0.05)
+
+
+def _qwen3_moe_cell(n_decode: int, rate_rps: float, requests: int, warmup: int):
+    """Qwen3-30B-A3B on H100, chat (SLO 5 s / 200 ms), 1 x TP1 prefill + ``n_decode`` x TP1 decode
+    over IB: (config, scenario, the planner's evaluation at ``rate_rps``, the simulator's summary of
+    ``requests`` Poisson requests, seed 5, the first ``warmup`` left out)."""
     import model
     from model.hardware.catalog import get_gpu, get_link
     from model.serving.configs import DisaggregatedConfig
@@ -231,13 +224,13 @@ def test_planner_p90_tpot_against_the_simulator_on_a_moe_pool_of_three():
     from model.workload.slo import SLO
 
     h100 = get_gpu("h100-sxm")
-    cfg = DisaggregatedConfig(h100, 1, 1, h100, 1, 3, get_link("ib-ndr-400"))
+    cfg = DisaggregatedConfig(h100, 1, 1, h100, 1, n_decode, get_link("ib-ndr-400"))
     scn = Scenario.build("qwen3-30b-a3b", "chat", SLO(5.0, 0.2))
-    ev = model.evaluate(cfg, scn, 2.0)
+    ev = model.evaluate(cfg, scn, rate_rps)
     sim = simulate(
         cfg,
         "qwen3-30b-a3b",
-        poisson_requests("chat", 2.0, 1600, seed=5),
-        options=SimOptions(warmup_requests=400),
+        poisson_requests("chat", rate_rps, requests, seed=5),
+        options=SimOptions(warmup_requests=warmup),
     ).summary
-    assert ev.tpot_s.p90 == pytest.approx(sim.tpot_s[1], rel=0.05)
+    return cfg, scn, ev, sim
