@@ -26,9 +26,15 @@ variance. It is modelled as N0 ~ Poisson(n (1 - rho)) primary events each openin
 stalls with the busy period's first two moments, E[B] = E[s] / (1 - rho) and
 E[B^2] = E[s^2] / (1 - rho)^3 (one cluster: the sampled sizes scaled by 1 / (1 - rho)).
 
-With a decode-batch spread (model.queueing.decode_spread, styles without stalls) the base is random
-per request: TPOT_ci = b_c + s_ci D_c, D_c the per-token time's deviation from its mean under the
-batch's fluctuation and s_ci the shrink from averaging over the request's own tokens.
+With a decode-batch spread (model.queueing.decode_spread) the base is random per request:
+TPOT_ci = b_c + s_ci D_c (+ the stall total / (O_i - 1) with stalls), D_c the per-token time's
+deviation from its mean under the batch's fluctuation and s_ci the shrink from averaging over the
+request's own tokens. The base and the stalls are taken independent (the batch a request decodes in
+and the prompts arriving during its decode), so the TPOT law is their convolution: the no-stall term
+is the spread's law itself (exact), and the one- and two-or-more-stall terms are averaged over
+SPREAD_STRATA equiprobable strata of D (a midpoint quadrature of the convolution integral,
+P(b + sD + Y <= x) = E_D[P(Y <= x - b - sD)]; Papoulis, "Probability, Random Variables and
+Stochastic Processes", sec. 6-2, the density of a sum of independent variables).
 
 Attainment is the sample mean of P(TTFT_ci <= T) P(TPOT_ci <= P) (TTFT and TPOT treated as
 independent); a percentile is found by bisection on the sample-mean CDF.
@@ -45,6 +51,9 @@ from scipy.special import gammainc
 from model.queueing.decode_spread import TpotSpread
 
 _BISECT_STEPS = 32  # bracket / 2**32: far below any reported precision
+SPREAD_STRATA = 8
+"""Equiprobable strata of the decode-batch deviation D over which the stall terms are averaged (the
+quadrature error of a midpoint rule on 8 strata is below the law's 1/16 quantile spacing)."""
 MAX_STALL_LOAD = 0.95
 """Largest stall load rho the feedback uses (the moments grow as 1 / (1 - rho)^3; a decode that
 stalls 95% of its time is far past any SLO anyway)."""
@@ -78,12 +87,17 @@ class LatencyModel:
     stall_sizes_s: np.ndarray  # [C, K] sorted sizes of one stall (its distribution); zeros if none
     output_tokens: np.ndarray  # [S]
     stable: np.ndarray  # [C] bool
-    spread: TpotSpread | None = None  # decode-batch fluctuation of the base (only without stalls)
+    spread: TpotSpread | None = None  # decode-batch fluctuation of the base
     stall_load: np.ndarray | None = None  # [C] rho in [0, 1): stalls' share of a request's decode time
 
-    def __post_init__(self) -> None:
-        if self.spread is not None and np.any(self.stall_events > 0):
-            raise ValueError("a decode-batch spread is modelled only for styles without prefill stalls")
+    @cached_property
+    def _strata(self) -> np.ndarray | None:
+        """[C, S, M] base deviations s_ci D_cm on the spread's SPREAD_STRATA strata (None without a
+        spread)."""
+        if self.spread is None:
+            return None
+        d = self.spread.strata_s(SPREAD_STRATA)  # [C, M]
+        return self.spread.shrink[:, :, None] * d[:, None, :]
 
     @cached_property
     def stall_m1_s(self) -> np.ndarray:
@@ -197,13 +211,37 @@ class LatencyModel:
                 atom = self.spread.excess_cdf(x - base)
             return np.where(self.stable[:, None], np.broadcast_to(atom, n.shape), 0.0)
         gaps, p0, p1, p2, mean, shape, scale, gamma = self._stall_law
-        y = np.broadcast_to((x - base) * gaps, n.shape)  # stall time the request can absorb
-        one = empirical_cdf_rows(self.stall_sizes_s, y * self._free[:, None])
+        if self.spread is None:
+            one, two = self._stall_cdfs(np.broadcast_to((x - base) * gaps, n.shape), self._stall_parts(1))
+        else:  # the base fluctuates: average the stall terms over the strata of D (module docstring)
+            atom = self.spread.excess_cdf(x - base)
+            y = ((x - base)[..., None] - self._strata) * gaps[..., None]  # absorbable stall time [C, S, M]
+            y = np.moveaxis(np.broadcast_to(y, (*n.shape, SPREAD_STRATA)), 2, 0).reshape(-1, n.shape[1])
+            parts = self._stall_cdfs(y, self._stall_parts(SPREAD_STRATA))
+            one, two = (part.reshape(SPREAD_STRATA, *n.shape).mean(axis=0) for part in parts)
+        cdf = p0 * atom + p1 * one + p2 * two
+        return np.where(self.stable[:, None], np.minimum(cdf, 1.0), 0.0)
+
+    def _stall_parts(self, repeats: int) -> tuple[np.ndarray, ...]:
+        """(sorted stall sizes, 1 - rho, gamma mean, shape, scale, gamma-valid) with the candidates'
+        rows stacked ``repeats`` times (cached per count: a percentile bisects on :meth:`tpot_cdf`)."""
+        cache = self.__dict__.setdefault("_parts_cache", {})
+        if repeats not in cache:
+            _gaps, _p0, _p1, _p2, mean, shape, scale, gamma = self._stall_law
+            parts = (self.stall_sizes_s, self._free[:, None], mean, shape, scale, gamma)
+            cache[repeats] = tuple(np.tile(a, (repeats, 1)) for a in parts) if repeats > 1 else parts
+        return cache[repeats]
+
+    @staticmethod
+    def _stall_cdfs(y: np.ndarray, parts: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """P(one stall cluster <= y) and P(two or more <= y) for absorbable stall time ``y`` (rows as
+        ``parts``, :meth:`_stall_parts`), 0 where y < 0."""
+        sizes, free, mean, shape, scale, gamma = parts
+        one = empirical_cdf_rows(sizes, y * free)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             z = np.where(scale > 0, np.maximum(y, 0.0) / scale, np.inf)
             two = np.where(gamma, gammainc(shape, z), (y >= mean).astype(float))
-        cdf = p0 * atom + p1 * np.where(y >= 0, one, 0.0) + p2 * np.where(y >= 0, two, 0.0)
-        return np.where(self.stable[:, None], np.minimum(cdf, 1.0), 0.0)
+        return np.where(y >= 0, one, 0.0), np.where(y >= 0, two, 0.0)
 
     def mean_tpot_s(self) -> np.ndarray:
         """Sample-mean TPOT per candidate: base + E[stall total] / (O - 1)."""

@@ -33,6 +33,7 @@ import numpy as np
 
 from model.physics.decode_tokens import tokens_per_decode_step
 from model.queueing.decode_batch import admission_wait, interp_rows, solve_batch
+from model.queueing.decode_spread import base_step_spread
 from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel
 from model.queueing.mgc import mgc_wait
@@ -285,15 +286,21 @@ def evaluate_colocated(
         + behind
         + (residual + np.where(np.isfinite(adm_mean), adm_mean, 0.0) + scn.engine.request_s)[:, None]
     )
+    # The plain decode step fluctuates with the replica's batch (model.queueing.decode_spread), whose
+    # sequences leave at the per-token time with prefill in it, tau; the stalls come on top.
+    spread = base_step_spread(
+        rate_r * eo, BATCH_GRID, tau, dec, max_batch, b, out_tokens, replicas * np.ones(n)
+    )
     latency = LatencyModel(
         wait_prob=prob,
         wait_cond_mean_s=cond,
         fixed_s=fixed,
-        tpot_base_s=t_dec,
+        tpot_base_s=spread.mean_s,
         stall_events=events,
         stall_sizes_s=np.sort(stalls, axis=1),
         output_tokens=out_tokens,
         stable=stable,
+        spread=spread,
         # the stalls' share of a running request's decode time, 1 - t_dec / tau: a stall lengthens
         # the decode and so draws more stalls (busy-period spread, model.queueing.latency)
         stall_load=np.where(
