@@ -121,6 +121,11 @@ class TpotSpread:
         idx = (self.cdf[:, :, None] >= u[None, None, :] - 1e-12).argmax(axis=1)  # [C, points]
         return np.take_along_axis(self.dev_s, idx, axis=1)
 
+    def variance_s2(self) -> np.ndarray:
+        """Var[D] per candidate (the per-token law's variance, before a request's own averaging)."""
+        mass = np.diff(self.cdf, axis=1, prepend=0.0)
+        return (mass * self.dev_s**2).sum(axis=1)
+
     def quantile_s(self, q: float) -> np.ndarray:
         """q-quantile of the per-token time itself (a request of one token, no averaging), per candidate."""
         idx = np.argmax(self.cdf >= q - 1e-12, axis=1)

@@ -30,11 +30,13 @@ With a decode-batch spread (model.queueing.decode_spread) the base is random per
 TPOT_ci = b_c + s_ci D_c (+ the stall total / (O_i - 1) with stalls), D_c the per-token time's
 deviation from its mean under the batch's fluctuation and s_ci the shrink from averaging over the
 request's own tokens. The base and the stalls are taken independent (the batch a request decodes in
-and the prompts arriving during its decode), so the TPOT law is their convolution: the no-stall term
-is the spread's law itself (exact), and the one- and two-or-more-stall terms are averaged over
-SPREAD_STRATA equiprobable strata of D (a midpoint quadrature of the convolution integral,
-P(b + sD + Y <= x) = E_D[P(Y <= x - b - sD)]; Papoulis, "Probability, Random Variables and
-Stochastic Processes", sec. 6-2, the density of a sum of independent variables).
+and the prompts arriving during its decode), so the TPOT law is their convolution
+P(b + sD + Y <= x) = E_D[P(Y <= x - b - sD)] (Papoulis, "Probability, Random Variables and
+Stochastic Processes", sec. 6-2, the density of a sum of independent variables): the no-stall term
+is the spread's law itself (exact); the one-stall term (exact sizes) is averaged over SPREAD_STRATA
+equiprobable strata of D (a midpoint quadrature of that integral); the two-or-more-stall gamma takes
+the sum's first two moments, its variance plus (O - 1)^2 s^2 Var[D] (moment matching, as for the
+compound-Poisson total itself).
 
 Attainment is the sample mean of P(TTFT_ci <= T) P(TPOT_ci <= P) (TTFT and TPOT treated as
 independent); a percentile is found by bisection on the sample-mean CDF.
@@ -51,9 +53,10 @@ from scipy.special import gammainc
 from model.queueing.decode_spread import TpotSpread
 
 _BISECT_STEPS = 32  # bracket / 2**32: far below any reported precision
-SPREAD_STRATA = 8
-"""Equiprobable strata of the decode-batch deviation D over which the stall terms are averaged (the
-quadrature error of a midpoint rule on 8 strata is below the law's 1/16 quantile spacing)."""
+SPREAD_STRATA = 4
+"""Equiprobable strata of the decode-batch deviation D over which the one-stall term is averaged (a
+midpoint rule on the quartiles of D: its error is within half a quartile's width of D, shrunk by the
+request's own averaging; more strata cost the planner's hot path in proportion)."""
 MAX_STALL_LOAD = 0.95
 """Largest stall load rho the feedback uses (the moments grow as 1 / (1 - rho)^3; a decode that
 stalls 95% of its time is far past any SLO anyway)."""
@@ -195,6 +198,8 @@ class LatencyModel:
             en2 = np.where(n < 1e-4, 4.0, en2)
             mean = en * s1
             var = en * np.maximum(s2 - s1 * s1, 0.0) + np.maximum(en2 - en * en, 0.0) * s1 * s1
+            if self.spread is not None:  # + the base's fluctuation over the gaps (module docstring)
+                var = var + (gaps * self.spread.shrink) ** 2 * self.spread.variance_s2()[:, None]
             shape = np.where(var > 0, mean * mean / var, np.inf)
             scale = np.where(mean > 0, var / mean, 0.0)
         gamma = np.isfinite(shape) & (scale > 0)
@@ -211,37 +216,29 @@ class LatencyModel:
                 atom = self.spread.excess_cdf(x - base)
             return np.where(self.stable[:, None], np.broadcast_to(atom, n.shape), 0.0)
         gaps, p0, p1, p2, mean, shape, scale, gamma = self._stall_law
+        y = np.broadcast_to((x - base) * gaps, n.shape)  # stall time the request can absorb
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            z = np.where(scale > 0, np.maximum(y, 0.0) / scale, np.inf)
+            two = np.where(y >= 0, np.where(gamma, gammainc(shape, z), (y >= mean).astype(float)), 0.0)
         if self.spread is None:
-            one, two = self._stall_cdfs(np.broadcast_to((x - base) * gaps, n.shape), self._stall_parts(1))
-        else:  # the base fluctuates: average the stall terms over the strata of D (module docstring)
+            one = self._one_stall_cdf(y, 1)
+        else:  # the base fluctuates: the one-stall term averaged over the strata of D (module docstring)
             atom = self.spread.excess_cdf(x - base)
-            y = ((x - base)[..., None] - self._strata) * gaps[..., None]  # absorbable stall time [C, S, M]
-            y = np.moveaxis(np.broadcast_to(y, (*n.shape, SPREAD_STRATA)), 2, 0).reshape(-1, n.shape[1])
-            parts = self._stall_cdfs(y, self._stall_parts(SPREAD_STRATA))
-            one, two = (part.reshape(SPREAD_STRATA, *n.shape).mean(axis=0) for part in parts)
+            y_m = y[..., None] - self._strata * gaps[..., None]  # [C, S, M]
+            y_m = np.moveaxis(y_m, 2, 0).reshape(-1, n.shape[1])
+            one = self._one_stall_cdf(y_m, SPREAD_STRATA).reshape(SPREAD_STRATA, *n.shape).mean(axis=0)
         cdf = p0 * atom + p1 * one + p2 * two
         return np.where(self.stable[:, None], np.minimum(cdf, 1.0), 0.0)
 
-    def _stall_parts(self, repeats: int) -> tuple[np.ndarray, ...]:
-        """(sorted stall sizes, 1 - rho, gamma mean, shape, scale, gamma-valid) with the candidates'
-        rows stacked ``repeats`` times (cached per count: a percentile bisects on :meth:`tpot_cdf`)."""
-        cache = self.__dict__.setdefault("_parts_cache", {})
+    def _one_stall_cdf(self, y: np.ndarray, repeats: int) -> np.ndarray:
+        """P(one stall cluster <= y) for absorbable stall time ``y`` [repeats x C, S] (the candidates'
+        rows stacked ``repeats`` times), 0 where y < 0: the sampled sizes scaled by 1 / (1 - rho)."""
+        cache = self.__dict__.setdefault("_tiled", {})  # per count: a percentile bisects on tpot_cdf
         if repeats not in cache:
-            _gaps, _p0, _p1, _p2, mean, shape, scale, gamma = self._stall_law
-            parts = (self.stall_sizes_s, self._free[:, None], mean, shape, scale, gamma)
-            cache[repeats] = tuple(np.tile(a, (repeats, 1)) for a in parts) if repeats > 1 else parts
-        return cache[repeats]
-
-    @staticmethod
-    def _stall_cdfs(y: np.ndarray, parts: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
-        """P(one stall cluster <= y) and P(two or more <= y) for absorbable stall time ``y`` (rows as
-        ``parts``, :meth:`_stall_parts`), 0 where y < 0."""
-        sizes, free, mean, shape, scale, gamma = parts
-        one = empirical_cdf_rows(sizes, y * free)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            z = np.where(scale > 0, np.maximum(y, 0.0) / scale, np.inf)
-            two = np.where(gamma, gammainc(shape, z), (y >= mean).astype(float))
-        return np.where(y >= 0, one, 0.0), np.where(y >= 0, two, 0.0)
+            free = self._free[:, None]
+            cache[repeats] = (np.tile(self.stall_sizes_s, (repeats, 1)), np.tile(free, (repeats, 1)))
+        sizes, free = cache[repeats]
+        return np.where(y >= 0, empirical_cdf_rows(sizes, y * free), 0.0)
 
     def mean_tpot_s(self) -> np.ndarray:
         """Sample-mean TPOT per candidate: base + E[stall total] / (O - 1)."""
