@@ -22,6 +22,11 @@ u = (lambda / R) E[share] splits iterations into mixed ones (mean t_mix = E[shar
 decode-only ones (t_dec), so tau(B) = 1 / (u / t_mix + (1 - u) / t_dec) (the same function). Both
 fixed points B = (lambda / R) E[O] tau(B) are solved on the batch grid (model.queueing.decode_batch),
 with the packing k tabulated on the same grid.
+
+The TPOT's base is the plain decode step t_dec(N) at the replica's fluctuating batch N (the
+birth-death occupancy of model.queueing.decode_spread, sequences leaving at tau; the R replicas
+behind the least-loaded router as one pool), and the prefill stalls come on top: the latency model
+convolves the two (model.queueing.latency; Papoulis sec. 6-2).
 """
 
 from __future__ import annotations
