@@ -53,10 +53,11 @@ from scipy.special import gammainc
 from model.queueing.decode_spread import TpotSpread
 
 _BISECT_STEPS = 32  # bracket / 2**32: far below any reported precision
-SPREAD_STRATA = 4
+SPREAD_STRATA = 2
 """Equiprobable strata of the decode-batch deviation D over which the one-stall term is averaged (a
-midpoint rule on the quartiles of D: its error is within half a quartile's width of D, shrunk by the
-request's own averaging; more strata cost the planner's hot path in proportion)."""
+midpoint rule: D at its quartiles 1/4 and 3/4). The no-stall term, which carries the tail of D,
+is exact; on the broad grid's cells 4 strata moved no planned goodput by more than 4.3% and left
+every cell on the same side of the [0.9, 1.1] band, at ~10% more planner time per stratum."""
 MAX_STALL_LOAD = 0.95
 """Largest stall load rho the feedback uses (the moments grow as 1 / (1 - rho)^3; a decode that
 stalls 95% of its time is far past any SLO anyway)."""
@@ -95,12 +96,14 @@ class LatencyModel:
 
     @cached_property
     def _strata(self) -> np.ndarray | None:
-        """[C, S, M] base deviations s_ci D_cm on the spread's SPREAD_STRATA strata (None without a
-        spread)."""
+        """[M x C, S] stall time each stratum m of the base deviation takes from the absorbable
+        total, (O_i - 1) s_ci D_cm, strata stacked along the rows (None without a spread)."""
         if self.spread is None:
             return None
-        d = self.spread.strata_s(SPREAD_STRATA)  # [C, M]
-        return self.spread.shrink[:, :, None] * d[:, None, :]
+        d = self.spread.strata_s(SPREAD_STRATA).T  # [M, C]
+        gaps = np.maximum(self.output_tokens - 1.0, 1.0)[None, None, :]
+        shrink = self.spread.shrink
+        return (d[:, :, None] * shrink[None, :, :] * gaps).reshape(-1, shrink.shape[1])
 
     @cached_property
     def stall_m1_s(self) -> np.ndarray:
@@ -224,8 +227,7 @@ class LatencyModel:
             one = self._one_stall_cdf(y, 1)
         else:  # the base fluctuates: the one-stall term averaged over the strata of D (module docstring)
             atom = self.spread.excess_cdf(x - base)
-            y_m = y[..., None] - self._strata * gaps[..., None]  # [C, S, M]
-            y_m = np.moveaxis(y_m, 2, 0).reshape(-1, n.shape[1])
+            y_m = np.tile(y, (SPREAD_STRATA, 1)) - self._strata  # [M x C, S]
             one = self._one_stall_cdf(y_m, SPREAD_STRATA).reshape(SPREAD_STRATA, *n.shape).mean(axis=0)
         cdf = p0 * atom + p1 * one + p2 * two
         return np.where(self.stable[:, None], np.minimum(cdf, 1.0), 0.0)
