@@ -113,6 +113,19 @@ class TpotSpread:
         idx += (base * (CDF_POINTS + 1))[:, None]  # rows of the flattened table
         return np.take(self.table.ravel(), idx)
 
+    def strata_s(self, points: int) -> np.ndarray:
+        """[C, points] deviations D at the middles (m + 1/2) / points of ``points`` equiprobable strata of
+        the per-token law (its quantiles there): a ``points``-point quadrature of D for the colocated
+        styles' convolution with prefill stalls (model.queueing.latency)."""
+        u = (np.arange(points, dtype=float) + 0.5) / points
+        idx = (self.cdf[:, :, None] >= u[None, None, :] - 1e-12).argmax(axis=1)  # [C, points]
+        return np.take_along_axis(self.dev_s, idx, axis=1)
+
+    def variance_s2(self) -> np.ndarray:
+        """Var[D] per candidate (the per-token law's variance, before a request's own averaging)."""
+        mass = np.diff(self.cdf, axis=1, prepend=0.0)
+        return (mass * self.dev_s**2).sum(axis=1)
+
     def quantile_s(self, q: float) -> np.ndarray:
         """q-quantile of the per-token time itself (a request of one token, no averaging), per candidate."""
         idx = np.argmax(self.cdf >= q - 1e-12, axis=1)
@@ -332,3 +345,30 @@ def decode_tpot_spread(
     per-instance demand, cap and mean batch): :func:`occupancy` then :func:`tpot_spread`."""
     occ = occupancy(demand_tokens_per_s, grid, per_token_s, cap, mean_batch, instances)
     return tpot_spread(occ, output_tokens)
+
+
+def base_step_spread(
+    demand_tokens_per_s: np.ndarray,
+    grid: np.ndarray,
+    per_token_s: np.ndarray,
+    step_s: np.ndarray,
+    cap: np.ndarray,
+    mean_batch: np.ndarray,
+    output_tokens: np.ndarray,
+    instances: np.ndarray,
+) -> TpotSpread:
+    """The fluctuation of a colocated replica's plain decode step t_dec(N) (no prefill in it) under the
+    batch's occupancy law: the occupancy follows the per-token time *with* prefill interference
+    ``per_token_s`` (it sets how fast sequences leave, item 1), the deviations are those of the decode
+    step ``step_s`` at the same batches (the prefill stalls are the latency model's separate term).
+    Weighting each batch by n p(n) / tau(n) with tau or with t_dec is the same law when the prefill
+    share 1 - t_dec / tau does not vary across the window (prefill-first); with chunking it is the
+    step-level approximation. ``instances`` replicas behind the least-loaded router (the simulator's
+    fewest-unfinished-requests rule keeps them level as for a decode pool)."""
+    # past the last batch prefill keeps up with (tau = inf; the cap stays below it) hold tau flat
+    finite = np.isfinite(per_token_s)
+    top = np.max(np.where(finite, per_token_s, 0.0), axis=1, keepdims=True)
+    tau = np.where(finite, per_token_s, np.where(top > 0, top, 1.0))
+    occ = occupancy(demand_tokens_per_s, grid, tau, cap, mean_batch, instances)
+    step = interp_rows(np.maximum(occ.batch, 1.0), grid, step_s)
+    return tpot_spread(Occupancy(occ.batch, occ.prob, step, occ.elasticity), output_tokens)

@@ -22,6 +22,11 @@ u = (lambda / R) E[share] splits iterations into mixed ones (mean t_mix = E[shar
 decode-only ones (t_dec), so tau(B) = 1 / (u / t_mix + (1 - u) / t_dec) (the same function). Both
 fixed points B = (lambda / R) E[O] tau(B) are solved on the batch grid (model.queueing.decode_batch),
 with the packing k tabulated on the same grid.
+
+The TPOT's base is the plain decode step t_dec(N) at the replica's fluctuating batch N (the
+birth-death occupancy of model.queueing.decode_spread, sequences leaving at tau; the R replicas
+behind the least-loaded router as one pool), and the prefill stalls come on top: the latency model
+convolves the two (model.queueing.latency; Papoulis sec. 6-2).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import numpy as np
 
 from model.physics.decode_tokens import tokens_per_decode_step
 from model.queueing.decode_batch import admission_wait, interp_rows, solve_batch
+from model.queueing.decode_spread import base_step_spread
 from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel
 from model.queueing.mgc import mgc_wait
@@ -285,15 +291,21 @@ def evaluate_colocated(
         + behind
         + (residual + np.where(np.isfinite(adm_mean), adm_mean, 0.0) + scn.engine.request_s)[:, None]
     )
+    # The plain decode step fluctuates with the replica's batch (model.queueing.decode_spread), whose
+    # sequences leave at the per-token time with prefill in it, tau; the stalls come on top.
+    spread = base_step_spread(
+        rate_r * eo, BATCH_GRID, tau, dec, max_batch, b, out_tokens, replicas * np.ones(n)
+    )
     latency = LatencyModel(
         wait_prob=prob,
         wait_cond_mean_s=cond,
         fixed_s=fixed,
-        tpot_base_s=t_dec,
+        tpot_base_s=spread.mean_s,
         stall_events=events,
         stall_sizes_s=np.sort(stalls, axis=1),
         output_tokens=out_tokens,
         stable=stable,
+        spread=spread,
         # the stalls' share of a running request's decode time, 1 - t_dec / tau: a stall lengthens
         # the decode and so draws more stalls (busy-period spread, model.queueing.latency)
         stall_load=np.where(
