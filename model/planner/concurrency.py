@@ -40,7 +40,7 @@ from model.queueing.closed_loop import (
 )
 from model.queueing.latency import LatencyModel
 from model.serving.common import StyleResult, check_slo
-from model.serving.evaluation import Percentiles
+from model.serving.evaluation import Percentiles, percentiles_of
 from model.serving.registry import build_set, get_style, style_of
 from model.serving.style import CandidateSet
 from model.units import format_rate, format_time
@@ -198,7 +198,7 @@ def _points(
         sub = lat.row(i)
         check = check_slo(sub, sub.stable, scn.slo)
         x = float(state.throughput_rps[i])
-        ttft, tpot = (Percentiles(*map(float, v)) for v in sub.percentiles_s((0.5, 0.9, 0.99)))
+        ttft, tpot = percentiles_of(sub)
         out.append(
             ConcurrencyPoint(
                 users=int(users[i]),

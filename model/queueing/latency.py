@@ -95,15 +95,19 @@ class LatencyModel:
     stall_load: np.ndarray | None = None  # [C] rho in [0, 1): stalls' share of a request's decode time
 
     @cached_property
+    def _gaps(self) -> np.ndarray:
+        """[1, S] token gaps a request's TPOT spreads over, max(O - 1, 1)."""
+        return np.maximum(self.output_tokens - 1.0, 1.0)[None, :]
+
+    @cached_property
     def _strata(self) -> np.ndarray | None:
         """[M x C, S] stall time each stratum m of the base deviation takes from the absorbable
         total, (O_i - 1) s_ci D_cm, strata stacked along the rows (None without a spread)."""
         if self.spread is None:
             return None
         d = self.spread.strata_s(SPREAD_STRATA).T  # [M, C]
-        gaps = np.maximum(self.output_tokens - 1.0, 1.0)[None, None, :]
         shrink = self.spread.shrink
-        return (d[:, :, None] * shrink[None, :, :] * gaps).reshape(-1, shrink.shape[1])
+        return (d[:, :, None] * shrink[None, :, :] * self._gaps[None]).reshape(-1, shrink.shape[1])
 
     @cached_property
     def stall_m1_s(self) -> np.ndarray:
@@ -185,7 +189,7 @@ class LatencyModel:
         """The TPOT law's parts that do not depend on x, [C, S] each (computed once per model: a
         percentile bisects on :meth:`tpot_cdf`): token gaps, P(N = 0), P(N = 1), P(N >= 2), and
         the mean, shape and scale of the gamma for the total of two or more stalls."""
-        gaps = np.maximum(self.output_tokens - 1.0, 1.0)[None, :]
+        gaps = self._gaps
         n = self.stall_events
         free = self._free[:, None]  # primary events and their clusters (busy periods), see above
         n = n * free
@@ -213,10 +217,9 @@ class LatencyModel:
         n = self.stall_events
         base = self.tpot_base_s[:, None]
         x = np.asarray(x_s, dtype=float)
-        atom = np.where(x >= base, 1.0, 0.0)
-        if not np.any(n > 0):  # no stalls (disaggregated): TPOT is the base step time
-            if self.spread is not None:  # ... fluctuating with the decode batch
-                atom = self.spread.excess_cdf(x - base)
+        # no stall: TPOT is the base step time (fluctuating with the decode batch with a spread)
+        atom = np.where(x >= base, 1.0, 0.0) if self.spread is None else self.spread.excess_cdf(x - base)
+        if not np.any(n > 0):  # no stalls at all (disaggregated)
             return np.where(self.stable[:, None], np.broadcast_to(atom, n.shape), 0.0)
         gaps, p0, p1, p2, mean, shape, scale, gamma = self._stall_law
         y = np.broadcast_to((x - base) * gaps, n.shape)  # stall time the request can absorb
@@ -224,27 +227,29 @@ class LatencyModel:
             z = np.where(scale > 0, np.maximum(y, 0.0) / scale, np.inf)
             two = np.where(y >= 0, np.where(gamma, gammainc(shape, z), (y >= mean).astype(float)), 0.0)
         if self.spread is None:
-            one = self._one_stall_cdf(y, 1)
+            one = self._one_stall_cdf(y)
         else:  # the base fluctuates: the one-stall term averaged over the strata of D (module docstring)
-            atom = self.spread.excess_cdf(x - base)
             y_m = np.tile(y, (SPREAD_STRATA, 1)) - self._strata  # [M x C, S]
-            one = self._one_stall_cdf(y_m, SPREAD_STRATA).reshape(SPREAD_STRATA, *n.shape).mean(axis=0)
+            one = self._one_stall_cdf(y_m).reshape(SPREAD_STRATA, *n.shape).mean(axis=0)
         cdf = p0 * atom + p1 * one + p2 * two
         return np.where(self.stable[:, None], np.minimum(cdf, 1.0), 0.0)
 
-    def _one_stall_cdf(self, y: np.ndarray, repeats: int) -> np.ndarray:
-        """P(one stall cluster <= y) for absorbable stall time ``y`` [repeats x C, S] (the candidates'
-        rows stacked ``repeats`` times), 0 where y < 0: the sampled sizes scaled by 1 / (1 - rho)."""
-        cache = self.__dict__.setdefault("_tiled", {})  # per count: a percentile bisects on tpot_cdf
-        if repeats not in cache:
-            free = self._free[:, None]
-            cache[repeats] = (np.tile(self.stall_sizes_s, (repeats, 1)), np.tile(free, (repeats, 1)))
-        sizes, free = cache[repeats]
+    @cached_property
+    def _one_stall_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted stall sizes, 1 - rho) per row of the one-stall term's y: the candidates' rows, stacked
+        SPREAD_STRATA times with a spread (computed once: a percentile bisects on :meth:`tpot_cdf`)."""
+        repeats = 1 if self.spread is None else SPREAD_STRATA
+        return np.tile(self.stall_sizes_s, (repeats, 1)), np.tile(self._free[:, None], (repeats, 1))
+
+    def _one_stall_cdf(self, y: np.ndarray) -> np.ndarray:
+        """P(one stall cluster <= y) for absorbable stall time ``y`` (rows as :attr:`_one_stall_rows`),
+        0 where y < 0: the sampled sizes scaled by 1 / (1 - rho)."""
+        sizes, free = self._one_stall_rows
         return np.where(y >= 0, empirical_cdf_rows(sizes, y * free), 0.0)
 
     def mean_tpot_s(self) -> np.ndarray:
         """Sample-mean TPOT per candidate: base + E[stall total] / (O - 1)."""
-        gaps = np.maximum(self.output_tokens - 1.0, 1.0)[None, :]
+        gaps = self._gaps
         per = self.tpot_base_s[:, None] + self.stall_events * self.stall_m1_s[:, None] / gaps
         return np.where(self.stable, per.mean(axis=1), np.inf)
 
@@ -267,7 +272,7 @@ class LatencyModel:
     def tpot_percentile_s(self, q: float | np.ndarray, masks: np.ndarray | None = None) -> np.ndarray:
         """q-quantile (a scalar or one per candidate) of TPOT over requests (those of ``masks[c]``
         when given), per candidate; inf where unstable."""
-        gaps = np.maximum(self.output_tokens - 1.0, 1.0)[None, :]
+        gaps = self._gaps
         worst = (
             self.stall_sizes_s.max(axis=1)[:, None] / self._free[:, None]
             + self.stall_events * self.stall_m1_s[:, None]

@@ -142,6 +142,12 @@ def _pct(values: np.ndarray, i: int) -> float:
 PERCENTILES = (0.5, 0.9, 0.99)
 
 
+def percentiles_of(lat) -> tuple[Percentiles, Percentiles]:
+    """TTFT and TPOT p50/p90/p99 of a one-candidate latency model, in one vectorised bisection."""
+    ttft, tpot = lat.percentiles_s(PERCENTILES)
+    return Percentiles(*map(float, ttft)), Percentiles(*map(float, tpot))
+
+
 def percentiles_and_classes(
     lat, scenario: Scenario
 ) -> tuple[Percentiles, Percentiles, tuple[PromptClass, ...]]:

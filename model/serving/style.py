@@ -45,7 +45,10 @@ class StyleConfig(Protocol):
 
 
 class CandidateSet(Protocol):
-    """Many configurations of one style, evaluated together as arrays over candidates."""
+    """Many configurations of one style, evaluated together as arrays over candidates.
+
+    Optional: ``take(idx)`` (the candidates at positions ``idx``, repeats allowed) lets the goodput
+    search try several rates per candidate in one evaluation (model.planner.goodput)."""
 
     scenario: Scenario
     configs: list
