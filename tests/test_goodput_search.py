@@ -171,3 +171,35 @@ def test_budget_sweep_with_keep_has_the_same_best_and_top():
         np.testing.assert_array_equal(kept[style][1][top], g[top], err_msg=style)
         assert np.all(kept[style][1] <= g)
     assert len(full["disaggregated"][1]) > 12  # the keep rule had something to prune
+
+
+def test_failure_goodputs_from_the_sweep_equal_their_own_search():
+    """A lost-instance configuration the sweep searched exactly (the plan passes a style's best 12)
+    takes the sweep's goodput: the same value its own search gives (a goodput does not depend on the other
+    candidates), and at least one disaggregated loss is found there (the point of reusing it)."""
+    from collections import Counter
+
+    from model.planner.failures import exact_goodputs, lost_instance_goodputs
+    from model.planner.plan import _sweep_budget
+    from model.serving.registry import style_of
+
+    inp = resolve_inputs(
+        plan_request(
+            "llama-3.1-70b",
+            "h100-sxm",
+            workload="code",
+            ttft_slo_s=1.0,
+            tpot_slo_s=0.05,
+            gpus=64,
+            link="ib-ndr-400",
+        )
+    )
+    best, _, goodputs = _sweep_budget(inp, 64, Counter(), keep=12)  # as model.plan runs it
+    known = exact_goodputs(goodputs, 12)
+    assert len(known) == sum(min(12, len(g)) for _, g in goodputs.values())
+    configs = [b.config for b in best.values()]
+    reused = lost_instance_goodputs(inp.scenario, configs, known)
+    searched = lost_instance_goodputs(inp.scenario, configs)
+    assert reused == searched
+    disagg = best["disaggregated"].config
+    assert any(c in known for c in style_of(disagg).lose_one(disagg).values() if c is not None)

@@ -40,7 +40,7 @@ from model.planner.alternatives import (
     picks,
     rank_order,
 )
-from model.planner.failures import with_failures
+from model.planner.failures import exact_goodputs, with_failures
 from model.planner.goodput import goodput_rps
 from model.planner.infeasible import Search as InfeasibleSearch
 from model.planner.infeasible import explain as infeasible_explain
@@ -397,12 +397,14 @@ def plan(
     infeasible: Counter = Counter()
     if inp.gpus is not None:
         # only the best few of each style are read (alternatives, flip searches): refine those
-        best, n, goodputs = _sweep_budget(inp, inp.gpus, infeasible, max(top, THRESHOLD_TOP_K))
+        keep = max(top, THRESHOLD_TOP_K)
+        best, n, goodputs = _sweep_budget(inp, inp.gpus, infeasible, keep)
         segments = {style: [Segment(c, g)] for style, (c, g) in goodputs.items()}
+        known = exact_goodputs(goodputs, keep)
     else:
         best, n, segments = _sweep_target(inp, infeasible, top)
-        goodputs = {}
-    best = with_failures(inp.scenario, best)
+        goodputs, known = {}, {}
+    best = with_failures(inp.scenario, best, known)
     verdict, reasons = decide(inp, best, infeasible, goodputs, n)
     flips = flip_thresholds(inp, best, goodputs, verdict) if thresholds and best else ()
     tie, gain = tie_band(inp, best)
