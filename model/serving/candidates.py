@@ -51,6 +51,16 @@ def _table_ids(keys: Sequence[tuple]) -> tuple[list[tuple], np.ndarray]:
     return list(unique), idx
 
 
+def _used_tables(
+    tables: Sequence[InstanceTables], index: np.ndarray
+) -> tuple[list[InstanceTables], np.ndarray]:
+    """Only the tables ``index`` refers to, and the index into them: an evaluation's per-table work
+    (stacking, grid means) then follows the candidates taken, not every table of the full set (a
+    goodput search takes a few candidates of a set of many layouts and chunk sizes)."""
+    used, inverse = np.unique(np.asarray(index, dtype=int), return_inverse=True)
+    return [tables[int(i)] for i in used], inverse.reshape(np.shape(index)).astype(int)
+
+
 @dataclass(frozen=True, eq=False)
 class ColocatedSet:
     """Colocated configurations, all chunked or all unchunked."""
@@ -104,12 +114,9 @@ class ColocatedSet:
     def take(self, idx: np.ndarray) -> ColocatedSet:
         """The candidates at positions ``idx`` (repeats allowed: one row per trial rate when a goodput
         search evaluates several rates of a candidate at once, model.planner.goodput)."""
+        tables, index = _used_tables(self.tables, self.table_index[idx])
         return ColocatedSet(
-            self.scenario,
-            [self.configs[i] for i in idx],
-            self.tables,
-            self.table_index[idx],
-            self.session_capacity,
+            self.scenario, [self.configs[i] for i in idx], tables, index, self.session_capacity
         )
 
     @property
@@ -239,14 +246,10 @@ class DisaggregatedSet:
 
     def take(self, idx: np.ndarray) -> DisaggregatedSet:
         """The candidates at positions ``idx`` (repeats allowed, as :meth:`ColocatedSet.take`)."""
+        pt, pi = _used_tables(self.prefill_tables, self.prefill_index[idx])
+        dt, di = _used_tables(self.decode_tables, self.decode_index[idx])
         return DisaggregatedSet(
-            self.scenario,
-            [self.configs[i] for i in idx],
-            self.prefill_tables,
-            self.decode_tables,
-            self.prefill_index[idx],
-            self.decode_index[idx],
-            self.session_capacity,
+            self.scenario, [self.configs[i] for i in idx], pt, dt, pi, di, self.session_capacity
         )
 
     @property
