@@ -57,7 +57,10 @@ def _used_tables(
     """Only the tables ``index`` refers to, and the index into them: an evaluation's per-table work
     (stacking, grid means) then follows the candidates taken, not every table of the full set (a
     goodput search takes a few candidates of a set of many layouts and chunk sizes)."""
-    used, inverse = np.unique(np.asarray(index, dtype=int), return_inverse=True)
+    index = np.asarray(index, dtype=int)
+    if index.size == 0:  # an empty set keeps its tables (arrays over them keep their dtypes)
+        return list(tables), index
+    used, inverse = np.unique(index, return_inverse=True)
     return [tables[int(i)] for i in used], inverse.reshape(np.shape(index)).astype(int)
 
 
@@ -268,8 +271,8 @@ class DisaggregatedSet:
         )
 
     def fits(self) -> np.ndarray:
-        p = np.array([t.fits for t in self.prefill_tables])[self.prefill_index]
-        d = np.array([t.fits for t in self.decode_tables])[self.decode_index]
+        p = np.array([t.fits for t in self.prefill_tables], dtype=bool)[self.prefill_index]
+        d = np.array([t.fits for t in self.decode_tables], dtype=bool)[self.decode_index]
         return p & d
 
     def infeasible_reason(self, i: int) -> str:
