@@ -9,7 +9,7 @@ model.memory (no second performance model).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache, partial
 
 import numpy as np
@@ -113,8 +113,31 @@ def _decode_table(scn: Scenario, gpu: GPU, parallel: Parallelism | int) -> np.nd
 
 def clear_table_caches() -> None:
     """Forget every cached table (benchmarks time the cold path with it)."""
-    for cached in (instance_tables, _prefill_table, _decode_table, _chunked_tables, _chunked_packing):
+    for cached in (_instance_tables, _prefill_table, _decode_table, _chunked_tables, _chunked_packing):
         cached.cache_clear()
+    _SHARED.clear()
+
+
+_SHARED: dict[tuple, Scenario] = {}
+_SHARED_MAX = 64  # scenarios remembered (oldest forgotten first), as the table caches are bounded
+
+
+def table_scenario(scn: Scenario) -> Scenario:
+    """The scenario the table caches key on: the first one seen that equals ``scn`` in every field
+    but its SLO (the tables depend on the model, workload sample, formats and engine, never on the
+    targets), so a re-plan with new targets (the web app's Apply, a sweep over SLOs) reuses the
+    tables. Fields compare as their types do (a preset Workload by identity: model.get_workload
+    returns one object per preset); a scenario with an unhashable field keys on itself."""
+    key = tuple(getattr(scn, f.name) for f in fields(scn) if f.name != "slo")
+    try:
+        shared = _SHARED.get(key)
+    except TypeError:
+        return scn
+    if shared is None:
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.pop(next(iter(_SHARED)))
+        _SHARED[key] = shared = scn
+    return shared
 
 
 def chunked_prefill_sum_s(
@@ -274,18 +297,25 @@ def _chunked_packing(
     return dict(zip(chunks, zip(np.split(shared, ends), np.split(free, ends), strict=True), strict=True))
 
 
-@lru_cache(maxsize=256)
 def instance_tables(
     scn: Scenario, gpu: GPU, parallel: Parallelism | int, chunk_tokens: int | None, role: str
 ) -> InstanceTables:
     """Tables for an instance of ``gpu`` GPUs laid out as ``parallel`` in ``role`` "colocated",
-    "prefill" or "decode" (cached on the layout value; a whole number = TP-only). Prefix caching: a
-    prefill instance finds ``scn.prefill_pool_cached_tokens`` cached, a colocated replica
-    ``scn.cached_tokens`` (model.workload.sessions: they differ for multi-turn sessions).
+    "prefill" or "decode" (cached on the layout value, a whole number = TP-only, and on the scenario
+    without its SLO: :func:`table_scenario`). Prefix caching: a prefill instance finds
+    ``scn.prefill_pool_cached_tokens`` cached, a colocated replica ``scn.cached_tokens``
+    (model.workload.sessions: they differ for multi-turn sessions).
 
     The engine profile (``scn.engine``) sets the decode-only activation workspace and caps the
     running batch at its max running sequences on ``gpu`` (``Engine.max_num_seqs_on``), as the
     simulator does (model.sim.simulate)."""
+    return _instance_tables(table_scenario(scn), gpu, parallel, chunk_tokens, role)
+
+
+@lru_cache(maxsize=256)
+def _instance_tables(
+    scn: Scenario, gpu: GPU, parallel: Parallelism | int, chunk_tokens: int | None, role: str
+) -> InstanceTables:
     dep = _prefill_table(scn, gpu, parallel)[0]
     prompt = scn.prompt_tokens
     cached = scn.prefill_pool_cached_tokens if role == "prefill" else scn.cached_tokens

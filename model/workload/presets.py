@@ -414,7 +414,14 @@ def list_workloads() -> list[str]:
 
 
 def get_workload(name: str) -> Workload:
-    """A built-in preset by name (case-insensitive); raises UnknownNameError with close names."""
+    """A built-in preset by name (case-insensitive); raises UnknownNameError with close names. The
+    same (frozen) object each time, so scenarios built from one preset share their cost tables
+    (model.serving.phase_tables.table_scenario)."""
     if not isinstance(name, str) or name.strip().lower() not in _PRESETS:
         raise UnknownNameError("workload", str(name), list(_PRESETS))
-    return _PRESETS[name.strip().lower()]()
+    return _preset(name.strip().lower())
+
+
+@functools.cache
+def _preset(name: str) -> Workload:
+    return _PRESETS[name]()
