@@ -85,23 +85,22 @@ def highest_rate_rps(
     lo = np.zeros(n)
     hi = np.full(n, start_rps) * gpus
     probe_min = PROBE_RPS_PER_GPU * gpus
-    ok_min = good(cands.evaluate(probe_min))
-    searching = ok_min.copy()
-    done = 0
+    everyone = np.arange(n)
+    if hasattr(cands, "take"):  # the probe rides along with the first doublings: one evaluation
+        s = min(_levels(cands, n, _DOUBLING_TRIES), _DOUBLINGS)
+        trial = np.concatenate([probe_min[:, None], hi[:, None] * 2.0 ** np.arange(s)], axis=1)
+        ok = _good_at(cands, good, everyone, trial)
+        ok_min = ok[:, 0]
+        lo, hi, searching, done = _doublings(ok_min.copy(), everyone, ok[:, 1:], lo, hi, 0)
+    else:
+        ok_min = good(cands.evaluate(probe_min))
+        searching, done = ok_min.copy(), 0
     while done < _DOUBLINGS and searching.any():
         rows = np.nonzero(searching)[0]
         s = min(_levels(cands, len(rows), _DOUBLING_TRIES), _DOUBLINGS - done)
         trial = hi[rows, None] * 2.0 ** np.arange(s)  # hi, 2 hi, 4 hi, ... (exact in binary)
         ok = _good_at(cands, good, rows, trial)
-        for j in range(s):
-            grow = np.zeros(n, dtype=bool)
-            grow[rows] = searching[rows] & ok[:, j]
-            lo = np.where(grow, hi, lo)
-            hi = np.where(grow, hi * 2.0, hi)
-            searching = grow
-            done += 1
-            if not searching.any():
-                break
+        lo, hi, searching, done = _doublings(searching, rows, ok, lo, hi, done)
     lo = np.where(ok_min, np.maximum(lo, probe_min), 0.0)
     halvings = np.zeros(n, dtype=int)
     while True:
@@ -125,6 +124,25 @@ def highest_rate_rps(
             a, b = np.where(go & mid_ok, c, a), np.where(go & ~mid_ok, c, b)
             halvings[rows] += go
     return np.where(ok_min, lo, 0.0)
+
+
+def _doublings(
+    searching: np.ndarray, rows: np.ndarray, ok: np.ndarray, lo: np.ndarray, hi: np.ndarray, done: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Walk the results ``ok`` [len(rows), s] of trials hi, 2 hi, 4 hi, ... of candidates ``rows`` as
+    s one-rate doublings would: a candidate still searching whose trial held moves its bracket up
+    (lo = hi, hi = 2 hi); the first trial that fails stops it. Returns (lo, hi, searching, done)."""
+    n = len(lo)
+    for j in range(ok.shape[1]):
+        grow = np.zeros(n, dtype=bool)
+        grow[rows] = searching[rows] & ok[:, j]
+        lo = np.where(grow, hi, lo)
+        hi = np.where(grow, hi * 2.0, hi)
+        searching = grow
+        done += 1
+        if not searching.any():
+            break
+    return lo, hi, searching, done
 
 
 def _refining(
