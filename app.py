@@ -98,7 +98,10 @@ def _tab_contents(slots: Slots, spec: inputs.Spec, plan: Any, evals: dict[str, A
     slo = plan.inputs.scenario.slo
     with tabs[0]:
         if is_open["TTFT breakdown"] and evals:
-            st.plotly_chart(charts.ttft_breakdown(evals, slo.ttft_s, slo.percentile), key="chart_ttft")
+            fig = compute.cached_figure(
+                "ttft", spec, lambda: charts.ttft_breakdown(evals, slo.ttft_s, slo.percentile)
+            )
+            st.plotly_chart(fig, key="chart_ttft")
             st.caption(
                 "Bars: mean TTFT components "
                 + ("at the inspected rate" if spec["rate_rps"] > 0 else "at each style's goodput")
@@ -112,18 +115,26 @@ def _tab_contents(slots: Slots, spec: inputs.Spec, plan: Any, evals: dict[str, A
             rates = compute.sweep_rates(plan, spec["rate_rps"])
             sweeps = compute.get_sweeps(spec, plan, rates)
             goodputs = {s: b.goodput_rps for s, b in plan.best.items()}
-            st.plotly_chart(charts.latency_vs_rate(sweeps, slo, goodputs, spec["rate_rps"]), key="chart_rate")
+            fig = compute.cached_figure(
+                "rate", spec, lambda: charts.latency_vs_rate(sweeps, slo, goodputs, spec["rate_rps"])
+            )
+            st.plotly_chart(fig, key="chart_rate")
     with tabs[3]:
         if is_open["Roofline"] and plan.best:
-            st.plotly_chart(charts.roofline(compute.get_rooflines(plan)), key="chart_roofline")
+            roofline = compute.cached_figure(
+                "roofline", spec, lambda: charts.roofline(compute.get_rooflines(plan))
+            )
+            st.plotly_chart(roofline, key="chart_roofline")
             st.caption(
                 "Prefill: the mean prompt at batch 1; decode: the batch at the rate (model.roofline_points)."
             )
     with tabs[4]:
         if is_open["Memory"] and evals:
             c1, c2 = st.columns([3, 2])
-            c1.plotly_chart(charts.memory(evals), key="chart_memory")
-            c2.plotly_chart(charts.weight_duplication(evals), key="chart_weights")
+            memory = compute.cached_figure("memory", spec, lambda: charts.memory(evals))
+            c1.plotly_chart(memory, key="chart_memory")
+            weights = compute.cached_figure("weights", spec, lambda: charts.weight_duplication(evals))
+            c2.plotly_chart(weights, key="chart_weights")
     with tabs[5]:
         if is_open["Show the math"]:
             panels.math_panel(plan, spec)
@@ -156,7 +167,9 @@ def main() -> None:
         slots = _layout(spec)
     try:
         with slots.verdict, st.spinner("Planning..."):
+            t_plan = time.perf_counter()
             plan = compute.get_plan(spec, thresholds=flips.searching())
+            plan_s = time.perf_counter() - t_plan
         evals = compute.get_evaluations(spec, plan)
     except PdplanError as err:
         page.empty()  # no empty tabs under the error
@@ -170,7 +183,10 @@ def main() -> None:
     schedule.section(slots.schedule, spec, plan)
     runs = st.session_state["_runs"] = st.session_state.get("_runs", 0) + 1
     wall, cpu = time.perf_counter() - t0, time.thread_time() - cpu0
-    st.caption(f"Computed in {wall:.2f} s ({cpu:.2f} s CPU; cached results are reused; page run {runs}).")
+    st.caption(
+        f"Computed in {wall:.2f} s ({cpu:.2f} s CPU; plan {plan_s:.2f} s; cached results are reused; "
+        f"page run {runs})."
+    )
 
 
 guard.run_guarded(main)

@@ -206,6 +206,18 @@ def get_evaluations(spec: Spec, plan: model.Plan) -> dict[str, model.Evaluation]
     return _evaluations(spec.key, plan, float(rate))
 
 
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _figure(name: str, key: str, rate: float, _build: Callable[[], Any]) -> Any:
+    return _build()
+
+
+def cached_figure(name: str, spec: Spec, build: Callable[[], Any]) -> Any:
+    """The figure ``name`` built once per plan inputs and inspected rate (what the open tab's figures
+    depend on): plotly's validating constructors cost more server time than the rest of the page
+    after the plan (docs/app.md, "Responsiveness"), and st.plotly_chart only reads the figure."""
+    return _figure(name, spec.key, float(spec["rate_rps"]), build)
+
+
 def get_rooflines(plan: model.Plan) -> dict[str, list[Any]]:
     """``model.roofline_points`` of every style's best configuration (microseconds; not cached)."""
     scn = plan.inputs.scenario

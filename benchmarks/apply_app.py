@@ -1,15 +1,21 @@
 """Responsiveness of the web app in a real browser: time from a click on *Apply* to the settled
-page (new footer, no running script, no spinner), for typical scenarios (issue 19: 16-64 GPUs).
+page (new footer, no running script, no spinner, then the last DOM change), for typical scenarios
+(issue 19: 16-64 GPUs), split into where the time goes.
 
 For each scenario (set by URL) it starts ``streamlit run app.py`` pinned to one core (``taskset -c``,
 ``--server-cpu``) and headless Chromium (the helpers of tests/test_app_browser.py; ``--browser-cpu``
 pins it too), loads the page, then steps the *Percentile* slider and clicks Apply: ``--new`` steps
 to values not planned before (each a full re-plan) and then two steps back to values already
-planned (cached). Per step it prints the browser's time and the server's own time for the page run
-(the footer's "Computed in W s (C s CPU ...)": wall and CPU seconds of the script thread), and per
-scenario the median and maximum. Next to it, a bare ``model.plan`` on the same inputs in this
-process on the same core (with and without the flip-threshold searches the app skips on Apply),
-and the load average, so a loaded machine shows. Chromium is Debian's ``chromium``
+planned (cached). Per step it prints the time from the click to the settled page (the last DOM
+change, page clock) and its split (tests/app_timing.py): *server*, from the rerun request leaving
+the browser to the run's ``script_finished`` message arriving (network clock), of which the
+server's own page run and ``model.plan`` (the footer's "Computed in W s (C s CPU; plan P s ...)":
+wall seconds of the script thread), the rest being Streamlit's work around the page run and the
+messages' transport; *browser*, the rest (the click, and rendering what the run sent, the charts
+included); and the number and bytes of the messages the run sent. Per scenario the medians and
+maxima. Next to it, a bare ``model.plan`` on the same inputs in this process on the same core (with
+and without the flip-threshold searches the app skips on Apply), and the load average, so a loaded
+machine shows. Chromium is Debian's ``chromium``
 (``bash .ci/install_browser.sh``). Usage::
 
     python benchmarks/apply_app.py [--gpus 16 32 64] [--new 4] [--server-cpu 0] [--browser-cpu 1]
@@ -33,7 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.test_app_browser import measure  # noqa: E402
+from tests.app_timing import measure  # noqa: E402
 
 # The app's default inputs (app_support/values.py DEFAULTS) as model.plan arguments.
 PLAN_INPUTS = {
@@ -43,7 +49,7 @@ PLAN_INPUTS = {
     "attainment": 0.9,
     "link": "ib-ndr-400",
 }
-FOOTER = re.compile(r"Computed in ([0-9.]+) s \(([0-9.]+) s CPU")
+FOOTER = re.compile(r"Computed in ([0-9.]+) s \(([0-9.]+) s CPU(?:; plan ([0-9.]+) s)?")
 
 
 def bare_plan_s(gpus: int, percentile: int, thresholds: bool, cpu: str | None) -> float:
@@ -105,10 +111,12 @@ def in_process(gpus: int, new: int) -> None:
         model.plan, guard.run_guarded = real_plan, real_run
 
 
-def _server_s(step: dict) -> tuple[float, float]:
-    """(wall, CPU) seconds of the server's page run, from the footer after the step."""
+def _server_s(step: dict) -> tuple[float, float, float]:
+    """(wall, CPU, plan wall) seconds of the server's page run, from the footer after the step."""
     hit = FOOTER.search(step.get("footer_after", ""))
-    return (float(hit.group(1)), float(hit.group(2))) if hit else (float("nan"), float("nan"))
+    if not hit:
+        return float("nan"), float("nan"), float("nan")
+    return float(hit.group(1)), float(hit.group(2)), float(hit.group(3) or "nan")
 
 
 def _stats(values: list[float]) -> str:
@@ -143,19 +151,27 @@ def main() -> None:
         print(f"{gpus} GPUs: first load (cold server) {first['seconds']:.2f} s")
         for i, (_, r) in enumerate(steps):
             kind = "new plan" if i < args.new else "cached"
-            wall, cpu = _server_s(r)
+            wall, cpu, plan = _server_s(r)
             print(
-                f"  Apply -> settled ({kind}): {r['seconds']:.2f} s; server page run {wall:.2f} s "
-                f"({cpu:.2f} s CPU)  url {r['url_after']}"
+                f"  Apply -> settled ({kind}): {r['seconds']:.2f} s = server {r['server_s']:.2f} s (page run "
+                f"{wall:.2f} s, {cpu:.2f} s CPU, of which plan {plan:.2f} s; round trip and transport "
+                f"{r['server_s'] - wall:.2f} s) + browser {r['browser_s']:.2f} s after the run; "
+                f"{r['messages']} messages, {r['message_bytes'] / 1e3:.1f} kB  url {r['url_after']}"
             )
         new, cached = steps[: args.new], steps[args.new :]
         bare = [bare_plan_s(gpus, p, False, server_cpu) for p in (96, 97)]
         full = [bare_plan_s(gpus, p, True, server_cpu) for p in (98, 99)]
+
+        def col(rows: list, pick) -> str:
+            return _stats([pick(r) for _, r in rows])
+
         print(
-            f"  {gpus} GPUs summary: Apply, new plan: browser {_stats([r['seconds'] for _, r in new])}; "
-            f"server wall {_stats([_server_s(r)[0] for _, r in new])}; "
-            f"server CPU {_stats([_server_s(r)[1] for _, r in new])}; "
-            f"cached: browser {_stats([r['seconds'] for _, r in cached])}; "
+            f"  {gpus} GPUs summary: Apply, new plan: {col(new, lambda r: r['seconds'])}; "
+            f"server {col(new, lambda r: r['server_s'])} (page run {col(new, lambda r: _server_s(r)[0])}, "
+            f"CPU {col(new, lambda r: _server_s(r)[1])}, plan {col(new, lambda r: _server_s(r)[2])}); "
+            f"browser after the run {col(new, lambda r: r['browser_s'])}; "
+            f"cached: {col(cached, lambda r: r['seconds'])} (server {col(cached, lambda r: r['server_s'])}, "
+            f"browser {col(cached, lambda r: r['browser_s'])}); "
             f"bare model.plan {min(bare):.2f} s without thresholds, {min(full):.2f} s with; "
             f"load average {load:.1f} -> {os.getloadavg()[0]:.1f}"
         )

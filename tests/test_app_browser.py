@@ -7,7 +7,8 @@ streamlit), so nothing else is needed. Every wait is bounded; both processes are
 
 Run it alone to refresh the screenshots: ``.venv/bin/python tests/test_app_browser.py [view ...]``
 (a view is a tab label, e.g. "Roofline"; the first screenshot is docs/screenshots/app.png).
-:func:`measure` times Apply -> settled page; ``benchmarks/apply_app.py`` runs it on typical scenarios.
+:func:`tests.app_timing.measure` times Apply -> settled page; ``benchmarks/apply_app.py`` runs it on
+typical scenarios.
 """
 
 from __future__ import annotations
@@ -154,11 +155,13 @@ def chromium(binary: str, profile: Path, cpus: str | None = None):
 
 
 class DevTools:
-    """A minimal Chrome DevTools protocol client over one page's websocket."""
+    """A minimal Chrome DevTools protocol client over one page's websocket. Events (messages
+    without an id) are dropped, or kept in ``events`` when it is a list (tests/app_timing.py)."""
 
     def __init__(self, ws) -> None:
         self.ws = ws
         self.next_id = 0
+        self.events: list[dict] | None = None
 
     async def call(self, method: str, timeout: float = 30.0, **params):
         self.next_id += 1
@@ -173,6 +176,8 @@ class DevTools:
             if raw is None:
                 raise ConnectionError("DevTools websocket closed")
             reply = json.loads(raw)
+            if "id" not in reply and self.events is not None:
+                self.events.append(reply)
             if reply.get("id") == msg_id:
                 if "error" in reply:
                     raise RuntimeError(f"DevTools {method}: {reply['error']}")
@@ -259,31 +264,8 @@ def capture(
     return texts
 
 
-# -- responsiveness (docs/app.md): time from a click on Apply to the settled page
+# -- shared with tests/app_timing.py (Apply -> settled page, docs/app.md "Responsiveness")
 
-SLIDER_JS = """(() => {
-  const s = [...document.querySelectorAll('[data-testid="stSlider"]')]
-    .find(e => e.innerText.trim().startsWith(%s) ||
-               (e.querySelector("label") || {innerText: ""}).innerText.includes(%s));
-  const thumb = s && s.querySelector('input[type="range"], [role="slider"]');
-  if (!thumb) return "missing";
-  thumb.focus();
-  return document.activeElement === thumb ? "focused" : "not focused";
-})()"""
-SLIDER_VALUE_JS = """(() => {
-  const s = [...document.querySelectorAll('[data-testid="stSlider"]')]
-    .find(e => e.innerText.trim().startsWith(%s) ||
-               (e.querySelector("label") || {innerText: ""}).innerText.includes(%s));
-  const thumb = s && s.querySelector('input[type="range"], [role="slider"]');
-  return thumb ? String(thumb.getAttribute("aria-valuenow") || thumb.value) : "missing";
-})()"""
-APPLY_JS = """(() => {
-  const b = [...document.querySelectorAll('[data-testid="stBaseButton-primaryFormSubmit"], button')]
-    .find(e => e.innerText.trim() === "Apply");
-  if (!b) return "missing";
-  b.click();
-  return "clicked";
-})()"""
 FOOTER_JS = """(() => {
   const c = [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
     .map(e => e.innerText).filter(t => t.startsWith("Computed in"));
@@ -294,16 +276,9 @@ FOOTER_JS = """(() => {
 })()"""
 
 
-async def _press(dt: DevTools, key: str, code: str, key_code: int) -> None:
-    for kind in ("rawKeyDown", "keyUp"):
-        await dt.call(
-            "Input.dispatchKeyEvent", type=kind, key=key, code=code, windowsVirtualKeyCode=key_code,
-            nativeVirtualKeyCode=key_code,
-        )  # fmt: skip
-
-
-async def _open(devtools_http: str, url: str) -> tuple[DevTools, float]:
-    """Connect to the browser's page, load ``url``, wait for the verdict; (client, seconds)."""
+async def _open(devtools_http: str, url: str, init_js: str | None = None) -> tuple[DevTools, float]:
+    """Connect to the browser's page, load ``url``, wait for the verdict; (client, seconds).
+    ``init_js`` runs in the page before its own scripts (tests/app_timing.py's instrumentation)."""
     from tornado.websocket import websocket_connect
 
     with urllib.request.urlopen(devtools_http + "/json/list", timeout=10) as r:
@@ -311,6 +286,8 @@ async def _open(devtools_http: str, url: str) -> tuple[DevTools, float]:
     ws = await asyncio.wait_for(websocket_connect(page["webSocketDebuggerUrl"], max_message_size=2**26), 15)
     dt = DevTools(ws)
     await dt.call("Page.enable")
+    if init_js:
+        await dt.call("Page.addScriptToEvaluateOnNewDocument", source=init_js)
     t0 = time.perf_counter()
     await dt.call("Page.navigate", url=url)
     deadline = time.monotonic() + PAGE_WAIT_S
@@ -331,92 +308,6 @@ async def _settled(dt: DevTools, timeout_s: float = PAGE_WAIT_S) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("the page did not settle")
         await asyncio.sleep(0.1)
-
-
-async def apply_change(dt: DevTools, slider_label: str, press: str) -> dict:
-    """Move a sidebar slider one step (in the form: nothing is sent), then click Apply; time from
-    the click until the page has a new footer, no running script and no spinner. Returns the
-    seconds and the URL query before and after Apply."""
-    keys = {"right": ("ArrowRight", "ArrowRight", 39), "left": ("ArrowLeft", "ArrowLeft", 37)}
-    before = json.loads(await dt.text(FOOTER_JS))
-    label = json.dumps(slider_label)
-    deadline = time.monotonic() + 20.0  # a loaded machine can be slow to draw the sidebar again
-    while (focused := await dt.text(SLIDER_JS % (label, label))) != "focused":
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"slider {slider_label!r}: {focused}")
-        await asyncio.sleep(0.2)
-    value = await dt.text(SLIDER_VALUE_JS % (label, label))
-    await _press(dt, *keys[press])
-    await asyncio.sleep(0.5)
-    if value == "missing" or await dt.text(SLIDER_VALUE_JS % (label, label)) == value:
-        raise RuntimeError(f"slider {slider_label!r} did not move from {value}")
-    edited = json.loads(await dt.text(FOOTER_JS))
-    t0 = time.perf_counter()
-    if await dt.text(APPLY_JS) != "clicked":
-        raise RuntimeError("no Apply button")
-    while True:
-        state = json.loads(await dt.text(FOOTER_JS))
-        if (
-            state["footer"]
-            and state["footer"] != before["footer"]
-            and not state["running"]
-            and not state["spinners"]
-        ):
-            break
-        if time.perf_counter() - t0 > 60:
-            raise TimeoutError("no re-render within 60 s")
-        await asyncio.sleep(0.02)
-    seconds = time.perf_counter() - t0
-    return {
-        "seconds": seconds,
-        "url_before": before["url"],
-        "url_edited": edited["url"],
-        "footer_edited": edited["footer"],
-        "footer_before": before["footer"],
-        "footer_after": state["footer"],
-        "url_after": state["url"],
-    }
-
-
-async def _measure(
-    devtools_http: str, url: str, slider_label: str, presses: list[str]
-) -> list[tuple[str, dict]]:
-    dt, first = await _open(devtools_http, url)
-    out: list[tuple[str, dict]] = [("first load (cold server)", {"seconds": first})]
-    try:
-        await _settled(dt)
-        await asyncio.sleep(2.0)
-        for press in presses:
-            out.append((press, await apply_change(dt, slider_label, press)))
-            await asyncio.sleep(1.0)
-    finally:
-        dt.ws.close()
-    return out
-
-
-def measure(
-    slider_label: str = "Percentile",
-    presses: tuple[str, ...] = ("right", "left", "right", "left"),
-    query: dict[str, str] | None = None,
-    cpus: tuple[str | None, str | None] = (None, None),
-) -> list[tuple[str, dict]]:
-    """Browser-side times from Apply to the settled page after slider steps (a value not seen
-    before: a new plan; a value seen before: cached). ``query`` sets the scenario by URL; ``cpus``
-    pins the server and the browser to cores (``taskset -c`` lists, None: not pinned)."""
-    binary = find_chromium()
-    if binary is None:
-        raise RuntimeError("chromium is not installed (run .ci/install_browser.sh)")
-    with tempfile.TemporaryDirectory(prefix="pdplan-browser-") as tmp:
-        tmp_path = Path(tmp)
-        profile = tmp_path / "profile"
-        profile.mkdir()
-        with (
-            streamlit_server(tmp_path, cpus[0]) as base,
-            chromium(binary, profile, cpus[1]) as devtools_http,
-        ):
-            url = base + "/" + (("?" + urllib.parse.urlencode(query)) if query else "")
-            coro = _measure(devtools_http, url, slider_label, list(presses))
-            return asyncio.run(asyncio.wait_for(coro, timeout=600))
 
 
 FLIP_TOGGLE_JS = """(() => {
@@ -489,6 +380,8 @@ def test_browser_apply_form_plans_once_and_updates_the_url():
     value in the URL, and the verdict card carries the one-line summary with the margin rule."""
     if find_chromium() is None:
         pytest.skip("chromium is not installed (.ci/install_browser.sh installs Debian's chromium)")
+    from tests.app_timing import measure
+
     ((_, first), (_, step)) = measure("Percentile", ("right",))
     assert first["seconds"] > 0
     assert "percentile" not in step["url_edited"] and step["footer_edited"] == step["footer_before"]
