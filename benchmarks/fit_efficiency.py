@@ -5,7 +5,9 @@ of model/physics/deployment.py that shape the linear layers' efficiency:
 
 - ``GEMM_EXPOSED_WEIGHT_FRACTION`` (kappa: how fast GEMM efficiency falls at few tokens),
 - ``LARGE_GEMM_MFU_FACTOR`` (the large-M GEMM plateau over the GPU profile's prefill MFU),
-- ``LOW_PRECISION_MFU_RATIO["fp8"]`` (FP8 GEMMs against the MFU at the doubled peak),
+- ``LOW_PRECISION_MFU_RATIO["fp8"]`` (FP8 GEMMs against the MFU at the doubled peak; since session 7
+  it moves only the rows whose engine sets no ``[gemm] low_precision_ratio`` of its own: TensorRT-LLM
+  0.5 - 0.7, the early-2025 DeepSeek releases and rows without an engine profile),
 
 minimising train prefill MdAPE + train decode MdAPE over the *train* rows of
 tests/data/published_measurements.csv (the ``split`` column; held-out rows are reported, never used

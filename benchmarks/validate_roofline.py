@@ -58,8 +58,13 @@ SPLIT_SEED = "pdplan-issue16:"
 ENGINE_PROFILES = {"tensorrt-llm": "trtllm", "nim": "trtllm", "vllm": "vllm", "sglang": "sglang"}
 # Engine releases with a profile of their own, by the start of the ``engine`` column (lower case), checked
 # first: the first releases serving DeepSeek-V3/R1 (hardware_profiles/engines/{vllm-0.7,sglang-0.4}.toml,
-# whose step_extra is measured by the SGLang team, not fitted on this table).
-ENGINE_VERSION_PROFILES = {"vllm 0.7.": "vllm-0.7", "sglang 0.4.": "sglang-0.4"}
+# whose step_extra is measured by the SGLang team, not fitted on this table), and TensorRT-LLM 0.5 - 0.7
+# (2023: TensorRT 9's FP8 GEMMs, the ones LOW_PRECISION_MFU_RATIO was measured on; trtllm-0.5.toml).
+ENGINE_VERSION_PROFILES = {
+    "vllm 0.7.": "vllm-0.7",
+    "sglang 0.4.": "sglang-0.4",
+    "tensorrt-llm 0.": "trtllm-0.5",
+}
 # Accumulator of an engine's 16-bit GEMMs (model.physics.deployment.GEMM_ACCUMULATORS), by the same
 # first word: llama.cpp multiplies in FP16 with FP16 accumulation (CUBLAS_COMPUTE_16F); the others
 # accumulate in FP32 (the default).

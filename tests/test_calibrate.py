@@ -599,7 +599,9 @@ def test_engine_overheads_recovered_when_asked() -> None:
     assert g.parameter("per_sequence_s").value == pytest.approx(20e-6, rel=0.05)
     assert g.parameter("step_overhead_s").value == pytest.approx(2e-3, rel=0.05)
     # an engine label that names a profile starts from that engine's values
-    assert _engine_base("vllm-0.8") == (get_engine("vllm").kernel_s, get_engine("vllm").per_sequence_s)
+    vllm = get_engine("vllm")
+    assert _engine_base("vllm-0.8") == (vllm.kernel_s, vllm.per_sequence_s, vllm.low_precision_gemm_ratio)
+    assert _engine_base("synthetic") == (0.0, 0.0, None)  # no profile: LOW_PRECISION_MFU_RATIO applies
     with pytest.raises(InputError, match="fit"):
         calibrate(rows, fit=("launch_s",))
 
@@ -655,3 +657,26 @@ def test_decode_attention_terms_recovered_when_asked() -> None:
     assert g.parameter("decode_mbu").value == pytest.approx(0.70, rel=0.02)
     plain = calibrate(rows, loo=False).group("h100-sxm", "synthetic")
     assert all(p.name != "decode_kv_efficiency" for p in plain.parameters)
+
+
+def test_fp8_calibration_carries_the_engine_gemm_generation() -> None:
+    """FP8 rows generated under the vllm profile (its 0.875 FP8 GEMM ratio, not LOW_PRECISION_MFU_RATIO
+    0.7) at prefill MFU 0.5: calibrating them under the engine label "vllm" recovers 0.5, the value the
+    planner then combines with that same ratio (had the fit used 0.7 it would land near 0.5 x 0.875 / 0.7)."""
+    gpu = get_gpu("h100-sxm")
+    o = get_engine("vllm").overheads(gpu)
+    dep = Deployment(get_model("llama-3.1-8b"), gpu, weight_dtype="fp8", prefill_mfu=0.5, overheads=o)
+    rows = [
+        _row(
+            source=f"fp8 {isl}",
+            gpu="h100-sxm",
+            dtype="fp8",
+            engine="vllm",
+            isl=isl,
+            osl=1,
+            ttft_s=float(prefill_cost(dep, isl).time_s),
+        )
+        for isl in (1024, 2048, 4096, 8192)
+    ]
+    g = calibrate(rows, fit=("prefill_mfu",), loo=False).group("h100-sxm", "vllm")
+    assert g.parameter("prefill_mfu").value == pytest.approx(0.5, rel=0.01)

@@ -102,11 +102,17 @@ def test_early_deepseek_engine_profiles() -> None:
         # 30.29 tok/s at batch 1 (sgl-project/sglang PR #2643) = 33.01 ms; pdplan's step 5.63 ms
         assert early.step_overhead_extra_s == pytest.approx(1 / 30.29 - 5.63e-3, abs=0.05e-3)
         assert early.overheads(gpu).step_s == pytest.approx(now.overheads(gpu).step_s + 27.4e-3)
-        assert replace(early.overheads(gpu), step_s=0) == replace(now.overheads(gpu), step_s=0)
+        # ... and in the GEMM generation: no FP8 ratio of their own (Triton block-FP8 GEMMs); now 0.875
+        assert (early.low_precision_gemm_ratio, now.low_precision_gemm_ratio) == (None, 0.875)
+        same = {"step_s": 0, "low_precision_gemm_ratio": None}
+        assert replace(early.overheads(gpu), **same) == replace(now.overheads(gpu), **same)
     assert v.engine_profile("vLLM 0.7.4.dev (FlashMLA)") == "vllm-0.7"
     assert v.engine_profile("SGLang 0.4.2.post4 (ROCm 6.3)") == "sglang-0.4"
     assert v.engine_profile("SGLang 0.5.8.post1") == "sglang"
     assert v.engine_profile("vLLM 0.16.0") == "vllm"
+    assert v.engine_profile("TensorRT-LLM 0.6.1") == "trtllm-0.5"
+    assert v.engine_profile("TensorRT-LLM 1.2.0rc1") == "trtllm"
+    assert v.engine_profile("NIM 1.8.0 (TensorRT-LLM)") == "trtllm"
 
 
 def test_pdplan_step_of_the_sglang_release_measurement() -> None:

@@ -101,3 +101,30 @@ def test_planner_and_simulator_read_the_same_overheads() -> None:
     engine_ttft = float(rec.first_token_s[0] - rec.arrival_s[0])
     assert float(rec.ttft_s[0]) == pytest.approx(engine_ttft + 10e-3, rel=1e-12)
     assert rec.request_overhead_s == VLLM.overheads(H100).request_s
+
+
+def test_engine_fp8_gemm_generation_by_hand(tmp_path) -> None:
+    # H100 FP8 linear layers: peak 1978.9 TFLOP/s x prefill MFU 0.6 x LARGE_GEMM_MFU_FACTOR 1.15 x the
+    # engine generation's ratio: 0.875 (current trtllm/vllm/sglang: cuBLAS 12.9, 1.75x BF16 / 2) or
+    # LOW_PRECISION_MFU_RATIO 0.7 (TensorRT-LLM 0.5, the early DeepSeek releases, no engine at all)
+    rates = {}
+    for name in ("trtllm", "vllm", "sglang", "trtllm-0.5", "vllm-0.7", "sglang-0.4", None):
+        o = get_engine(name).overheads(H100) if name else None
+        dep = Deployment(L8B, H100, weight_dtype="fp8", overheads=o)
+        rates[name] = dep.gemm_flops_per_s("mlp")
+    for name in ("trtllm", "vllm", "sglang"):
+        assert rates[name] == pytest.approx(1978.9e12 * 0.6 * 1.15 * 0.875, rel=1e-12)
+    for name in ("trtllm-0.5", "vllm-0.7", "sglang-0.4", None):
+        assert rates[name] == pytest.approx(1978.9e12 * 0.6 * 1.15 * 0.7, rel=1e-12)
+    # 16-bit math never takes the ratio
+    bf16 = Deployment(L8B, H100, weight_dtype="bf16", overheads=get_engine("trtllm").overheads(H100))
+    assert bf16.gemm_flops_per_s("mlp") == pytest.approx(989.4e12 * 0.6 * 1.15, rel=1e-12)
+    with pytest.raises(InputError, match="gemm.low_precision_ratio"):
+        Overheads(step_s=1e-3, low_precision_gemm_ratio=7.0)
+    text = Path(VLLM.path).read_text(encoding="utf-8").replace('name = "vllm"', 'name = "bad"')
+    path = tmp_path / "bad.toml"
+    path.write_text(
+        text.replace("low_precision_ratio = { value = 0.875", "low_precision_ratio = { value = 0", 1)
+    )
+    with pytest.raises(Exception, match="low_precision_ratio"):
+        engine_from_toml(path)

@@ -63,6 +63,15 @@ def test_aiconfigurator_refusals_name_the_reason(rows, row_id, reason):
         pr.aiconfigurator_request(rows[row_id])
 
 
+def test_closed_loop_ttft_rows_are_refused_for_every_peer(rows):
+    # NIM's TTFT at concurrency 5 waits behind other prompts: no static-batch prediction compares
+    row = rows["nim18-h100-l31_8b-200-ttft-c5"]
+    for peer in pr.TRANSLATORS:
+        with pytest.raises(pr.NotExpressible, match="closed-loop TTFT"):
+            pr.TRANSLATORS[peer](row)
+    pr.aiconfigurator_request(rows["nim18-h100-l31_8b-200-ttft"])  # concurrency 1: translated
+
+
 def test_aiconfigurator_refuses_an_engine_it_has_no_backend_for(rows):
     row = replace(rows["trtllm05-h100-l2_7b-128"], engine="llama.cpp (Jan 2024)")
     with pytest.raises(pr.NotExpressible, match="not an aiconfigurator backend"):

@@ -119,17 +119,18 @@ METRICS = ("prefill", "ttft", "tpot", "throughput")
 # Fitting
 
 
-def _engine_base(engine: str) -> tuple[float, float]:
-    """(kernel_s, per_sequence_s) of the engine profile the group's engine label names (e.g. "vllm",
-    "vllm-0.8" -> vllm), so predictions carry the overheads the planner adds; (0, 0) when the label
-    names no profile (the GPU profile's step overhead alone, as without an engine)."""
+def _engine_base(engine: str) -> tuple[float, float, float | None]:
+    """(kernel_s, per_sequence_s, low_precision_gemm_ratio) of the engine profile the group's engine
+    label names (e.g. "vllm", "vllm-0.8" -> vllm), so predictions carry the overheads and the 8-/4-bit
+    GEMM generation the planner uses; (0, 0, None) when the label names no profile (the GPU profile's
+    step overhead alone and LOW_PRECISION_MFU_RATIO, as without an engine)."""
     for label in (engine, re.split(r"[-_ ]", engine.strip(), maxsplit=1)[0]):
         try:
             e = get_engine(label)
         except (UnknownNameError, InputError):
             continue
-        return e.kernel_s, e.per_sequence_s
-    return 0.0, 0.0
+        return e.kernel_s, e.per_sequence_s, e.low_precision_gemm_ratio
+    return 0.0, 0.0, None
 
 
 def _theta(names: Sequence[str], x: np.ndarray, base: Theta) -> Theta:
@@ -276,7 +277,7 @@ def _calibrate_group(
     if fit_comm and tp_multi:
         link = default_tp_link(gpu, max(m.tp for m in rows))
         link_name, comm_base = link.name, link.efficiency
-    kernel_s, per_sequence_s = _engine_base(engine)
+    kernel_s, per_sequence_s, low_precision_ratio = _engine_base(engine)
     base = Theta(
         gpu.prefill_mfu,
         gpu.decode_mbu,
@@ -286,6 +287,7 @@ def _calibrate_group(
         per_sequence_s,
         DECODE_KV_STREAM_EFFICIENCY,
         DECODE_ATTENTION_FIXED_TOKENS,
+        low_precision_ratio,
     )
 
     warnings: list[str] = []

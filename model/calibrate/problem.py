@@ -59,6 +59,7 @@ class Theta:
     per_sequence_s: float = 0.0  # engine per-sequence cost per step
     decode_kv_efficiency: float | None = None  # None: model.physics.deployment's fitted constant
     decode_attention_fixed_tokens: float | None = None  # None: the same module's constant
+    low_precision_gemm_ratio: float | None = None  # the engine's 8-/4-bit GEMM ratio (carried, not fitted)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,10 @@ def _deployment(gpu: GPU, cfg: _Config, th: Theta) -> Deployment:
         step_overhead_s=th.step_overhead_s,
         tp_link=link,
         overheads=Overheads(
-            step_s=th.step_overhead_s, kernel_s=th.kernel_s, per_sequence_s=th.per_sequence_s
+            step_s=th.step_overhead_s,
+            kernel_s=th.kernel_s,
+            per_sequence_s=th.per_sequence_s,
+            low_precision_gemm_ratio=th.low_precision_gemm_ratio,
         ),
         decode_kv_efficiency=th.decode_kv_efficiency,
         decode_attention_fixed_tokens=th.decode_attention_fixed_tokens,

@@ -20,6 +20,7 @@ from model.hardware.schema import (
     INT,
     LIST,
     NAMES,
+    NUMBER,
     QUANTITY,
     QUANTITY0,
     TEXT,
@@ -72,7 +73,8 @@ class Engine:
     measured with vLLM (the reference engine), so vLLM's is 0. ``kernel_s``, ``launch_s``,
     ``decode_launch``, ``per_sequence_s``, ``request_s``: the overheads of
     :mod:`model.hardware.overheads` (:meth:`overheads`). ``ep_overlap``: one of EP_OVERLAPS, the
-    engine's default for overlapping the EP all-to-all with compute.
+    engine's default for overlapping the EP all-to-all with compute. ``low_precision_gemm_ratio``:
+    its 8-/4-bit GEMM kernels' efficiency ratio (None: LOW_PRECISION_MFU_RATIO), passed on in the overheads.
     """
 
     name: str
@@ -90,6 +92,7 @@ class Engine:
     per_sequence_s: float = 0.0
     request_s: float = 0.0
     ep_overlap: str = "none"
+    low_precision_gemm_ratio: float | None = None
     kv_transfer_modes: tuple[str, ...] = KV_TRANSFER_MODES
     small_gpu_max_num_seqs: int | None = None
     small_gpu_memory_bytes: float = 0.0
@@ -154,6 +157,7 @@ class Engine:
             per_sequence_s=self.per_sequence_s,
             request_s=self.request_s,
             micro_batch_overlap=self.ep_overlap == "two-micro-batch",
+            low_precision_gemm_ratio=self.low_precision_gemm_ratio,
         )
 
     def supports_transfer(self, layerwise: bool) -> bool:
@@ -193,6 +197,7 @@ _ENGINE_SCHEMA: Schema = {
     ("overheads", "per_sequence"): (QUANTITY0, Kind.TIME, False),
     ("overheads", "request"): (QUANTITY0, Kind.TIME, False),
     ("overheads", "ep_overlap"): (TEXT, None, False),
+    ("gemm", "low_precision_ratio"): (NUMBER, None, False),
     ("kv_transfer", "modes"): (LIST, None, True),
     ("kv_transfer", "connectors"): (NAMES, None, False),
 }
@@ -219,6 +224,7 @@ def engine_from_toml(path: Path, text: str | None = None) -> Engine:
             per_sequence_s=v.get("overheads.per_sequence", 0.0),
             request_s=v.get("overheads.request", 0.0),
             ep_overlap=v.get("overheads.ep_overlap", "none"),
+            low_precision_gemm_ratio=v.get("gemm.low_precision_ratio"),
             kv_transfer_modes=v["kv_transfer.modes"],
             kv_connectors=v.get("kv_transfer.connectors", ()),
             small_gpu_max_num_seqs=v.get("batching.small_gpu_max_num_seqs"),

@@ -20,6 +20,11 @@ Per step (model.physics.steps):
 
 Per request: ``request_s``, what a client measures on top of the engine's own first token
 (tokenisation, HTTP, queue hand-off to the engine core), added to TTFT as a user measures it.
+
+Per engine generation: ``low_precision_gemm_ratio``, the efficiency of its 8-/4-bit GEMM kernels
+against the MFU at the doubled (quadrupled) peak (None: model.physics.deployment.LOW_PRECISION_MFU_RATIO,
+measured on TensorRT-LLM 0.5); an engine property, not an overhead, carried here because every
+Deployment receives the engine through its Overheads.
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ class Overheads:
     # Two-micro-batch overlap of the EP all-to-all with compute (the engine profile's
     # ``[overheads] micro_batch_overlap``; model.physics.expert_parallel.overlapped_step_s).
     micro_batch_overlap: bool = False
+    # 8-/4-bit GEMM efficiency ratio of the engine's kernels (the profile's ``[gemm] low_precision_ratio``).
+    low_precision_gemm_ratio: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("step_s", "kernel_s", "launch_s", "per_sequence_s", "request_s"):
@@ -68,6 +75,9 @@ class Overheads:
                 or not (math.isfinite(x) and 0 <= x <= _MAX_S)
             ):
                 raise InputError(f"overheads.{name}", x, f"a time in [0, {_MAX_S:g}] s")
+        r = self.low_precision_gemm_ratio
+        if r is not None and (isinstance(r, bool) or not isinstance(r, int | float) or not 0.1 <= r <= 1.5):
+            raise InputError("gemm.low_precision_ratio", r, "a ratio in [0.1, 1.5]")
         for flag in ("decode_graphs", "micro_batch_overlap"):
             if not isinstance(getattr(self, flag), bool):
                 raise InputError(f"overheads.{flag}", getattr(self, flag), "true or false")

@@ -42,7 +42,8 @@ ALLREDUCES_PER_LAYER = 2
 # and sampling stay in 16-bit, and the doubled tensor-core rate pushes the GPU into its power limit
 # (lower clocks). TensorRT-LLM 0.5 on H100 reached ~780 TFLOP/s in FP8 prefill of Llama-2-7B
 # (docs/source/performance.md low-latency table: 2048 tokens in 36 ms), i.e. ~0.4 of the FP8 peak
-# against ~0.6 MFU in 16-bit: ratio ~0.7. Weight-only formats compute in 16-bit: ratio 1.
+# against ~0.6 MFU in 16-bit: ratio ~0.7. Weight-only formats compute in 16-bit: ratio 1. An engine
+# whose FP8 kernels are of a later generation sets its own (Overheads.low_precision_gemm_ratio).
 LOW_PRECISION_MFU_RATIO = {"fp8": 0.7, "int8": 0.7, "fp4": 0.7}
 # Fraction kappa of a GEMM's weight stream that is not hidden behind its tensor-core math. It sets
 # how the linear layers' efficiency falls when a step carries few tokens (``gemm_mfu_at``):
@@ -283,14 +284,13 @@ class Deployment:
     def _component_table(self) -> dict[str, tuple[float, float]]:
         """component -> (bytes per weight, achieved large-batch GEMM FLOP/s), read once from the table."""
         prec, peaks = self.resolved_precision, self._peaks
+        own = None if self.overheads is None else self.overheads.low_precision_gemm_ratio
         out = {}
         for c in WEIGHT_COMPONENTS:
             fmt = prec.format(c)
-            rate = (
-                peaks[fmt.math] * self.gemm_plateau_mfu * LOW_PRECISION_MFU_RATIO.get(fmt.math, 1.0)
-                if fmt.math in peaks
-                else 0.0
-            )
+            ratio = LOW_PRECISION_MFU_RATIO.get(fmt.math, 1.0)
+            ratio = own if own is not None and fmt.math in LOW_PRECISION_MFU_RATIO else ratio
+            rate = peaks[fmt.math] * self.gemm_plateau_mfu * ratio if fmt.math in peaks else 0.0
             out[c] = (fmt.bytes_per_element, rate)
         return out
 
@@ -360,8 +360,8 @@ class Deployment:
 
     def gemm_flops_per_s(self, component: str) -> float:
         """Achieved large-batch GEMM rate of ``component``'s weights: the peak of its format's math x
-        MFU x LARGE_GEMM_MFU_FACTOR x LOW_PRECISION_MFU_RATIO (1 for 16-bit math, incl. weight-only
-        formats)."""
+        MFU x LARGE_GEMM_MFU_FACTOR x LOW_PRECISION_MFU_RATIO (or the engine's
+        ``overheads.low_precision_gemm_ratio``; 1 for 16-bit math, incl. weight-only formats)."""
         rate = self._component_table[component][1]
         if rate <= 0:  # a component the GPU cannot run (only possible for one the arch lacks)
             peaks = dict(self.gpu.peak_flops_per_s)
