@@ -680,3 +680,34 @@ def test_fp8_calibration_carries_the_engine_gemm_generation() -> None:
     ]
     g = calibrate(rows, fit=("prefill_mfu",), loo=False).group("h100-sxm", "vllm")
     assert g.parameter("prefill_mfu").value == pytest.approx(0.5, rel=0.01)
+
+
+def test_fp8_gemm_ratio_recovered_when_asked() -> None:
+    """BF16 and FP8 prompt rows of one engine, generated at prefill MFU 0.5 and an FP8 GEMM ratio of
+    0.8 (between the 2023 0.7 and cuBLAS 12.9's 0.875): the BF16 rows pin the MFU, the FP8 rows
+    then the ratio (an FP8 prompt's GEMMs run at MFU x ratio of the FP8 peak, its attention at the
+    16-bit MFU); fitting both recovers 0.5 and 0.8. It is reported only when asked for."""
+    gpu = get_gpu("h100-sxm")
+    o = dataclasses.replace(get_engine("vllm").overheads(gpu), low_precision_gemm_ratio=0.8)
+    rows = []
+    for dtype in ("bf16", "fp8"):
+        dep = Deployment(get_model("llama-3.1-8b"), gpu, weight_dtype=dtype, prefill_mfu=0.5, overheads=o)
+        rows += [
+            _row(
+                source=f"{dtype} {isl}",
+                gpu="h100-sxm",
+                dtype=dtype,
+                engine="vllm",
+                isl=isl,
+                osl=1,
+                ttft_s=float(prefill_cost(dep, isl).time_s),
+            )
+            for isl in (1024, 2048, 4096, 8192)
+        ]
+    fit = ("prefill_mfu", "low_precision_gemm_ratio")
+    g = calibrate(rows, fit=fit, loo=False).group("h100-sxm", "vllm")
+    assert g.parameter("prefill_mfu").value == pytest.approx(0.5, rel=0.01)
+    ratio = g.parameter("low_precision_gemm_ratio")
+    assert ratio.fitted and ratio.base == pytest.approx(0.875) and ratio.value == pytest.approx(0.8, rel=0.01)
+    plain = calibrate(rows, loo=False).group("h100-sxm", "vllm")
+    assert all(p.name != "low_precision_gemm_ratio" for p in plain.parameters)

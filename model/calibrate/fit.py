@@ -55,7 +55,12 @@ from model.hardware.catalog import get_engine, load_catalog
 from model.hardware.collectives import default_tp_link
 from model.hardware.gpus import GPU
 from model.limits import MAX_MEASUREMENT_ROWS
-from model.physics.deployment import DECODE_ATTENTION_FIXED_TOKENS, DECODE_KV_STREAM_EFFICIENCY, Deployment
+from model.physics.deployment import (
+    DECODE_ATTENTION_FIXED_TOKENS,
+    DECODE_KV_STREAM_EFFICIENCY,
+    LOW_PRECISION_MFU_RATIO,
+    Deployment,
+)
 
 __all__ = ["BOUNDS", "DEFAULT_FIT", "FITTABLE", "PARAMETERS", "calibrate"]
 
@@ -68,6 +73,7 @@ PARAMETERS = (
     "per_sequence_s",
     "decode_kv_efficiency",
     "decode_attention_fixed_tokens",
+    "low_precision_gemm_ratio",
 )
 DEFAULT_FIT = ("prefill_mfu", "decode_mbu", "step_overhead_s")
 # Parameters ``fit`` may name: the GPU profile's efficiencies and the engine profile's per-kernel floor
@@ -81,10 +87,19 @@ FITTABLE = (
     "per_sequence_s",
     "decode_kv_efficiency",
     "decode_attention_fixed_tokens",
+    "low_precision_gemm_ratio",
 )
-# Parameters reported only when ``fit`` names them: the engine overheads and the decode-attention
-# efficiency terms (module constants of model.physics.deployment, not GPU-profile fields).
-OPT_IN = ("kernel_s", "per_sequence_s", "decode_kv_efficiency", "decode_attention_fixed_tokens")
+# Parameters reported only when ``fit`` names them: the engine overheads, the decode-attention
+# efficiency terms (module constants of model.physics.deployment, not GPU-profile fields) and the
+# engine's 8-/4-bit GEMM efficiency ratio (an engine profile's [gemm] low_precision_ratio: with
+# 16-bit rows in the group beside FP8/FP4 ones it separates from the prefill MFU).
+OPT_IN = (
+    "kernel_s",
+    "per_sequence_s",
+    "decode_kv_efficiency",
+    "decode_attention_fixed_tokens",
+    "low_precision_gemm_ratio",
+)
 # Physically possible ranges. MFU / MBU / link efficiency are fractions of a peak (<= 1 by
 # definition); the lower ends are far below any working engine, so a fit that lands on one means
 # the model is missing something (reported as "at bound"). The step overhead must be > 0 (profile
@@ -102,10 +117,18 @@ BOUNDS: dict[str, tuple[float, float]] = {
     # below a few thousand tokens of KV (model.physics.deployment)
     "decode_kv_efficiency": (0.05, 1.0),
     "decode_attention_fixed_tokens": (0.0, 4096.0),
+    # the engine profile's accepted range (model.hardware.overheads.Overheads)
+    "low_precision_gemm_ratio": (0.1, 1.5),
 }
-# Where an engine overhead's base is 0 (the group's engine label names no profile), sensitivity and
-# the fit start from the built-in engines' value (hardware_profiles/engines/*.toml [overheads]).
-TYPICAL_ENGINE_OVERHEAD = {"kernel_s": 3e-6, "per_sequence_s": 5e-6}
+# Where an engine term's base is unset (the group's engine label names no profile, or the profile sets
+# no FP8/FP4 ratio), sensitivity and the fit start from the built-in engines' value
+# (hardware_profiles/engines/*.toml [overheads]) or, for the GEMM ratio, the one the model then uses
+# (model.physics.deployment.LOW_PRECISION_MFU_RATIO).
+TYPICAL_ENGINE_OVERHEAD = {
+    "kernel_s": 3e-6,
+    "per_sequence_s": 5e-6,
+    "low_precision_gemm_ratio": LOW_PRECISION_MFU_RATIO["fp8"],
+}
 # A parameter is fitted only if a 5% change of it moves some prediction by at least 0.1%.
 SENSITIVITY_STEP = 0.05
 SENSITIVITY_MIN = 1e-3
@@ -356,7 +379,8 @@ def _calibrate_group(
             continue
         if k_name in OPT_IN and k_name not in wanted:
             continue  # engine overheads and decode-attention terms are reported only when asked for
-        b = float(getattr(base, k_name))
+        b = getattr(base, k_name)
+        b = float(TYPICAL_ENGINE_OVERHEAD[k_name] if b is None else b)
         if k_name in names:
             k = names.index(k_name)
             v = float(x[k])
@@ -411,8 +435,10 @@ def calibrate(
 
     ``measurements``: :class:`Measurement` rows, or a file path (read with
     :func:`load_measurements` using ``fmt`` and ``defaults``). ``fit``: which of
-    ``prefill_mfu``, ``decode_mbu``, ``step_overhead_s`` (default) and the engine overheads
-    ``kernel_s``, ``per_sequence_s`` to fit (others stay at the base profiles' values); ``fit_comm``
+    ``prefill_mfu``, ``decode_mbu``, ``step_overhead_s`` (default), the engine overheads
+    ``kernel_s``, ``per_sequence_s``, the decode-attention terms ``decode_kv_efficiency``,
+    ``decode_attention_fixed_tokens`` and the engine's FP8/FP4 GEMM ratio
+    ``low_precision_gemm_ratio`` to fit (others stay at the base profiles' values); ``fit_comm``
     also fits the TP link efficiency when some row has TP > 1.
     ``max_ttft_utilisation``: open-loop TTFT rows with request_rate x TTFT above it are not used.
     ``loo``: compute leave-one-out errors (one refit per row).

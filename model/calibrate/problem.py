@@ -59,7 +59,7 @@ class Theta:
     per_sequence_s: float = 0.0  # engine per-sequence cost per step
     decode_kv_efficiency: float | None = None  # None: model.physics.deployment's fitted constant
     decode_attention_fixed_tokens: float | None = None  # None: the same module's constant
-    low_precision_gemm_ratio: float | None = None  # the engine's 8-/4-bit GEMM ratio (carried, not fitted)
+    low_precision_gemm_ratio: float | None = None  # the engine's 8-/4-bit GEMM ratio (fitted when asked)
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,8 @@ def calibrated_profile_toml(fit: GroupFit, *, when: _dt.datetime | None = None) 
                         if p.name in ("kernel_s", "per_sequence_s")
                         else " (model.physics.deployment constant; not stored in a GPU profile)"
                         if p.name in ("decode_kv_efficiency", "decode_attention_fixed_tokens")
+                        else " (engine profile [gemm] low_precision_ratio; not stored in a GPU profile)"
+                        if p.name == "low_precision_gemm_ratio"
                         else ""
                     )
                 )
