@@ -711,3 +711,31 @@ def test_fp8_gemm_ratio_recovered_when_asked() -> None:
     assert ratio.fitted and ratio.base == pytest.approx(0.875) and ratio.value == pytest.approx(0.8, rel=0.01)
     plain = calibrate(rows, loo=False).group("h100-sxm", "vllm")
     assert all(p.name != "low_precision_gemm_ratio" for p in plain.parameters)
+
+
+def test_client_request_overhead_recovered_when_asked() -> None:
+    """Rows with the engine's own prefill time and the client's TTFT 7 ms above it (the front end's
+    HTTP, tokenisation and hand-off): fitting the request overhead with the prefill MFU recovers
+    7 ms and the MFU 0.45 (the step overhead fitted beside them); it is added to TTFT rows only when
+    fitted, and reported only when asked for."""
+    gpu = get_gpu("h100-sxm")
+    dep = Deployment(get_model("llama-3.1-8b"), gpu, **TRUE)
+    rows = [
+        _row(
+            source=f"client {isl}",
+            gpu="h100-sxm",
+            engine="synthetic",
+            isl=isl,
+            osl=1,
+            prefill_s=float(prefill_cost(dep, isl).time_s),
+            ttft_s=float(prefill_cost(dep, isl).time_s) + 7e-3,
+        )
+        for isl in (256, 1024, 4096, 8192)
+    ]
+    fit = ("prefill_mfu", "step_overhead_s", "request_s")
+    g = calibrate(rows, fit=fit, loo=False).group("h100-sxm", "synthetic")
+    assert g.parameter("request_s").value == pytest.approx(7e-3, rel=0.01)
+    assert g.parameter("request_s").base == 0.0
+    assert g.parameter("prefill_mfu").value == pytest.approx(0.45, rel=0.01)
+    plain = calibrate(rows, fit=("prefill_mfu",), loo=False).group("h100-sxm", "synthetic")
+    assert all(p.name != "request_s" for p in plain.parameters)

@@ -74,6 +74,7 @@ PARAMETERS = (
     "decode_kv_efficiency",
     "decode_attention_fixed_tokens",
     "low_precision_gemm_ratio",
+    "request_s",
 )
 DEFAULT_FIT = ("prefill_mfu", "decode_mbu", "step_overhead_s")
 # Parameters ``fit`` may name: the GPU profile's efficiencies and the engine profile's per-kernel floor
@@ -88,17 +89,21 @@ FITTABLE = (
     "decode_kv_efficiency",
     "decode_attention_fixed_tokens",
     "low_precision_gemm_ratio",
+    "request_s",
 )
 # Parameters reported only when ``fit`` names them: the engine overheads, the decode-attention
 # efficiency terms (module constants of model.physics.deployment, not GPU-profile fields) and the
 # engine's 8-/4-bit GEMM efficiency ratio (an engine profile's [gemm] low_precision_ratio: with
-# 16-bit rows in the group beside FP8/FP4 ones it separates from the prefill MFU).
+# 16-bit rows in the group beside FP8/FP4 ones it separates from the prefill MFU) and the client-observed
+# per-request overhead on TTFT rows (an engine profile's [overheads] request; 0 unless fitted: rows with
+# both prefill_s and ttft_s, or TTFT rows at several prompt lengths, separate it from the prefill).
 OPT_IN = (
     "kernel_s",
     "per_sequence_s",
     "decode_kv_efficiency",
     "decode_attention_fixed_tokens",
     "low_precision_gemm_ratio",
+    "request_s",
 )
 # Physically possible ranges. MFU / MBU / link efficiency are fractions of a peak (<= 1 by
 # definition); the lower ends are far below any working engine, so a fit that lands on one means
@@ -119,6 +124,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "decode_attention_fixed_tokens": (0.0, 4096.0),
     # the engine profile's accepted range (model.hardware.overheads.Overheads)
     "low_precision_gemm_ratio": (0.1, 1.5),
+    # a front end adding more than half a second per request is not an overhead but a misconfiguration
+    "request_s": (1e-6, 0.5),
 }
 # Where an engine term's base is unset (the group's engine label names no profile, or the profile sets
 # no FP8/FP4 ratio), sensitivity and the fit start from the built-in engines' value
@@ -128,6 +135,8 @@ TYPICAL_ENGINE_OVERHEAD = {
     "kernel_s": 3e-6,
     "per_sequence_s": 5e-6,
     "low_precision_gemm_ratio": LOW_PRECISION_MFU_RATIO["fp8"],
+    # vLLM's API server: +8.4 to +12.2 ms client over server TTFT (hardware_profiles/engines/vllm.toml)
+    "request_s": 10e-3,
 }
 # A parameter is fitted only if a 5% change of it moves some prediction by at least 0.1%.
 SENSITIVITY_STEP = 0.05
@@ -438,7 +447,8 @@ def calibrate(
     ``prefill_mfu``, ``decode_mbu``, ``step_overhead_s`` (default), the engine overheads
     ``kernel_s``, ``per_sequence_s``, the decode-attention terms ``decode_kv_efficiency``,
     ``decode_attention_fixed_tokens`` and the engine's FP8/FP4 GEMM ratio
-    ``low_precision_gemm_ratio`` to fit (others stay at the base profiles' values); ``fit_comm``
+    ``low_precision_gemm_ratio`` and the client-observed request overhead ``request_s`` (added to
+    TTFT rows when fitted) to fit (others stay at the base profiles' values); ``fit_comm``
     also fits the TP link efficiency when some row has TP > 1.
     ``max_ttft_utilisation``: open-loop TTFT rows with request_rate x TTFT above it are not used.
     ``loo``: compute leave-one-out errors (one refit per row).

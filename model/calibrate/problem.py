@@ -60,6 +60,7 @@ class Theta:
     decode_kv_efficiency: float | None = None  # None: model.physics.deployment's fitted constant
     decode_attention_fixed_tokens: float | None = None  # None: the same module's constant
     low_precision_gemm_ratio: float | None = None  # the engine's 8-/4-bit GEMM ratio (fitted when asked)
+    request_s: float = 0.0  # client-observed overhead on TTFT rows (engine [overheads] request), when fitted
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,9 @@ def _predict(gpu: GPU, cfg: _Config, th: Theta) -> dict[str, np.ndarray]:
     if np.any(queued):
         w = mgc_wait(cfg.rate[queued], prefill[queued], 0.0, 1, cfg.scv_arrival[queued])
         wait[queued] = np.where(w.stable, w.mean_wait_s, UNSTABLE_TTFT_S)
-    ttft = prefill + wait
+    # TTFT rows as a client measures them: + the front end's per-request work (HTTP, tokenise, queue
+    # hand-off; model.hardware.overheads ``request_s``), 0 unless fitted; prefill rows are the engine's own
+    ttft = prefill + wait + th.request_s
     osl = cfg.osl
     per_step = tokens_per_decode_step(dep)
     # Each decode step also waits for k other prompts' prefill, less the step overhead it pays anyway

@@ -109,7 +109,7 @@ def calibrated_profile_toml(fit: GroupFit, *, when: _dt.datetime | None = None) 
                         f" (TP link {fit.tp_link}; not stored in a GPU profile)"
                         if p.name == "comm_efficiency"
                         else " (engine profile [overheads]; not stored in a GPU profile)"
-                        if p.name in ("kernel_s", "per_sequence_s")
+                        if p.name in ("kernel_s", "per_sequence_s", "request_s")
                         else " (model.physics.deployment constant; not stored in a GPU profile)"
                         if p.name in ("decode_kv_efficiency", "decode_attention_fixed_tokens")
                         else " (engine profile [gemm] low_precision_ratio; not stored in a GPU profile)"

@@ -72,7 +72,7 @@ def _val(name: str, x: float) -> str:
         return f"{x * 1e6:.2f} us"
     if name == "decode_attention_fixed_tokens":
         return f"{x:.1f} tokens"
-    return f"{x * 1e3:.3f} ms" if name == "step_overhead_s" else f"{x:.3f}"
+    return f"{x * 1e3:.3f} ms" if name in ("step_overhead_s", "request_s") else f"{x:.3f}"
 
 
 def _print_group(g: GroupFit, path: str) -> None:
