@@ -17,18 +17,19 @@ model.sim.colocated) decides which queue a prompt waits in, so it decides the qu
   method reduces to at one server).
 * ``"least-loaded"`` (the lowest w x waiting + running requests; "cache-aware" falls back to it
   without prefix hits) and ``"least-kv"`` (the fewest KV tokens): a blend of the round-robin and
-  shared-queue waits, E[W] = (1 - f) W_rr + f W_shared with f = 1 - 1 / w. Reasoning (an
-  approximation, checked against the simulator in docs/queueing.md, "Routing"): a replica's count
-  is mostly its running decodes, and each arrival raises the chosen replica's count by one, so
-  successive arrivals alternate between replicas as under round-robin; with w = 1 (and for KV
-  tokens, where a waiting prompt's tokens weigh as much as a running one's) the score cannot tell a
-  waiting prompt from a running one, so it carries no information about the prompt queues (f = 0).
-  A waiting request's extra weight w - 1, a share 1 - 1 / w of its score, is what tells the router
-  about queued prompts; in the limit w -> infinity the rule is join-the-shortest-queue on waiting
-  prompts, close to one shared queue (Winston 1977, "Optimality of the shortest line discipline",
-  J. Appl. Prob. 14(1); Nelson & Philips 1989, "An approximation to the response time for shortest
-  queue routing", ACM SIGMETRICS Perf. Eval. Rev. 17(1): JSQ's response time lies near the
-  central-queue M/M/c's).
+  shared-queue waits, E[W] = (1 - f) W_rr + f W_shared with f = (1 - 1 / w) x (1 - (1 - rho^2)^R),
+  rho = lambda E[S] / R. Reasoning (an approximation, checked against the simulator in
+  docs/queueing.md, "Routing"): a replica's count is mostly its running requests, and each arrival
+  raises the chosen replica's count by one, so successive arrivals alternate between replicas as
+  under round-robin. The score tells the router about the prompt queues only through a waiting
+  request's extra weight w - 1, a share 1 - 1 / w of its score (none for w = 1, or for KV tokens,
+  where a waiting prompt weighs as much as a running one: f = 0), and only when some replica has a
+  prompt waiting behind the one in service: P(N >= 2) = rho^2 at one replica (M/M/1's geometric
+  occupancy, Kleinrock 1975, vol. 1, eq. 3.11), 1 - (1 - rho^2)^R at any of R taken as independent.
+  When it does, the rule is join-the-shortest-queue, close to one shared queue (Winston 1977,
+  "Optimality of the shortest line discipline", J. Appl. Prob. 14(1); Nelson & Philips 1989, "An
+  approximation to the response time for shortest queue routing", ACM SIGMETRICS Perf. Eval. Rev.
+  17(1): JSQ's response time lies near the central-queue M/M/c's).
 
 Percentiles keep mgc's exponential-tail form: a blend's P(W > 0) and E[W] are the blends of the two
 legs', and E[W | W > 0] = E[W] / P(W > 0). With one replica every law is the G/G/1 queue.
@@ -47,15 +48,23 @@ __all__ = ["blend_weight", "leg_inputs", "routed_mean_wait_unchecked", "routed_w
 _BLENDED = ("least-loaded", "least-kv", "cache-aware")
 
 
-def blend_weight(router: Router) -> float:
-    """f of the least-loaded blend: 1 - 1 / w for a waiting weight w >= 1 (0 for least-kv, and for
-    w <= 1, where a waiting request weighs no more than a running one); 1 for a shared queue; 0 for
-    round-robin and random."""
-    if router.policy == "shared-queue":
-        return 1.0
-    if router.policy == "least-kv" or router.policy not in _BLENDED:
+def _informed(router: Router) -> float:
+    """1 - 1 / w: the share of a waiting request's score that a running one lacks (0 for least-kv,
+    round-robin, random and w <= 1)."""
+    if router.policy == "least-kv" or router.policy not in _BLENDED or router.waiting_weight <= 1:
         return 0.0
-    return max(1.0 - 1.0 / router.waiting_weight, 0.0) if router.waiting_weight > 0 else 0.0
+    return 1.0 - 1.0 / router.waiting_weight
+
+
+def blend_weight(router: Router, utilisation: np.ndarray, replicas: np.ndarray) -> np.ndarray:
+    """f of the least-loaded blend (module docstring), per candidate: (1 - 1 / w) x (1 - (1 - rho^2)^R)
+    at per-replica utilisation ``utilisation`` (clipped to [0, 1]); 1 for a shared queue; 0 for
+    round-robin, random, least-kv and w <= 1."""
+    rho = np.clip(np.asarray(utilisation, dtype=float), 0.0, 1.0)
+    r = np.asarray(replicas, dtype=float)
+    if router.policy == "shared-queue":
+        return np.ones(np.broadcast(rho, r).shape)
+    return _informed(router) * (1.0 - (1.0 - rho**2) ** r)
 
 
 def leg_inputs(
@@ -85,9 +94,9 @@ def routed_wait(
     docstring), one entry per candidate; ``utilisation`` is each replica's lambda E[S] / R."""
     rate, servers, scv_a = leg_inputs(router, rate_rps, replicas, scv_arrival)
     own = mgc_wait(rate, mean_service_s, scv_service, servers, scv_a)
-    f = blend_weight(router)
-    if router.policy == "shared-queue" or f == 0.0:
+    if router.policy == "shared-queue" or _informed(router) == 0.0:
         return own
+    f = blend_weight(router, own.utilisation, replicas)
     shared = mgc_wait(rate_rps, mean_service_s, scv_service, replicas, scv_arrival)
     stable = own.stable & shared.stable
     prob = np.where(stable, (1.0 - f) * own.prob_wait + f * shared.prob_wait, 1.0)
@@ -95,7 +104,7 @@ def routed_wait(
     with np.errstate(divide="ignore", invalid="ignore"):
         cond = np.where(stable, np.where(prob > 0, mean / np.where(prob > 0, prob, 1.0), 0.0), np.inf)
     return WaitResult(
-        f"{router.policy} blend (f = {f:.3g})",
+        f"{router.policy}: round-robin / shared-queue blend",
         shared.rate_rps,
         own.mean_service_s,
         shared.servers,
@@ -119,9 +128,9 @@ def routed_mean_wait_unchecked(
     inner loop (model.serving.packing's fixed point; the caller guarantees valid arrays)."""
     rate, servers, scv_a = leg_inputs(router, rate_rps, replicas, scv_arrival)
     stable, mean = mgc_mean_wait_unchecked(rate, mean_service_s, scv_service, servers, scv_a)
-    f = blend_weight(router)
-    if router.policy == "shared-queue" or f == 0.0:
+    if router.policy == "shared-queue" or _informed(router) == 0.0:
         return stable, mean
+    f = blend_weight(router, rate * np.asarray(mean_service_s, dtype=float), replicas)
     s_shared, m_shared = mgc_mean_wait_unchecked(rate_rps, mean_service_s, scv_service, replicas, scv_arrival)
     both = stable & s_shared
     return both, np.where(both, (1.0 - f) * mean + f * m_shared, np.inf)
