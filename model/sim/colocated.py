@@ -27,8 +27,9 @@ queue follows the same one, model.queueing.routing): "round-robin" (arrival i to
 "random" (uniform, seeded), "least-loaded" (the lowest waiting_weight x waiting + running requests,
 prompts in prefill counted as running as in vLLM's data-parallel balancer; lowest index on ties),
 "least-kv" (the fewest KV tokens reserved plus waiting prompt tokens), "shared-queue" (one FCFS queue;
-an idle replica is woken on arrival and every replica takes its next prompts from the head at its
-iteration boundary) and "cache-aware" (prefix caches below; least-loaded without block ids).
+idle replicas are woken on arrival, lowest index first, and every replica takes its next prompts
+from the head at its iteration boundary) and "cache-aware" (prefix caches below; least-loaded
+without block ids).
 
 Prefix caching (model.sim.prefix_cache): when requests carry block ids, each replica keeps an LRU
 block cache and the prefix routing rule (``prefix_routing``, cache-aware by default) picks the
@@ -327,10 +328,8 @@ def run_colocated(
         loop.queued += 1
         if policy == "shared-queue":
             shared.append(r)
-            for rep in pool:  # wake the first idle replica; busy ones take from the head when free
-                if not rep.busy:
-                    rep.wake()
-                    break
+            for rep in pool:  # idle replicas take from the head now, busy ones when their step ends
+                rep.wake()
             return
         best = pick(r)
         rec.instance[r] = best.idx
