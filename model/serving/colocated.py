@@ -27,7 +27,10 @@ with the packing k tabulated on the same grid.
 The TPOT's base is the plain decode step t_dec(N) at the replica's fluctuating batch N (the
 birth-death occupancy of model.queueing.decode_spread, sequences leaving at tau; the R replicas
 behind the least-loaded router as one pool), and the prefill stalls come on top: the latency model
-convolves the two (model.queueing.latency; Papoulis sec. 6-2).
+convolves the two (model.queueing.latency; Papoulis sec. 6-2). The stalls are those of the prompts
+arriving at the request's replica while it decodes, plus those that arrived during its own TTFT and
+are still queued at its first token (prefill-first: during its packed step; chunked: during its
+prefill iterations), served first thing in its decode (model.queueing.latency.ttft_stall_events).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from model.physics.decode_tokens import tokens_per_decode_step
 from model.queueing.decode_batch import admission_wait, interp_rows, solve_batch
 from model.queueing.decode_spread import base_step_spread
 from model.queueing.interference import shared_token_time_s
-from model.queueing.latency import LatencyModel
+from model.queueing.latency import LatencyModel, ttft_stall_events
 from model.queueing.routing import routed_wait
 from model.serving.common import StyleResult, busy_fraction, first_reason, moments, stack, wait_tail
 from model.serving.packing import packed_behind_s, prefill_batch, prompts_per_step
@@ -272,10 +275,22 @@ def evaluate_colocated(
     events = np.where(np.isfinite(per_token), rate_r * per_token * per_event, 0.0)[:, None] * (
         out_tokens[None, :] - 1.0
     )
+    # the stalls' share of a running request's decode time, 1 - t_dec / tau: a stall lengthens the
+    # decode and so draws more stalls (busy-period spread, model.queueing.latency)
+    stall_load = np.where(
+        np.isfinite(per_token) & (per_token > 0), 1.0 - t_dec / np.where(per_token > 0, per_token, 1.0), 0.0
+    )
     # The queue over shares counts the prompts served with it; its own compute is its time alone. The
     # engine's router decides whether the replicas share one queue or each keeps its own
     # (model.queueing.routing).
     queue = routed_wait(scn.engine.router, rate, np.maximum(es, 1e-12), scv, replicas, scn.arrival_scv)
+    # + the prompts that arrived at its replica (lambda / R) during its own TTFT and are served first
+    # thing in its decode (model.queueing.latency.ttft_stall_events): prefill-first, those arriving
+    # during its packed step (they make the next step; those arriving while it waited share its
+    # step); chunked, those arriving during its prefill iterations (those arriving during its queue
+    # wait are offset, in the mean, by the prompts its decode's last stretch leaves queued).
+    window = service if chunked else stalls
+    events = events + ttft_stall_events(rate_r, window, per_event, stall_load)
     below_cap = sol.below_cap & adm_ok
     stable = fits & (busy < 1) & queue.stable & below_cap & (rate > 0) & (max_batch >= 1)
     reasons = first_reason(
@@ -311,13 +326,7 @@ def evaluate_colocated(
         output_tokens=out_tokens,
         stable=stable,
         spread=spread,
-        # the stalls' share of a running request's decode time, 1 - t_dec / tau: a stall lengthens
-        # the decode and so draws more stalls (busy-period spread, model.queueing.latency)
-        stall_load=np.where(
-            np.isfinite(per_token) & (per_token > 0),
-            1.0 - t_dec / np.where(per_token > 0, per_token, 1.0),
-            0.0,
-        ),
+        stall_load=stall_load,
     )
     zeros = np.zeros(n)
     decode_busy = np.minimum(busy + (1.0 - np.minimum(busy, 1.0)) * busy_fraction(b), 1.0)
