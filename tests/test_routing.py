@@ -153,6 +153,8 @@ def test_bad_router_in_a_profile_fails_in_one_line(tmp_path, old, new, message) 
 
 def test_builtin_routers_carry_sources() -> None:
     assert get_engine("vllm").router == Router("least-loaded", 4.0)
+    assert get_engine("vllm").router.describe() == "least-loaded (the fewest 4 x waiting + running requests)"
+    assert Router("round-robin").describe() == "round-robin"
     for name in ("sglang", "trtllm", "vllm-0.7"):
         assert get_engine(name).router.policy == "round-robin"
     for name in ("vllm", "sglang", "trtllm"):

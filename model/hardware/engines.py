@@ -82,6 +82,14 @@ class Router:
         if isinstance(w, bool) or not (isinstance(w, int | float) and math.isfinite(w) and low <= w <= high):
             raise InputError("router.waiting_weight", w, f"a number in [{low:g}, {high:g}]")
 
+    def describe(self) -> str:
+        """The rule in words, e.g. "least-loaded (the fewest 4 x waiting + running requests)"."""
+        if self.policy in ("least-loaded", "cache-aware"):
+            w = f"{self.waiting_weight:g} x " if self.waiting_weight != 1 else ""
+            rule = f"the fewest {w}waiting + running requests"
+            return f"{self.policy} ({rule})" if self.policy == "least-loaded" else f"cache-aware, else {rule}"
+        return self.policy
+
 
 @dataclass(frozen=True)
 class Engine:
