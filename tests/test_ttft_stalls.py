@@ -38,6 +38,22 @@ def test_ttft_stall_events_by_hand():
     assert lat.mean_tpot_s()[0] == pytest.approx(0.0104)
 
 
+def test_ttft_stall_events_behind_a_router_by_hand():
+    """R = 4 replicas at 2 req/s each (the fleet 8 req/s), a 1 s window: the fleet's arrivals are
+    Poisson of mean m = 8, and a router that sends the replica every 4th of them gives it
+    floor(N / 4): E = (m - E[N mod 4]) / 4 ~ (8 - 1.5) / 4 = 1.625 with the remainder uniform (the
+    exact sum of P(N >= 4j), j >= 1, for Poisson(8) is 0.9576 + 0.5470 + 0.1119 + 0.0082 + 0.0003 +
+    ... = 1.6251), against the Poisson share 2.0. A 0.25 s window (m = 2) gives (2 - 1.5) / 4 = 0.125
+    (exact 0.1440: the remainder is not yet uniform), and a 0.1 s window (m = 0.8 < 1.5) nothing.
+    R = 1 is lambda x window."""
+    lam, rho, one = np.array([2.0]), np.array([0.0]), np.array([1.0])
+    four = np.array([4.0])
+    ev = ttft_stall_events(lam, np.array([[1.0, 0.25, 0.1]]), one, rho, four)
+    assert ev[0].tolist() == pytest.approx([1.625, 0.125, 0.0])
+    assert ttft_stall_events(lam, np.array([[1.0]]), one, rho, one)[0, 0] == pytest.approx(2.0)
+    assert ttft_stall_events(lam, np.array([[1.0]]), one, rho)[0, 0] == pytest.approx(2.0)
+
+
 def test_ttft_stall_events_edges():
     """No arrivals (rate 0), an unstable window (inf) and a negative one add no events; a stall load
     at 1 is capped (model.queueing.latency.MAX_STALL_LOAD) instead of dividing by zero."""

@@ -284,13 +284,14 @@ def evaluate_colocated(
     # engine's router decides whether the replicas share one queue or each keeps its own
     # (model.queueing.routing).
     queue = routed_wait(scn.engine.router, rate, np.maximum(es, 1e-12), scv, replicas, scn.arrival_scv)
-    # + the prompts that arrived at its replica (lambda / R) during its own TTFT and are served first
-    # thing in its decode (model.queueing.latency.ttft_stall_events): prefill-first, those arriving
+    # + the prompts that arrived at its replica during its own TTFT (about every R-th of the fleet's
+    # behind the router) and are served first thing in its decode
+    # (model.queueing.latency.ttft_stall_events): prefill-first, those arriving
     # during its packed step (they make the next step; those arriving while it waited share its
     # step); chunked, those arriving during its prefill iterations (those arriving during its queue
     # wait are offset, in the mean, by the prompts its decode's last stretch leaves queued).
     window = service if chunked else stalls
-    events = events + ttft_stall_events(rate_r, window, per_event, stall_load)
+    events = events + ttft_stall_events(rate_r, window, per_event, stall_load, replicas)
     below_cap = sol.below_cap & adm_ok
     stable = fits & (busy < 1) & queue.stable & below_cap & (rate > 0) & (max_batch >= 1)
     reasons = first_reason(
