@@ -1,7 +1,8 @@
 """Planner vs simulator goodput with and without speculative decoding (docs/validation.md,
 "Speculative decoding"): EAGLE k = 3 at acceptance 0.8 on H100, 6,000 Poisson requests per trial
 (1,500 warm-up: benchmarks/steady.py).
-Run: python -m benchmarks.speculation_agreement [--planner-only] (about 10 minutes on 2 cores).
+Run: python -m benchmarks.speculation_agreement [--planner-only] [--cell N] (about 10 minutes on
+2 cores; ``--cell N`` runs row N of the table only, 0 = Llama-3.1-8B 2 x TP1 chunk 512).
 """
 
 from __future__ import annotations
@@ -68,7 +69,10 @@ def agreement(
 
 if __name__ == "__main__":
     n = 0 if "--planner-only" in sys.argv else STEADY_REQUESTS
-    for name, wl, slo, label, cfg in cells():
+    rows = cells()
+    if "--cell" in sys.argv:
+        rows = [rows[int(sys.argv[sys.argv.index("--cell") + 1])]]
+    for name, wl, slo, label, cfg in rows:
         row = []
         for spec in (None, EAGLE3):
             p, s = agreement(name, wl, slo, cfg, spec, n)

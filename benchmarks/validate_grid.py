@@ -431,6 +431,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cells", type=int, default=200, help="stop sampling once this many cells are planned")
     ap.add_argument("--scenarios", type=int, default=None, help="run scenarios 0 .. N-1 (instead of --cells)")
+    ap.add_argument("--only", default="", help="comma-separated scenario indices to run (a subset)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument(
         "--requests", type=int, default=REQUESTS, help="simulated requests per cell (the least, when scaled)"
@@ -456,12 +457,15 @@ def main() -> None:
         t0 = time.perf_counter()
         index = 0
         n_cells = sum(len(r["cells"]) for r in done.values())
+        only = {int(i) for i in args.only.split(",") if i.strip()}
+        if only and args.scenarios is None:
+            args.scenarios = max(only) + 1
         with ProcessPoolExecutor(args.workers) as pool:
             while (n_cells < args.cells) if args.scenarios is None else (index < args.scenarios):
                 batch = []
                 limit = math.inf if args.scenarios is None else args.scenarios
                 while len(batch) < 2 * args.workers and index < limit:
-                    if index not in done:
+                    if index not in done and (not only or index in only):
                         job = (sample_scenario(args.seed, index), args.requests, not args.fixed_length)
                         batch.append(job)
                     index += 1

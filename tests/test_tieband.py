@@ -18,7 +18,9 @@ from model.planner.report import plan_dict
 from model.planner.verdict import _no_flip_words, decide, tie_band
 
 # The case with a 68 ms TPOT target: disaggregated 35.1875 req/s against colocated-chunked
-# 33.65625 req/s on 16 x H100, a gain of 35.1875 / 33.65625 - 1 = +4.55%, under 10%. (The case ran
+# 33.65625 req/s on 16 x H100 in session 6, a gain of 35.1875 / 33.65625 - 1 = +4.55%, under 10%
+# (+5.4% in session 7, with the router and the TTFT-correlated stalls in the colocated model: the
+# tests below hold for any gain between +2% and +8%, the point being a tie under the margin). (The case ran
 # at 60 ms, +4.6%, until the planner's request sample was stratified, colocated stalls got their
 # busy-period spread and packed prefills their wait for the prompts behind them: at 60 ms it is now
 # +8%, at 70 ms +4%. At 50 ms, the golden scenario plan_70b_h100_chat, disaggregated wins.)
@@ -33,11 +35,11 @@ def chat():
 def test_tie_under_margin(chat):
     col, dis = chat.best["colocated-chunked"], chat.best["disaggregated"]
     assert chat.gain == pytest.approx(dis.goodput_rps / col.goodput_rps - 1.0, rel=1e-12)
-    assert 0.04 < chat.gain < 0.05  # 35.1875 / 33.65625 - 1 = 0.0455
+    assert 0.02 < chat.gain < 0.08  # a tie under the 10% margin (0.0455 in session 6)
     assert chat.tie is True
     assert chat.verdict == "colocated-chunked"
     assert chat.reasons[0] == (
-        "tie within the 10% margin: disaggregated changes goodput by +5% (needs +10%), so "
+        f"tie within the 10% margin: disaggregated changes goodput by {chat.gain:+.0%} (needs +10%), so "
         "colocated-chunked is recommended (neither style is ahead by the margin)."
     )
 
@@ -47,7 +49,8 @@ def test_no_flip_text_says_within_margin_not_loses(chat):
     assert len(link) == 1
     assert "loses at all" not in link[0].text
     assert link[0].text.endswith(
-        "disaggregation never reaches the +10% margin at any of them (now +5%: a tie within the margin)"
+        "disaggregation never reaches the +10% margin at any of them "
+        f"(now {chat.gain:+.0%}: a tie within the margin)"
     )
 
 
@@ -59,12 +62,14 @@ def test_json_keys(chat):
 
 def test_margin_moves_the_tie(chat):
     g = chat.gain
-    above = model.plan("llama-3.1-70b", "h100-sxm", margin=g + 0.002, thresholds=False, **KW)
+    # a margin just above the gain that rounds to the same whole percent (0.0455 -> 5.49%): whole
+    # percent would print "+5% (needs +5%)", so the gain gets one decimal
+    m = (round(g * 100) + 0.49) / 100
+    assert g < m and round(m * 100) == round(g * 100)
+    above = model.plan("llama-3.1-70b", "h100-sxm", margin=m, thresholds=False, **KW)
     assert above.tie is True and above.verdict == "colocated-chunked"
-    # margin 0.0455 + 0.002 = 4.75%: whole percent would print "+5% (needs +5%)", so one decimal
-    assert 0.04 < g < 0.05
     assert above.reasons[0].startswith(
-        f"tie within the 5% margin: disaggregated changes goodput by +{g * 100:.1f}% (needs +5%)"
+        f"tie within the {m:.0%} margin: disaggregated changes goodput by +{g * 100:.1f}% (needs +{m:.0%})"
     )
     below = model.plan("llama-3.1-70b", "h100-sxm", margin=g - 0.005, thresholds=False, **KW)
     assert below.tie is False and below.verdict == "disaggregated"

@@ -50,11 +50,46 @@ DECODE_LAUNCHES = ("cuda-graphs", "eager")
 # the other's compute: SGLang --enable-two-batch-overlap, vLLM --enable-dbo;
 # model.physics.expert_parallel.overlapped_step_s).
 EP_OVERLAPS = ("none", "two-micro-batch")
+# How requests are spread over R colocated replicas (docs/queueing.md, "Routing"; the planner's prefill
+# queue follows it, model.queueing.routing, and the simulator routes the same way, model.sim.colocated):
+# "round-robin": the i-th request to replica i mod R; "random": uniformly at random; "least-loaded":
+# the replica with the smallest waiting_weight x (requests waiting) + (requests running, prefill
+# included); "least-kv": the fewest KV tokens reserved or waiting; "shared-queue": one FCFS queue that
+# every replica takes its next prompts from; "cache-aware": the longest cached prefix, least-loaded
+# without one (model.workload.prefix.route).
+ROUTERS = ("round-robin", "random", "least-loaded", "least-kv", "shared-queue", "cache-aware")
 
 # Plausible ranges (units in the names) that catch slips such as a cap of 0 or 10^9 sequences.
 _SEQS_RANGE = (1, 1 << 20)  # sequences per instance
 _TOKENS_RANGE = (16, 1 << 22)  # tokens per iteration (the planner accepts chunks of 16 .. 65536)
 _STEP_EXTRA_RANGE_S = (0.0, 1.0)  # seconds added to every engine iteration
+_WAITING_WEIGHT_RANGE = (0.0, 1000.0)  # weight of a waiting request in the least-loaded score
+
+
+@dataclass(frozen=True)
+class Router:
+    """How requests reach one of R colocated replicas: ``policy`` (one of ROUTERS) and, for
+    "least-loaded" and its fallback under "cache-aware", the weight of a waiting request against a
+    running one in the load score (vLLM's data-parallel balancer: 4; a plain count: 1)."""
+
+    policy: str = "least-loaded"
+    waiting_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.policy not in ROUTERS:
+            raise InputError("router.policy", self.policy, f"one of {ROUTERS}")
+        low, high = _WAITING_WEIGHT_RANGE
+        w = self.waiting_weight
+        if isinstance(w, bool) or not (isinstance(w, int | float) and math.isfinite(w) and low <= w <= high):
+            raise InputError("router.waiting_weight", w, f"a number in [{low:g}, {high:g}]")
+
+    def describe(self) -> str:
+        """The rule in words, e.g. "least-loaded (the fewest 4 x waiting + running requests)"."""
+        if self.policy in ("least-loaded", "cache-aware"):
+            w = f"{self.waiting_weight:g} x " if self.waiting_weight != 1 else ""
+            rule = f"the fewest {w}waiting + running requests"
+            return f"{self.policy} ({rule})" if self.policy == "least-loaded" else f"cache-aware, else {rule}"
+        return self.policy
 
 
 @dataclass(frozen=True)
@@ -75,6 +110,8 @@ class Engine:
     :mod:`model.hardware.overheads` (:meth:`overheads`). ``ep_overlap``: one of EP_OVERLAPS, the
     engine's default for overlapping the EP all-to-all with compute. ``low_precision_gemm_ratio``:
     its 8-/4-bit GEMM kernels' efficiency ratio (None: LOW_PRECISION_MFU_RATIO), passed on in the overheads.
+    ``router``: how requests are spread over R replicas (:class:`Router`), read by the planner's prefill
+    queue (model.queueing.routing) and the simulator (model.sim.colocated).
     """
 
     name: str
@@ -93,6 +130,7 @@ class Engine:
     request_s: float = 0.0
     ep_overlap: str = "none"
     low_precision_gemm_ratio: float | None = None
+    router: Router = Router()
     kv_transfer_modes: tuple[str, ...] = KV_TRANSFER_MODES
     small_gpu_max_num_seqs: int | None = None
     small_gpu_memory_bytes: float = 0.0
@@ -115,6 +153,8 @@ class Engine:
             raise InputError(f"{owner}.step_overhead_extra_s", x, f"a time in [{low:g}, {high:g}] s")
         if self.decode_launch not in DECODE_LAUNCHES:
             raise InputError(f"{owner}.decode_launch", self.decode_launch, f"one of {DECODE_LAUNCHES}")
+        if not isinstance(self.router, Router):
+            raise InputError(f"{owner}.router", self.router, "a Router")
         if self.ep_overlap not in EP_OVERLAPS:
             raise InputError(f"{owner}.ep_overlap", self.ep_overlap, f"one of {EP_OVERLAPS}")
         self.overheads(None)  # InputError naming the field for an implausible overhead
@@ -198,6 +238,8 @@ _ENGINE_SCHEMA: Schema = {
     ("overheads", "request"): (QUANTITY0, Kind.TIME, False),
     ("overheads", "ep_overlap"): (TEXT, None, False),
     ("gemm", "low_precision_ratio"): (NUMBER, None, False),
+    ("routing", "router"): (TEXT, None, False),
+    ("routing", "waiting_weight"): (INT, None, False),
     ("kv_transfer", "modes"): (LIST, None, True),
     ("kv_transfer", "connectors"): (NAMES, None, False),
 }
@@ -225,6 +267,7 @@ def engine_from_toml(path: Path, text: str | None = None) -> Engine:
             request_s=v.get("overheads.request", 0.0),
             ep_overlap=v.get("overheads.ep_overlap", "none"),
             low_precision_gemm_ratio=v.get("gemm.low_precision_ratio"),
+            router=_router(v),
             kv_transfer_modes=v["kv_transfer.modes"],
             kv_connectors=v.get("kv_transfer.connectors", ()),
             small_gpu_max_num_seqs=v.get("batching.small_gpu_max_num_seqs"),
@@ -235,3 +278,16 @@ def engine_from_toml(path: Path, text: str | None = None) -> Engine:
             path=str(path),
         ),
     )
+
+
+def _router(v: dict) -> Router:
+    """The profile's [routing] table (default: least-loaded with a plain request count), with a
+    one-line error naming the field for a bad value."""
+    policy = v.get("routing.router", "least-loaded")
+    if policy not in ROUTERS:
+        raise InputError("engine.routing.router", policy, f"one of {ROUTERS}")
+    weight = v.get("routing.waiting_weight", 1)
+    low, high = _WAITING_WEIGHT_RANGE
+    if not low <= weight <= high:
+        raise InputError("engine.routing.waiting_weight", weight, f"a whole number in [{low:g}, {high:g}]")
+    return Router(policy, float(weight))

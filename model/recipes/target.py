@@ -66,6 +66,7 @@ class Target:
     link: str
     link_kind: str
     kv_offload: KVOffload | None = None  # the plan's KV offload tiers (model.hardware.kv_offload)
+    router: str = ""  # the request router the plan assumed over replicas (Router.describe)
 
     @property
     def disaggregated(self) -> bool:
@@ -176,6 +177,7 @@ def target(plan: Plan, name: str, best: BestConfig, path: tuple[str, str]) -> Ta
         link=link.name,
         link_kind=link.kind,
         kv_offload=scn.kv_offload,
+        router=scn.engine.router.describe() if scn.engine is not None else "",
     )
 
 

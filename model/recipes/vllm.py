@@ -165,5 +165,6 @@ def render(t: Target, data: EngineData) -> Recipe:
         notes.append(
             "vLLM ships no multi-replica router: put an HTTP load balancer in front of the replicas at "
             + ", ".join(url(i) for i in t.placement.instances)
+            + (f", routing as the plan assumed: {t.router}" if t.router else "")
         )
     return finish(t, data, files, cmds, notes)

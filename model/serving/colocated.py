@@ -5,9 +5,10 @@ prefill step (first-come-first-served up to the engine's ``prefill_token_cap``) 
 running decodes for its whole duration (DistServe, Zhong et al. OSDI 2024, sec. 2.2). A step of k
 prompts takes F + sum of their own parts v (F = the per-step part of a prefill, shared:
 model.serving.packing), so a prompt's share of its replica is v + F / k; k counts the prompts queued
-behind prefill work plus those that arrive during the decode step in progress. Prompts queue in a
-G/G/R queue over the replicas (service = that share; arrival burstiness from the scenario's
-inter-arrival SCV, Poisson by default; a least-loaded router is close to one shared queue); decodes
+behind prefill work plus those that arrive during the decode step in progress. Prompts queue over the
+replicas (service = that share; arrival burstiness from the scenario's
+inter-arrival SCV, Poisson by default) whose law follows the engine's router: one shared G/G/R queue,
+or R queues at lambda / R (model.queueing.routing; docs/queueing.md, "Routing"); decodes
 run in the time prefill leaves, so the per-token time is tau(B) = t_dec(B) / (1 - rho_p) with
 rho_p = (lambda / R) E[share] (model.queueing.interference.shared_token_time_s), and a running
 request stalls once per packed step.
@@ -17,7 +18,7 @@ decode batch B plus up to (C - B) prompt tokens. A prompt's prefill takes its ch
 S_c(L; B) from the roofline layer (prefix KV re-read per chunk, overhead per iteration); the room its
 last iteration leaves is filled by the next prompts when they wait (the shared part of that
 iteration: ``InstanceTables.chunked_fixed_s``), which lowers its share of the work and of the
-iterations by (1 - 1/k); prompts queue in an M/G/R queue with that share; the prefill-busy fraction
+iterations by (1 - 1/k); prompts queue behind the router with that share; the prefill-busy fraction
 u = (lambda / R) E[share] splits iterations into mixed ones (mean t_mix = E[share] / E[chunks]) and
 decode-only ones (t_dec), so tau(B) = 1 / (u / t_mix + (1 - u) / t_dec) (the same function). Both
 fixed points B = (lambda / R) E[O] tau(B) are solved on the batch grid (model.queueing.decode_batch),
@@ -26,7 +27,10 @@ with the packing k tabulated on the same grid.
 The TPOT's base is the plain decode step t_dec(N) at the replica's fluctuating batch N (the
 birth-death occupancy of model.queueing.decode_spread, sequences leaving at tau; the R replicas
 behind the least-loaded router as one pool), and the prefill stalls come on top: the latency model
-convolves the two (model.queueing.latency; Papoulis sec. 6-2).
+convolves the two (model.queueing.latency; Papoulis sec. 6-2). The stalls are those of the prompts
+arriving at the request's replica while it decodes, plus those that arrived during its own TTFT and
+are still queued at its first token (prefill-first: during its packed step; chunked: during its
+prefill iterations), served first thing in its decode (model.queueing.latency.ttft_stall_events).
 """
 
 from __future__ import annotations
@@ -40,8 +44,8 @@ from model.physics.decode_tokens import tokens_per_decode_step
 from model.queueing.decode_batch import admission_wait, interp_rows, solve_batch
 from model.queueing.decode_spread import base_step_spread
 from model.queueing.interference import shared_token_time_s
-from model.queueing.latency import LatencyModel
-from model.queueing.mgc import mgc_wait
+from model.queueing.latency import LatencyModel, ttft_stall_events
+from model.queueing.routing import routed_wait
 from model.serving.common import StyleResult, busy_fraction, first_reason, moments, stack, wait_tail
 from model.serving.packing import packed_behind_s, prefill_batch, prompts_per_step
 from model.serving.phase_tables import BATCH_GRID, InstanceTables
@@ -225,7 +229,9 @@ def evaluate_colocated(
         cap_grid = np.broadcast_to(prompts_per_step(scn, scn.engine.prefill_token_cap), step_grid.shape)
         prefill_means = (alone.mean(axis=1), fixed_p.mean(axis=1))
     own, shareable = packed_parts(b_q)
-    k_q = prefill_batch(scn, rate, replicas, own, shareable, interp_rows(b_q, BATCH_GRID, cap_grid))
+    k_q = prefill_batch(
+        scn, rate, replicas, own, shareable, interp_rows(b_q, BATCH_GRID, cap_grid), router=scn.engine.router
+    )
     k_grid = np.clip(k_q[:, None] + rate_r[:, None] * step_grid / 2.0, 1.0, cap_grid)
     sol, tau, mix_grid, max_batch = _decode_batch(
         scn, tables, table_index, rate_r, max_batch, 1.0 - 1.0 / k_grid, prefill_means
@@ -269,8 +275,23 @@ def evaluate_colocated(
     events = np.where(np.isfinite(per_token), rate_r * per_token * per_event, 0.0)[:, None] * (
         out_tokens[None, :] - 1.0
     )
-    # The queue over shares counts the prompts served with it; its own compute is its time alone.
-    queue = mgc_wait(rate, np.maximum(es, 1e-12), scv, replicas, scn.arrival_scv)
+    # the stalls' share of a running request's decode time, 1 - t_dec / tau: a stall lengthens the
+    # decode and so draws more stalls (busy-period spread, model.queueing.latency)
+    stall_load = np.where(
+        np.isfinite(per_token) & (per_token > 0), 1.0 - t_dec / np.where(per_token > 0, per_token, 1.0), 0.0
+    )
+    # The queue over shares counts the prompts served with it; its own compute is its time alone. The
+    # engine's router decides whether the replicas share one queue or each keeps its own
+    # (model.queueing.routing).
+    queue = routed_wait(scn.engine.router, rate, np.maximum(es, 1e-12), scv, replicas, scn.arrival_scv)
+    # + the prompts that arrived at its replica during its own TTFT (about every R-th of the fleet's
+    # behind the router) and are served first thing in its decode
+    # (model.queueing.latency.ttft_stall_events): prefill-first, those arriving
+    # during its packed step (they make the next step; those arriving while it waited share its
+    # step); chunked, those arriving during its prefill iterations (those arriving during its queue
+    # wait are offset, in the mean, by the prompts its decode's last stretch leaves queued).
+    window = service if chunked else stalls
+    events = events + ttft_stall_events(rate_r, window, per_event, stall_load, replicas)
     below_cap = sol.below_cap & adm_ok
     stable = fits & (busy < 1) & queue.stable & below_cap & (rate > 0) & (max_batch >= 1)
     reasons = first_reason(
@@ -306,13 +327,7 @@ def evaluate_colocated(
         output_tokens=out_tokens,
         stable=stable,
         spread=spread,
-        # the stalls' share of a running request's decode time, 1 - t_dec / tau: a stall lengthens
-        # the decode and so draws more stalls (busy-period spread, model.queueing.latency)
-        stall_load=np.where(
-            np.isfinite(per_token) & (per_token > 0),
-            1.0 - t_dec / np.where(per_token > 0, per_token, 1.0),
-            0.0,
-        ),
+        stall_load=stall_load,
     )
     zeros = np.zeros(n)
     decode_busy = np.minimum(busy + (1.0 - np.minimum(busy, 1.0)) * busy_fraction(b), 1.0)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from model.hardware.engines import Router
 from model.queueing.mgc import mgc_mean_wait_unchecked
+from model.queueing.routing import routed_mean_wait_unchecked
 from model.serving.common import moments
 from model.workload.scenario import Scenario
 
@@ -41,6 +43,7 @@ def prefill_batch(
     fixed_s: np.ndarray,
     cap: np.ndarray | float | None = None,
     residual_s: np.ndarray | float = 0.0,
+    router: Router | None = None,
 ) -> np.ndarray:
     """Mean number of prompts a server packs per step (>= 1), per candidate [C].
 
@@ -52,7 +55,9 @@ def prefill_batch(
     server). Each prompt's share of its server is then v + F / k (v = alone - F), which in turn lowers
     W_q: the fixed point is found by damped iteration from k = 1 (or from the cap where the unpacked
     queue would be unstable). ``cap``: at most this many prompts per step (default: the engine's
-    ``prefill_token_cap`` over the mean uncached prompt, :func:`prompts_per_step`).
+    ``prefill_token_cap`` over the mean uncached prompt, :func:`prompts_per_step`). ``router``: the
+    servers are colocated replicas behind this router, whose law gives W_q (model.queueing.routing);
+    None: one shared queue (a disaggregated prefill pool).
     """
     lam = np.asarray(rate_rps, dtype=float)
     n = np.asarray(servers, dtype=float)
@@ -65,7 +70,11 @@ def prefill_batch(
         share = variable + fixed_s / k[:, None]
         es, _, scv = moments(share)
         # lam >= 0 and n >= 1 as the caller's queue has them; es is finite (a sum of table times)
-        stable, wait_s = mgc_mean_wait_unchecked(lam, np.maximum(es, 1e-12), scv, n, scn.arrival_scv)
+        es = np.maximum(es, 1e-12)
+        if router is None:
+            stable, wait_s = mgc_mean_wait_unchecked(lam, es, scv, n, scn.arrival_scv)
+        else:
+            stable, wait_s = routed_mean_wait_unchecked(router, lam, es, scv, n, scn.arrival_scv)
         target = np.where(stable, 1.0 + per_server * (wait_s + residual_s), cap)
         new = np.clip(0.5 * (k + np.clip(target, 1.0, cap)), 1.0, cap)
         done = np.all(np.abs(new - k) <= PREFILL_BATCH_TOL * k)

@@ -20,8 +20,16 @@ which allocates blocks as tokens appear and pre-empts by recompute when it runs 
 SOSP 2023, sec. 4.5); at high KV occupancy the simulator therefore admits fewer requests than vLLM.
 
 The first output token comes from the prefill iteration (it samples from the last prompt
-position); tokens 2 .. O come from the next O - 1 decode (or mixed) iterations. Routing: each
-arrival goes to the replica with the fewest unfinished requests (lowest index on ties).
+position); tokens 2 .. O come from the next O - 1 decode (or mixed) iterations.
+
+Routing follows the engine profile's router (model.hardware.engines.Router; the planner's prefill
+queue follows the same one, model.queueing.routing): "round-robin" (arrival i to replica i mod R),
+"random" (uniform, seeded), "least-loaded" (the lowest waiting_weight x waiting + running requests,
+prompts in prefill counted as running as in vLLM's data-parallel balancer; lowest index on ties),
+"least-kv" (the fewest KV tokens reserved plus waiting prompt tokens), "shared-queue" (one FCFS queue;
+idle replicas are woken on arrival, lowest index first, and every replica takes its next prompts
+from the head at its iteration boundary) and "cache-aware" (prefix caches below; least-loaded
+without block ids).
 
 Prefix caching (model.sim.prefix_cache): when requests carry block ids, each replica keeps an LRU
 block cache and the prefix routing rule (``prefix_routing``, cache-aware by default) picks the
@@ -32,8 +40,11 @@ counts uncached tokens only (vLLM's ``max_num_batched_tokens`` counts scheduled 
 
 from __future__ import annotations
 
+import random
 from collections import deque
 
+from model.hardware.catalog import get_engine
+from model.hardware.engines import Router
 from model.sim.engine import (
     EventLoop,
     InstanceSpec,
@@ -64,6 +75,8 @@ class Replica:
         self.budget = spec.max_batched_tokens
         self.max_seqs = spec.max_num_seqs if spec.max_num_seqs is not None else 1 << 62
         self.waiting: deque[int] = deque()
+        self.waiting_tokens = 0  # prompt tokens of the requests in ``waiting`` (least-kv)
+        self.in_prefill = 0  # prompts in the prefill step in progress (prefill first)
         self.prefilling: list[list[int]] = []  # chunked: [request, prompt tokens done]
         self.busy = False
         self.kicked = False
@@ -76,11 +89,22 @@ class Replica:
         self.busy_s = 0.0
         self.iter_start = 0.0
 
-    def load(self) -> int:
-        return len(self.waiting) + len(self.prefilling) + self.running
+    def load(self, waiting_weight: float = 1.0) -> float:
+        """Requests here, a waiting one weighted ``waiting_weight`` against a running one (prompts
+        being prefilled count as running, as vLLM's scheduler lists them)."""
+        return waiting_weight * len(self.waiting) + len(self.prefilling) + self.in_prefill + self.running
+
+    def kv_load(self) -> int:
+        """KV tokens reserved by admitted requests plus the prompt tokens waiting here."""
+        return self.kv + self.waiting_tokens
 
     def enqueue(self, r: int) -> None:
         self.waiting.append(r)
+        self.waiting_tokens += self.rec.prompt[r]
+        self.wake()
+
+    def wake(self) -> None:
+        """Start an iteration at the end of the current instant if idle."""
         if not self.busy and not self.kicked:
             # Start at the end of the current instant, so simultaneous arrivals share a batch.
             self.kicked = True
@@ -100,6 +124,12 @@ class Replica:
         if self.kv > self.kv_high_water:
             self.kv_high_water = self.kv
         return True
+
+    def _take(self, r: int) -> None:
+        """Remove the head request ``r`` from the waiting queue into this replica."""
+        self.waiting.popleft()
+        self.waiting_tokens -= self.rec.prompt[r]
+        self.rec.instance[r] = self.idx
 
     def _first_token(self, r: int, now: float) -> None:
         rec = self.rec
@@ -146,7 +176,7 @@ class Replica:
                     break
                 if not self._reserve(r):
                     break
-                waiting.popleft()
+                self._take(r)
                 batch.append(r)
                 cached.append(c)
                 rec.cached[r] = c
@@ -154,6 +184,7 @@ class Replica:
                 rec.prefill_start[r] = now
             if batch:
                 loop.queued -= len(batch)
+                self.in_prefill = len(batch)
                 new = [rec.prompt[r] - c for r, c in zip(batch, cached, strict=True)]
                 dt = self.steps.prefill_s(new, cached) if any(cached) else self.steps.prefill_s(new)
                 self.busy = True
@@ -171,6 +202,7 @@ class Replica:
     def _end_prefill(self, batch: list[int]) -> None:
         now = self.loop.now
         self.busy_s += now - self.iter_start
+        self.in_prefill = 0
         for r in batch:
             self.caches.store_prompt(self.idx, r)
             self._first_token(r, now)
@@ -203,7 +235,7 @@ class Replica:
             r = waiting[0]
             if not self._reserve(r):
                 break
-            waiting.popleft()
+            self._take(r)
             loop.queued -= 1
             rec.prefill_start[r] = now
             hit = self.caches.cached(self.idx, r)
@@ -248,28 +280,59 @@ def run_colocated(
     loop: EventLoop,
     rec: Recorder,
     prefix_routing: str = "cache-aware",
+    router: Router | None = None,
 ) -> list[Replica]:
-    """Replay ``rec``'s requests through ``replicas`` colocated replicas; returns their final state."""
+    """Replay ``rec``'s requests through ``replicas`` colocated replicas; returns their final state.
+    ``router`` (None: the default engine's, vLLM's) spreads the arrivals (module
+    docstring); requests with block ids pick a replica by ``prefix_routing`` instead, unless the
+    router is a shared queue."""
+    router = router or get_engine(None).router
     cap = spec.kv_capacity_tokens
     caches = PoolCaches(rec, replicas, cap, prefix_routing)
     pool = [Replica(i, spec, loop, rec, chunked, caches) for i in range(replicas)]
+    policy, weight = router.policy, router.waiting_weight
+    if policy == "shared-queue":
+        shared: deque[int] = deque()
+        for rep in pool:
+            rep.waiting = shared
+    draw = random.Random(0).randrange
+    turn = [0]
+
+    def least(load) -> Replica:
+        best, best_load = pool[0], load(pool[0])
+        for rep in pool[1:]:
+            x = load(rep)
+            if x < best_load:
+                best, best_load = rep, x
+        return best
+
+    def pick(r: int) -> Replica:
+        if replicas == 1:
+            return pool[0]
+        p = caches.pick(r, [rep.load(weight) for rep in pool]) if caches.active else None
+        if p is not None:
+            return pool[p]
+        if policy == "round-robin":
+            turn[0] += 1
+            return pool[(turn[0] - 1) % replicas]
+        if policy == "random":
+            return pool[draw(replicas)]
+        if policy == "least-kv":
+            return least(Replica.kv_load)
+        return least(lambda rep: rep.load(weight))
 
     def on_arrival(r: int) -> None:
         if rec.prompt[r] + rec.output[r] > cap:
             rec.rejected[r] = True
             return
-        best = pool[0]
-        pick = caches.pick(r, [rep.load() for rep in pool]) if caches.active else None
-        if pick is not None:
-            best = pool[pick]
-        elif replicas > 1:
-            best_load = best.load()
-            for rep in pool[1:]:
-                load = rep.load()
-                if load < best_load:
-                    best, best_load = rep, load
-        rec.instance[r] = best.idx
         loop.queued += 1
+        if policy == "shared-queue":
+            shared.append(r)
+            for rep in pool:  # idle replicas take from the head now, busy ones when their step ends
+                rep.wake()
+            return
+        best = pick(r)
+        rec.instance[r] = best.idx
         best.enqueue(r)
 
     loop.run(on_arrival)

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from model.errors import InputError, check_whole
+from model.hardware.engines import Router
 from model.physics import decode_tokens
 from model.physics.decode_tokens import DecodeTokens, decode_steps
 from model.workload.prefix import check_routing
@@ -134,6 +135,8 @@ class SimOptions:
 
     ``prefix_routing``: how requests with block ids pick an instance's prefix cache
     (model.workload.prefix.ROUTINGS; model.sim.prefix_cache).
+    ``router``: how arrivals are spread over colocated replicas (model.hardware.engines.Router);
+    None: the engine profile's (``simulate``'s ``engine``, vLLM by default).
     """
 
     max_queued_requests: int = DEFAULT_MAX_QUEUED_REQUESTS
@@ -143,9 +146,14 @@ class SimOptions:
     closed_loop: Any = None
 
     prefix_routing: str = "cache-aware"
+    router: Router | None = None
 
     def __post_init__(self) -> None:
         check_routing(self.prefix_routing, "prefix_routing")
+        if self.router is not None and not isinstance(self.router, Router):
+            raise InputError(
+                "router", type(self.router).__name__, "a Router (model.hardware.engines) or None"
+            )
         check_whole("max_queued_requests", self.max_queued_requests, 1)
         check_whole("warmup_requests", self.warmup_requests, 0)
         t = self.max_sim_time_s

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from model.errors import InputError, check_whole
@@ -166,7 +166,7 @@ def simulate_colocated(
     replicas = check_whole("replicas", replicas)
     opts = options or SimOptions()
     rec, loop = new_run(requests, opts)
-    pool = run_colocated(spec, replicas, chunked, loop, rec, opts.prefix_routing)
+    pool = run_colocated(spec, replicas, chunked, loop, rec, opts.prefix_routing, opts.router)
     makespan = _makespan(rec, loop)
     records = records_from(rec, [r.log for r in pool], opts.warmup_requests, spec)
     busy = sum(r.busy_s for r in pool)
@@ -295,6 +295,7 @@ def simulate(
             "requests", type(requests).__name__, "a SimRequests (see poisson_requests, trace_requests)"
         )
     _check_run(config, requests, slo, options)
+    options = replace(options or SimOptions(), router=(options and options.router) or eng.router)
     if isinstance(prefill_token_cap, bool) or not isinstance(prefill_token_cap, int) or prefill_token_cap < 1:
         raise InputError("prefill_token_cap", prefill_token_cap, "a whole number of tokens >= 1")
     longest = int(requests.prompt_tokens.max())

@@ -1,0 +1,136 @@
+"""The prompt queue of R colocated replicas behind a request router, vectorised over candidates.
+
+The engine profile's router (model.hardware.engines.Router; the simulator routes the same way,
+model.sim.colocated) decides which queue a prompt waits in, so it decides the queueing law:
+
+* ``"shared-queue"``: one FCFS queue that every replica serves, G/G/R at the total rate lambda
+  (:func:`model.queueing.mgc.mgc_wait` with R servers).
+* ``"random"``: R independent queues. Random splitting of a renewal stream with inter-arrival SCV
+  ca2 sends each replica a renewal stream of rate lambda / R and SCV 1 + (ca2 - 1) / R (Whitt 1983,
+  "The Queueing Network Analyzer", Bell Syst. Tech. J. 62(9), sec. 4.4, eq. 42 with p = 1 / R):
+  Poisson stays Poisson, so with Poisson arrivals each replica is an exact M/G/1 at lambda / R.
+* ``"round-robin"``: replica i gets arrivals i, i + R, ...; its inter-arrival time is the sum of R
+  consecutive ones, SCV ca2 / R (Poisson: Erlang-R, SCV 1 / R), so each replica is an E_R/G/1
+  queue at lambda / R, approximated by Kingman's two-moment formula E[W] ~= (ca2 / R + cs2) / 2 x
+  rho / (1 - rho) x E[S] (Kingman 1961, "The single server queue in heavy traffic", Proc. Camb.
+  Phil. Soc. 57; the c = 1 case of Allen-Cunneen, Allen 1990, sec. 6.3, which mgc_wait's Kimura
+  method reduces to at one server).
+* ``"least-loaded"`` (the lowest w x waiting + running requests; "cache-aware" falls back to it
+  without prefix hits) and ``"least-kv"`` (the fewest KV tokens): a blend of the round-robin and
+  shared-queue waits, E[W] = (1 - f) W_rr + f W_shared with f = (1 - 1 / w) x (1 - (1 - rho^2)^R),
+  rho = lambda E[S] / R. Reasoning (an approximation, checked against the simulator in
+  docs/queueing.md, "Routing"): a replica's count is mostly its running requests, and each arrival
+  raises the chosen replica's count by one, so successive arrivals alternate between replicas as
+  under round-robin. The score tells the router about the prompt queues only through a waiting
+  request's extra weight w - 1, a share 1 - 1 / w of its score (none for w = 1, or for KV tokens,
+  where a waiting prompt weighs as much as a running one: f = 0), and only when some replica has a
+  prompt waiting behind the one in service: P(N >= 2) = rho^2 at one replica (M/M/1's geometric
+  occupancy, Kleinrock 1975, vol. 1, eq. 3.11), 1 - (1 - rho^2)^R at any of R taken as independent.
+  When it does, the rule is join-the-shortest-queue, close to one shared queue (Winston 1977,
+  "Optimality of the shortest line discipline", J. Appl. Prob. 14(1); Nelson & Philips 1989, "An
+  approximation to the response time for shortest queue routing", ACM SIGMETRICS Perf. Eval. Rev.
+  17(1): JSQ's response time lies near the central-queue M/M/c's).
+
+Percentiles keep mgc's exponential-tail form: a blend's P(W > 0) and E[W] are the blends of the two
+legs', and E[W | W > 0] = E[W] / P(W > 0). With one replica every law is the G/G/1 queue.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from model.hardware.engines import Router
+from model.queueing.mgc import WaitResult, mgc_mean_wait_unchecked, mgc_wait
+
+__all__ = ["blend_weight", "leg_inputs", "routed_mean_wait_unchecked", "routed_wait"]
+
+# Routers whose law blends the round-robin and shared-queue waits (module docstring).
+_BLENDED = ("least-loaded", "least-kv", "cache-aware")
+
+
+def _informed(router: Router) -> float:
+    """1 - 1 / w: the share of a waiting request's score that a running one lacks (0 for least-kv,
+    round-robin, random and w <= 1)."""
+    if router.policy == "least-kv" or router.policy not in _BLENDED or router.waiting_weight <= 1:
+        return 0.0
+    return 1.0 - 1.0 / router.waiting_weight
+
+
+def blend_weight(router: Router, utilisation: np.ndarray, replicas: np.ndarray) -> np.ndarray:
+    """f of the least-loaded blend (module docstring), per candidate: (1 - 1 / w) x (1 - (1 - rho^2)^R)
+    at per-replica utilisation ``utilisation`` (clipped to [0, 1]); 1 for a shared queue; 0 for
+    round-robin, random, least-kv and w <= 1."""
+    rho = np.clip(np.asarray(utilisation, dtype=float), 0.0, 1.0)
+    r = np.asarray(replicas, dtype=float)
+    if router.policy == "shared-queue":
+        return np.ones(np.broadcast(rho, r).shape)
+    return _informed(router) * (1.0 - (1.0 - rho**2) ** r)
+
+
+def leg_inputs(
+    router: Router, rate_rps: np.ndarray, replicas: np.ndarray, scv_arrival: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | float]:
+    """(rate, servers, arrival SCV) of the per-replica queue the router leaves, before any blend:
+    random -> (lambda / R, 1, 1 + (ca2 - 1) / R); round-robin and the least-loaded rules ->
+    (lambda / R, 1, ca2 / R); shared queue -> (lambda, R, ca2)."""
+    rate = np.asarray(rate_rps, dtype=float)
+    r = np.asarray(replicas, dtype=float)
+    if router.policy == "shared-queue":
+        return rate, r, scv_arrival
+    if router.policy == "random":
+        return rate / r, np.ones_like(r), 1.0 + (scv_arrival - 1.0) / r
+    return rate / r, np.ones_like(r), scv_arrival / r
+
+
+def routed_wait(
+    router: Router,
+    rate_rps: np.ndarray,
+    mean_service_s: np.ndarray,
+    scv_service: np.ndarray,
+    replicas: np.ndarray,
+    scv_arrival: float = 1.0,
+) -> WaitResult:
+    """The prompt wait of ``replicas`` replicas fed ``rate_rps`` in total through ``router`` (module
+    docstring), one entry per candidate; ``utilisation`` is each replica's lambda E[S] / R."""
+    rate, servers, scv_a = leg_inputs(router, rate_rps, replicas, scv_arrival)
+    own = mgc_wait(rate, mean_service_s, scv_service, servers, scv_a)
+    if router.policy == "shared-queue" or _informed(router) == 0.0:
+        return own
+    f = blend_weight(router, own.utilisation, replicas)
+    shared = mgc_wait(rate_rps, mean_service_s, scv_service, replicas, scv_arrival)
+    stable = own.stable & shared.stable
+    prob = np.where(stable, (1.0 - f) * own.prob_wait + f * shared.prob_wait, 1.0)
+    mean = np.where(stable, (1.0 - f) * own.mean_wait_s + f * shared.mean_wait_s, np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cond = np.where(stable, np.where(prob > 0, mean / np.where(prob > 0, prob, 1.0), 0.0), np.inf)
+    return WaitResult(
+        f"{router.policy}: round-robin / shared-queue blend",
+        shared.rate_rps,
+        own.mean_service_s,
+        shared.servers,
+        own.utilisation,
+        stable,
+        prob,
+        mean,
+        cond,
+    )
+
+
+def routed_mean_wait_unchecked(
+    router: Router,
+    rate_rps: np.ndarray,
+    mean_service_s: np.ndarray,
+    scv_service: np.ndarray,
+    replicas: np.ndarray,
+    scv_arrival: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(stable, mean wait in s) of :func:`routed_wait`, the same values, without checks, for an
+    inner loop (model.serving.packing's fixed point; the caller guarantees valid arrays)."""
+    rate, servers, scv_a = leg_inputs(router, rate_rps, replicas, scv_arrival)
+    stable, mean = mgc_mean_wait_unchecked(rate, mean_service_s, scv_service, servers, scv_a)
+    if router.policy == "shared-queue" or _informed(router) == 0.0:
+        return stable, mean
+    f = blend_weight(router, rate * np.asarray(mean_service_s, dtype=float), replicas)
+    s_shared, m_shared = mgc_mean_wait_unchecked(rate_rps, mean_service_s, scv_service, replicas, scv_arrival)
+    both = stable & s_shared
+    return both, np.where(both, (1.0 - f) * mean + f * m_shared, np.inf)
