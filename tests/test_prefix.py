@@ -454,3 +454,19 @@ def test_simulate_cli_replays_a_trace_with_hash_ids(tmp_path):
     fast = _jsonl(tmp_path, [{**r, "timestamp": i} for i, r in enumerate(rows)], "fast.jsonl")
     code, out, _ = cli_text(base.replace(str(path), str(fast)) + " --prefix-routing least-loaded")
     assert code == 0 and json.loads(out)["prefix_hit_rate"] == pytest.approx(28 * 1536 / (30 * 2048))
+
+
+def test_cache_aware_routing_falls_back_to_least_loaded_when_unbalanced():
+    """SGLang's cache-aware router sends a request to the cache holder unless the load is badly
+    unbalanced (max - min > 64 requests and max > 1.5 x min: its default thresholds), then to the
+    least loaded; the simulator's live loads use that rule (the replay's cumulative counts do not)."""
+    from model.workload.prefix import BlockCache, route
+
+    holder, other = BlockCache(100), BlockCache(100)
+    holder.insert([1, 2, 3])
+    caches, ids = [holder, other], [1, 2, 3, 4]
+    never = lambda n: 0  # noqa: E731 - random routing is not used here
+    assert route(caches, ids, [100.0, 10.0], "cache-aware", never) == 0  # no balance: the holder
+    assert route(caches, ids, [100.0, 10.0], "cache-aware", never, balance=True) == 1  # 90 > 64, 100 > 15
+    assert route(caches, ids, [70.0, 10.0], "cache-aware", never, balance=True) == 0  # 60 <= 64
+    assert route(caches, ids, [200.0, 140.0], "cache-aware", never, balance=True) == 0  # 200 <= 1.5 x 140

@@ -309,7 +309,7 @@ def run_colocated(
     def pick(r: int) -> Replica:
         if replicas == 1:
             return pool[0]
-        p = caches.pick(r, [rep.load(weight) for rep in pool]) if caches.active else None
+        p = caches.pick(r, [rep.load() for rep in pool], balance=True) if caches.active else None
         if p is not None:
             return pool[p]
         if policy == "round-robin":

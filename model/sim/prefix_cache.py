@@ -66,12 +66,13 @@ class PoolCaches:
         m = self.caches[i].match(self._prompt_ids(r))
         return cached_from_blocks(m, self.rec.prompt[r], self.rec.block_tokens)
 
-    def pick(self, r: int, loads: list[float]) -> int | None:
-        """The instance for request ``r`` by the routing rule; None when inactive (keep the pool's own)."""
+    def pick(self, r: int, loads: list[float], balance: bool = False) -> int | None:
+        """The instance for request ``r`` by the routing rule; None when inactive (keep the pool's own).
+        ``balance``: ``loads`` are live request counts (model.workload.prefix.route)."""
         if not self.active:
             return None
         ids = self._prompt_ids(r)
-        return route(self.caches, ids, loads, self.routing, lambda n: self._rng.integers(0, n))
+        return route(self.caches, ids, loads, self.routing, lambda n: self._rng.integers(0, n), balance)
 
     def store_prompt(self, i: int, r: int) -> None:
         """Cache request ``r``'s prompt blocks on instance ``i`` (its prefill has ended)."""

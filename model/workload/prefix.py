@@ -110,8 +110,21 @@ class BlockCache:
             blocks.popitem(last=False)
 
 
+# SGLang's cache-aware router falls back to the least-loaded worker when the load is badly unbalanced:
+# max - min > balance_abs_threshold and max > balance_rel_threshold x min (sgl-router / SMG
+# `--balance-abs-threshold` 64, `--balance-rel-threshold` 1.5, their defaults; docs "Load Balancing",
+# cache_aware policy). Without it one replica that caches a shared system prompt takes every request.
+BALANCE_ABS_REQUESTS = 64.0
+BALANCE_REL = 1.5
+
+
 def route(
-    caches: Sequence[BlockCache], ids: Sequence[Hashable], loads: Sequence[float], routing: str, draw
+    caches: Sequence[BlockCache],
+    ids: Sequence[Hashable],
+    loads: Sequence[float],
+    routing: str,
+    draw,
+    balance: bool = False,
 ) -> int:
     """The instance a request goes to.
 
@@ -119,13 +132,19 @@ def route(
     index on ties; ``cache-aware``: the longest cached prefix, ties (and no hit anywhere) by the
     least load: SGLang's cache-aware router and Dynamo's KV router, with the load weight set so that
     any overlap wins (their default thresholds send a request to the cache holder unless the load is
-    badly unbalanced).
+    badly unbalanced). ``balance`` (``loads`` are live request counts, as in the simulator): when they
+    are badly unbalanced (BALANCE_ABS_REQUESTS, BALANCE_REL) cache-aware routing takes the least
+    loaded instead, as SGLang's router does.
     """
     n = len(caches)
     if n == 1:
         return 0
     if routing == "random":
         return int(draw(n))
+    if routing == "cache-aware" and balance:
+        lo, hi = min(loads), max(loads)
+        if hi - lo > BALANCE_ABS_REQUESTS and hi > BALANCE_REL * lo:
+            return min(range(n), key=lambda i: (loads[i], i))
     if routing == "cache-aware":
         best, key = 0, None
         for i, c in enumerate(caches):
