@@ -77,34 +77,18 @@ PARAMETERS = (
     "request_s",
 )
 DEFAULT_FIT = ("prefill_mfu", "decode_mbu", "step_overhead_s")
-# Parameters ``fit`` may name: the GPU profile's efficiencies and the engine profile's per-kernel floor
-# and per-sequence cost (model.hardware.overheads; written as comments, they belong to an engine
-# profile's [overheads]); comm_efficiency is asked for with ``fit_comm``.
-FITTABLE = (
-    "prefill_mfu",
-    "decode_mbu",
-    "step_overhead_s",
-    "kernel_s",
-    "per_sequence_s",
-    "decode_kv_efficiency",
-    "decode_attention_fixed_tokens",
-    "low_precision_gemm_ratio",
-    "request_s",
-)
-# Parameters reported only when ``fit`` names them: the engine overheads, the decode-attention
-# efficiency terms (module constants of model.physics.deployment, not GPU-profile fields) and the
-# engine's 8-/4-bit GEMM efficiency ratio (an engine profile's [gemm] low_precision_ratio: with
-# 16-bit rows in the group beside FP8/FP4 ones it separates from the prefill MFU) and the client-observed
-# per-request overhead on TTFT rows (an engine profile's [overheads] request; 0 unless fitted: rows with
-# both prefill_s and ttft_s, or TTFT rows at several prompt lengths, separate it from the prefill).
-OPT_IN = (
-    "kernel_s",
-    "per_sequence_s",
-    "decode_kv_efficiency",
-    "decode_attention_fixed_tokens",
-    "low_precision_gemm_ratio",
-    "request_s",
-)
+# Parameters ``fit`` may name: every one but comm_efficiency (asked for with ``fit_comm``): the GPU
+# profile's efficiencies, the engine profile's per-kernel floor, per-sequence cost and client request
+# overhead (model.hardware.overheads; written as comments, they belong to an engine profile's
+# [overheads]), the decode-attention terms and the engine's 8-/4-bit GEMM ratio ([gemm]).
+FITTABLE = tuple(n for n in PARAMETERS if n != "comm_efficiency")
+# Parameters reported only when ``fit`` names them, all but the defaults: the engine overheads, the
+# decode-attention efficiency terms (module constants of model.physics.deployment, not GPU-profile
+# fields), the engine's 8-/4-bit GEMM efficiency ratio (with 16-bit rows in the group beside FP8/FP4
+# ones it separates from the prefill MFU) and the client-observed per-request overhead on TTFT rows
+# (0 unless fitted: rows with both prefill_s and ttft_s, or TTFT rows at several prompt lengths,
+# separate it from the prefill).
+OPT_IN = tuple(n for n in FITTABLE if n not in DEFAULT_FIT)
 # Physically possible ranges. MFU / MBU / link efficiency are fractions of a peak (<= 1 by
 # definition); the lower ends are far below any working engine, so a fit that lands on one means
 # the model is missing something (reported as "at bound"). The step overhead must be > 0 (profile
