@@ -24,8 +24,8 @@ from model.workload.scenario import Scenario
 # Damped fixed-point iterations for the batch size (converges to < 1% in a handful).
 PREFILL_BATCH_ITERATIONS = 8
 PREFILL_BATCH_TOL = 1e-3
-"""The iteration stops early once no candidate's k moved by more than this fraction in a step (k is
-a mean over sampled prompts; a 0.1% change moves the per-prompt share of F by less than that)."""
+"""A candidate's iteration stops once its k moved by no more than this fraction in a step (k is a
+mean over sampled prompts; a 0.1% change moves the per-prompt share of F by less than that)."""
 
 
 def prompts_per_step(scn: Scenario, step_tokens: float | np.ndarray) -> np.ndarray:
@@ -66,6 +66,9 @@ def prefill_batch(
     cap = np.broadcast_to(np.maximum(cap, 1.0), lam.shape)
     per_server = lam / n
     k = np.where(per_server * alone_s.mean(axis=1) < 1.0, 1.0, cap)
+    moving = np.ones(k.shape, dtype=bool)  # each candidate iterates until its own k settles, so its
+    # value does not depend on which other candidates are evaluated with it (the goodput search
+    # evaluates a candidate at several rates, in sets of any composition)
     for _ in range(PREFILL_BATCH_ITERATIONS):
         share = variable + fixed_s / k[:, None]
         es, _, scv = moments(share)
@@ -77,9 +80,10 @@ def prefill_batch(
             stable, wait_s = routed_mean_wait_unchecked(router, lam, es, scv, n, scn.arrival_scv)
         target = np.where(stable, 1.0 + per_server * (wait_s + residual_s), cap)
         new = np.clip(0.5 * (k + np.clip(target, 1.0, cap)), 1.0, cap)
-        done = np.all(np.abs(new - k) <= PREFILL_BATCH_TOL * k)
-        k = new
-        if done:
+        settled = np.abs(new - k) <= PREFILL_BATCH_TOL * k
+        k = np.where(moving, new, k)
+        moving &= ~settled
+        if not moving.any():
             break
     return k
 
