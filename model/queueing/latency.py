@@ -76,6 +76,12 @@ MAX_STALL_LOAD = 0.95
 stalls 95% of its time is far past any SLO anyway)."""
 
 
+def free_fraction(stall_load: np.ndarray) -> np.ndarray:
+    """1 - rho: the share of a running request's decode time its stalls leave free (rho clipped to
+    [0, MAX_STALL_LOAD]); the busy-period feedback divides by it (module docstring)."""
+    return 1.0 - np.clip(np.asarray(stall_load, dtype=float), 0.0, MAX_STALL_LOAD)
+
+
 def ttft_stall_events(
     rate_per_replica: np.ndarray,
     window_s: np.ndarray,
@@ -102,7 +108,7 @@ def ttft_stall_events(
     per packed step). They are primary events: each opens a busy-period cluster like the others, and
     the latency model's count is the primaries over 1 - rho (its ``stall_load``), so the primaries
     are divided by 1 - rho here (mean stall total count x per_event x E[s] / (1 - rho))."""
-    free = 1.0 - np.clip(np.asarray(stall_load, dtype=float), 0.0, MAX_STALL_LOAD)
+    free = free_fraction(stall_load)
     lam = np.where(np.isfinite(rate_per_replica), rate_per_replica, 0.0)
     window = np.where(np.isfinite(window_s), np.maximum(window_s, 0.0), 0.0)
     r = np.ones_like(lam) if replicas is None else np.maximum(np.asarray(replicas, dtype=float), 1.0)
@@ -172,7 +178,7 @@ class LatencyModel:
         """1 - rho per candidate [C] (1 without feedback)."""
         if self.stall_load is None:
             return np.ones(len(self.tpot_base_s))
-        return 1.0 - np.clip(np.asarray(self.stall_load, dtype=float), 0.0, MAX_STALL_LOAD)
+        return free_fraction(self.stall_load)
 
     def requests(self, mask: np.ndarray) -> LatencyModel:
         """The same candidates restricted to the sampled requests selected by ``mask`` (axis S)."""

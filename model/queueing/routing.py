@@ -42,7 +42,10 @@ import numpy as np
 from model.hardware.engines import Router
 from model.queueing.mgc import WaitResult, mgc_mean_wait_unchecked, mgc_wait
 
-__all__ = ["blend_weight", "leg_inputs", "routed_mean_wait_unchecked", "routed_wait"]
+__all__ = ["SHARED_QUEUE", "blend_weight", "leg_inputs", "routed_mean_wait_unchecked", "routed_wait"]
+
+SHARED_QUEUE = Router("shared-queue")
+"""One FCFS queue every server takes from (a disaggregated prefill pool)."""
 
 # Routers whose law blends the round-robin and shared-queue waits (module docstring).
 _BLENDED = ("least-loaded", "least-kv", "cache-aware")

@@ -16,8 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from model.hardware.engines import Router
-from model.queueing.mgc import mgc_mean_wait_unchecked
-from model.queueing.routing import routed_mean_wait_unchecked
+from model.queueing.routing import SHARED_QUEUE, routed_mean_wait_unchecked
 from model.serving.common import moments
 from model.workload.scenario import Scenario
 
@@ -43,7 +42,7 @@ def prefill_batch(
     fixed_s: np.ndarray,
     cap: np.ndarray | float | None = None,
     residual_s: np.ndarray | float = 0.0,
-    router: Router | None = None,
+    router: Router = SHARED_QUEUE,
 ) -> np.ndarray:
     """Mean number of prompts a server packs per step (>= 1), per candidate [C].
 
@@ -57,7 +56,7 @@ def prefill_batch(
     queue would be unstable). ``cap``: at most this many prompts per step (default: the engine's
     ``prefill_token_cap`` over the mean uncached prompt, :func:`prompts_per_step`). ``router``: the
     servers are colocated replicas behind this router, whose law gives W_q (model.queueing.routing);
-    None: one shared queue (a disaggregated prefill pool).
+    by default one shared queue (a disaggregated prefill pool).
     """
     lam = np.asarray(rate_rps, dtype=float)
     n = np.asarray(servers, dtype=float)
@@ -66,18 +65,15 @@ def prefill_batch(
     cap = np.broadcast_to(np.maximum(cap, 1.0), lam.shape)
     per_server = lam / n
     k = np.where(per_server * alone_s.mean(axis=1) < 1.0, 1.0, cap)
-    moving = np.ones(k.shape, dtype=bool)  # each candidate iterates until its own k settles, so its
-    # value does not depend on which other candidates are evaluated with it (the goodput search
-    # evaluates a candidate at several rates, in sets of any composition)
+    # each candidate iterates until its own k settles, so its value does not depend on which other
+    # candidates are evaluated with it (the goodput search evaluates a candidate at several rates)
+    moving = np.ones(k.shape, dtype=bool)
     for _ in range(PREFILL_BATCH_ITERATIONS):
         share = variable + fixed_s / k[:, None]
         es, _, scv = moments(share)
         # lam >= 0 and n >= 1 as the caller's queue has them; es is finite (a sum of table times)
         es = np.maximum(es, 1e-12)
-        if router is None:
-            stable, wait_s = mgc_mean_wait_unchecked(lam, es, scv, n, scn.arrival_scv)
-        else:
-            stable, wait_s = routed_mean_wait_unchecked(router, lam, es, scv, n, scn.arrival_scv)
+        stable, wait_s = routed_mean_wait_unchecked(router, lam, es, scv, n, scn.arrival_scv)
         target = np.where(stable, 1.0 + per_server * (wait_s + residual_s), cap)
         new = np.clip(0.5 * (k + np.clip(target, 1.0, cap)), 1.0, cap)
         settled = np.abs(new - k) <= PREFILL_BATCH_TOL * k
