@@ -160,8 +160,8 @@ def test_budget_sweep_with_keep_has_the_same_best_and_top():
     inp = resolve_inputs(
         plan_request("llama-3.1-8b", "h100-sxm", workload="chat", ttft_slo_s=0.3, tpot_slo_s=0.02, gpus=16)
     )
-    best_full, n_full, full = _sweep_budget(inp, 16, Counter())
-    best_keep, n_keep, kept = _sweep_budget(inp, 16, Counter(), keep=12)
+    best_full, n_full, full, _ = _sweep_budget(inp, 16, Counter())
+    best_keep, n_keep, kept, _ = _sweep_budget(inp, 16, Counter(), keep=12)
     assert n_full == n_keep
     assert {k: (b.label, b.goodput_rps) for k, b in best_full.items()} == {
         k: (b.label, b.goodput_rps) for k, b in best_keep.items()
@@ -174,12 +174,13 @@ def test_budget_sweep_with_keep_has_the_same_best_and_top():
 
 
 def test_failure_goodputs_from_the_sweep_equal_their_own_search():
-    """A lost-instance configuration the sweep searched exactly (the plan passes a style's best 12)
-    takes the sweep's goodput: the same value its own search gives (a goodput does not depend on the other
-    candidates), and at least one disaggregated loss is found there (the point of reusing it)."""
+    """A lost-instance configuration the sweep searched takes the sweep's goodput where the sweep
+    refined it, and goes on from the sweep's bracket where the ``keep`` rule stopped it early: the
+    same value its own full search gives either way (a goodput does not depend on the other candidates),
+    with the keep of a plan with thresholds (12) and of one without (5, the default top)."""
     from collections import Counter
 
-    from model.planner.failures import exact_goodputs, lost_instance_goodputs
+    from model.planner.failures import lost_instance_goodputs
     from model.planner.plan import _sweep_budget
     from model.serving.registry import style_of
 
@@ -194,12 +195,30 @@ def test_failure_goodputs_from_the_sweep_equal_their_own_search():
             link="ib-ndr-400",
         )
     )
-    best, _, goodputs = _sweep_budget(inp, 64, Counter(), keep=12)  # as model.plan runs it
-    known = exact_goodputs(goodputs, 12)
-    assert len(known) == sum(min(12, len(g)) for _, g in goodputs.values())
-    configs = [b.config for b in best.values()]
-    reused = lost_instance_goodputs(inp.scenario, configs, known)
-    searched = lost_instance_goodputs(inp.scenario, configs)
-    assert reused == searched
-    disagg = best["disaggregated"].config
-    assert any(c in known for c in style_of(disagg).lose_one(disagg).values() if c is not None)
+    for keep in (12, 5):
+        best, _, goodputs, known = _sweep_budget(inp, 64, Counter(), keep=keep)  # as model.plan runs it
+        assert len(known) == sum(len(g) for _, g in goodputs.values())
+        configs = [b.config for b in best.values()]
+        reused = lost_instance_goodputs(inp.scenario, configs, known)
+        searched = lost_instance_goodputs(inp.scenario, configs)
+        assert reused == searched
+        disagg = best["disaggregated"].config
+        lost = [c for c in style_of(disagg).lose_one(disagg).values() if c is not None]
+        assert any(c in known for c in lost)
+
+
+def test_a_resumed_search_equals_the_uninterrupted_one():
+    """Resuming a ``keep`` search from its end states (Brackets) gives every candidate the value of
+    the full search, and evaluates nothing for candidates already refined."""
+    limit = np.array([0.3, 7.0, 1234.5, 55.0, 0.0])
+    gpus = np.ones(len(limit))
+    full = G.highest_rate_rps(_RepeatableLimits(limit, gpus, []), _within)
+    partial = G.search_brackets(_RepeatableLimits(limit, gpus, []), _within, 0.25, 1, None)
+    assert not partial.refined().all()  # keep=1 left some brackets wide
+    np.testing.assert_array_equal(partial.value()[np.argmax(full)], full.max())
+    calls: list = []
+    resumed = G.search_brackets(_RepeatableLimits(limit, gpus, calls), _within, 0.25, None, partial)
+    np.testing.assert_array_equal(resumed.value(), full)
+    assert resumed.refined().all()
+    done = G.search_brackets(_RepeatableLimits(limit, gpus, calls := []), _within, 0.25, None, resumed)
+    assert calls == [] and np.array_equal(done.value(), full)

@@ -11,6 +11,7 @@ candidates at once, between 0 and each candidate's stability limit.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,15 @@ from model.serving.style import CandidateSet
 from model.workload.scenario import Scenario
 from model.workload.slo import SLO
 
-__all__ = ["config_goodput", "goodput_rps", "highest_rate_rps", "slo_ok", "stability_limit_rps"]
+__all__ = [
+    "Brackets",
+    "config_goodput",
+    "goodput_brackets",
+    "goodput_rps",
+    "highest_rate_rps",
+    "slo_ok",
+    "stability_limit_rps",
+]
 
 # The "vanishing load" every search starts from: a rate per GPU so low that no queue forms; a
 # candidate that misses the SLOs here misses them at every rate (goodput 0).
@@ -37,8 +46,38 @@ candidate's bisection stops once its own bracket is this narrow (at most ``_BISE
 so a candidate's goodput does not depend on the other candidates searched with it."""
 
 
+@dataclass(frozen=True)
+class Brackets:
+    """Each candidate's search state, [C] arrays: ``lo`` a rate that holds, ``hi`` one that fails
+    (after the doublings), the bisection ``halvings`` so far, and ``ok_min`` (holds at the probe).
+    A search resumed from a state walks on exactly as the uninterrupted one would, so a candidate a
+    ``keep`` search left unrefined reaches, resumed, the same goodput as its own full search."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    halvings: np.ndarray
+    ok_min: np.ndarray
+
+    def value(self) -> np.ndarray:
+        """The goodput per candidate: the bracket's lower end (0 where even the probe fails)."""
+        return np.where(self.ok_min, self.lo, 0.0)
+
+    def take(self, idx: np.ndarray) -> Brackets:
+        """The states of candidates ``idx``, in that order."""
+        return Brackets(self.lo[idx], self.hi[idx], self.halvings[idx], self.ok_min[idx])
+
+    def refined(self) -> np.ndarray:
+        """True where the bracket needs no more halving (its value is the exact goodput)."""
+        return ~_refining(self.ok_min, self.lo, self.hi, self.halvings, None)
+
+
 def goodput_rps(
-    cands: CandidateSet, slo: SLO, *, start_rps: float = 0.25, keep: int | None = None
+    cands: CandidateSet,
+    slo: SLO,
+    *,
+    start_rps: float = 0.25,
+    keep: int | None = None,
+    resume: Brackets | None = None,
 ) -> np.ndarray:
     """Highest good rate per candidate (0 when even a tiny rate misses the SLOs).
 
@@ -46,9 +85,21 @@ def goodput_rps(
     than ``GOODPUT_RTOL`` of its upper end (the lower end is returned: a rate known to be good).
     Attainment falls as the rate rises (queues and batches grow), so the good set is an interval
     from 0. ``keep``: only the ``keep`` best goodputs are needed exactly (see
-    :func:`highest_rate_rps`).
+    :func:`highest_rate_rps`); ``resume``: go on from these states (:class:`Brackets`).
     """
-    return highest_rate_rps(cands, lambda res: slo_ok(res, slo), start_rps=start_rps, keep=keep)
+    return goodput_brackets(cands, slo, start_rps=start_rps, keep=keep, resume=resume).value()
+
+
+def goodput_brackets(
+    cands: CandidateSet,
+    slo: SLO,
+    *,
+    start_rps: float = 0.25,
+    keep: int | None = None,
+    resume: Brackets | None = None,
+) -> Brackets:
+    """:func:`goodput_rps` with the search's end states (for a later search to resume)."""
+    return search_brackets(cands, lambda res: slo_ok(res, slo), start_rps, keep, resume)
 
 
 def stability_limit_rps(cands: CandidateSet, *, start_rps: float = 0.25) -> np.ndarray:
@@ -78,10 +129,39 @@ def highest_rate_rps(
     ``keep`` best, and its value is then its bracket's lower end (a good rate, below its exact
     goodput). The ``keep`` best, in order, are exact.
     """
+    return search_brackets(cands, good, start_rps, keep, None).value()
+
+
+def search_brackets(
+    cands: CandidateSet,
+    good: Callable[[Any], np.ndarray],
+    start_rps: float,
+    keep: int | None,
+    resume: Brackets | None,
+) -> Brackets:
+    """The search of :func:`highest_rate_rps`, returning each candidate's end state; with ``resume``
+    (states of these candidates from an earlier search, e.g. one with ``keep``) the probe and the
+    doublings are skipped and the bisection goes on from there."""
     gpus = np.asarray(cands.n_gpus, dtype=float)
     n = len(gpus)
     if n == 0:
-        return np.zeros(0)
+        return Brackets(np.zeros(0), np.zeros(0), np.zeros(0, dtype=int), np.zeros(0, dtype=bool))
+    if resume is not None:
+        lo, hi, ok_min = resume.lo.astype(float), resume.hi.astype(float), resume.ok_min
+        halvings = resume.halvings.astype(int)
+    else:
+        lo, hi, ok_min = _bracket(cands, good, gpus, start_rps)
+        halvings = np.zeros(n, dtype=int)
+    _bisect(cands, good, (lo, hi, halvings), ok_min, keep)
+    return Brackets(lo, hi, halvings, ok_min)
+
+
+def _bracket(
+    cands: CandidateSet, good: Callable[[Any], np.ndarray], gpus: np.ndarray, start_rps: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The probe and the doublings: (lo, hi, ok_min), each candidate's bracket [lo, hi] of a rate
+    that holds and one that fails (lo at least the probe rate where the probe holds)."""
+    n = len(gpus)
     lo = np.zeros(n)
     hi = np.full(n, start_rps) * gpus
     probe_min = PROBE_RPS_PER_GPU * gpus
@@ -101,8 +181,20 @@ def highest_rate_rps(
         trial = hi[rows, None] * 2.0 ** np.arange(s)  # hi, 2 hi, 4 hi, ... (exact in binary)
         ok = _good_at(cands, good, rows, trial)
         lo, hi, searching, done = _doublings(searching, rows, ok, lo, hi, done)
-    lo = np.where(ok_min, np.maximum(lo, probe_min), 0.0)
-    halvings = np.zeros(n, dtype=int)
+    ok_min = np.asarray(ok_min, dtype=bool)
+    return np.where(ok_min, np.maximum(lo, probe_min), 0.0), hi, ok_min
+
+
+def _bisect(
+    cands: CandidateSet,
+    good: Callable[[Any], np.ndarray],
+    state: tuple[np.ndarray, np.ndarray, np.ndarray],
+    ok_min: np.ndarray,
+    keep: int | None,
+) -> None:
+    """Halve each bracket (``state`` = lo, hi, halvings, updated in place) until it is narrow, by
+    multisection (several levels of the bisection tree per evaluation, walked as one level each)."""
+    lo, hi, halvings = state
     while True:
         active = _refining(ok_min, lo, hi, halvings, keep)
         if not active.any():
@@ -123,7 +215,6 @@ def highest_rate_rps(
             hi[rows] = np.where(go & ~mid_ok, mid, hi[rows])
             a, b = np.where(go & mid_ok, c, a), np.where(go & ~mid_ok, c, b)
             halvings[rows] += go
-    return np.where(ok_min, lo, 0.0)
 
 
 def _doublings(

@@ -40,8 +40,8 @@ from model.planner.alternatives import (
     picks,
     rank_order,
 )
-from model.planner.failures import exact_goodputs, with_failures
-from model.planner.goodput import goodput_rps
+from model.planner.failures import sweep_states, with_failures
+from model.planner.goodput import Brackets, goodput_brackets, goodput_rps
 from model.planner.infeasible import Search as InfeasibleSearch
 from model.planner.infeasible import explain as infeasible_explain
 from model.planner.infeasible import flips as infeasible_flips
@@ -327,23 +327,27 @@ def best_of(cands: CandidateSet, goodput: np.ndarray, scn: Scenario) -> BestConf
 
 def _sweep_budget(
     inp: PlanInputs, gpus: int, infeasible: Counter, keep: int | None = None
-) -> tuple[dict[str, BestConfig], int, dict]:
-    """Each style's best configuration on the budget, and every candidate's goodput (exact for the
+) -> tuple[dict[str, BestConfig], int, dict, dict]:
+    """Each style's best configuration on the budget, every candidate's goodput (exact for the
     ``keep`` best of each style, when given; a good rate below the exact one for the others:
-    model.planner.goodput.highest_rate_rps)."""
+    model.planner.goodput.highest_rate_rps), and the search states by configuration
+    (model.planner.failures.sweep_states: a later search of a swept configuration resumes there)."""
     sets = budget_sets(inp, gpus)
     best: dict[str, BestConfig] = {}
     goodputs: dict[str, tuple[CandidateSet, np.ndarray]] = {}
+    states: dict[str, tuple[CandidateSet, Brackets]] = {}
     n = 0
     for style, cands in sets.items():
         n += len(cands.configs)
         feasible = _split_feasible(cands, infeasible)
-        g = goodput_rps(feasible, inp.scenario.slo, keep=keep)
+        brackets = goodput_brackets(feasible, inp.scenario.slo, keep=keep)
+        g = brackets.value()
         goodputs[style] = (feasible, g)
+        states[style] = (feasible, brackets)
         b = best_of(feasible, g, inp.scenario)
         if b is not None:
             best[style] = b
-    return best, n, goodputs
+    return best, n, goodputs, sweep_states(states)
 
 
 def _sweep_target(
@@ -396,11 +400,10 @@ def plan(
     inp = resolve_inputs(plan_request(model, gpu, **kwargs))
     infeasible: Counter = Counter()
     if inp.gpus is not None:
-        # only the best few of each style are read (alternatives, flip searches): refine those
-        keep = max(top, THRESHOLD_TOP_K)
-        best, n, goodputs = _sweep_budget(inp, inp.gpus, infeasible, keep)
+        # only the best few of each style are read (alternatives; flip searches when asked): refine those
+        keep = max(top, THRESHOLD_TOP_K) if thresholds else top
+        best, n, goodputs, known = _sweep_budget(inp, inp.gpus, infeasible, keep)
         segments = {style: [Segment(c, g)] for style, (c, g) in goodputs.items()}
-        known = exact_goodputs(goodputs, keep)
     else:
         best, n, segments = _sweep_target(inp, infeasible, top)
         goodputs, known = {}, {}
