@@ -175,3 +175,22 @@ def test_plan_json_and_cli_table(budget_plan, capsys) -> None:
     assert len(data["alternatives"]["overall"]) == 2
     assert main([*argv[:-1], "x"]) == 2
     assert "top" in capsys.readouterr().err
+
+
+def test_best_binding_is_the_first_alternatives_and_probed_anew_without_it(budget_plan) -> None:
+    """A style's best takes its binding constraint from its first alternative (the same candidate
+    probed at the same rate); without that alternative it is probed on its own, to the same text."""
+    from dataclasses import replace
+
+    from model.planner.plan import _with_bindings
+
+    best = budget_plan.best
+    for style, b in best.items():
+        assert b.binding_constraint == budget_plan.alternatives.by_style[style][0].binding_constraint
+        assert b.binding_constraint  # never left empty
+    blank = {s: replace(b, binding_constraint="") for s, b in best.items()}
+    none = replace(budget_plan.alternatives, by_style={})
+    probed = _with_bindings(blank, none, budget_plan.inputs.scenario)
+    assert {s: b.binding_constraint for s, b in probed.items()} == {
+        s: b.binding_constraint for s, b in best.items()
+    }

@@ -12,7 +12,7 @@ import math
 import numbers
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +48,11 @@ from model.planner.infeasible import flips as infeasible_flips
 from model.planner.infeasible import none_reasons
 from model.planner.layouts import layout_options
 from model.planner.prefix import with_prefix_hit_rate
-from model.planner.types import BestConfig, Config, Plan, PlanInputs
+from model.planner.types import Alternatives, BestConfig, Config, Plan, PlanInputs
 from model.serving.candidates import DisaggregatedSet, only
 from model.serving.enumeration import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS, disaggregated_grid
 from model.serving.evaluation import summarise
-from model.serving.registry import styles
+from model.serving.registry import build_set, styles
 from model.serving.style import CandidateSet
 from model.workload.presets import Workload, get_workload
 from model.workload.scenario import DEFAULT_SAMPLES, Scenario
@@ -304,7 +304,8 @@ def _binding_constraint(cands: CandidateSet, i: int, rate: float, slo: SLO) -> s
 
 def best_of(cands: CandidateSet, goodput: np.ndarray, scn: Scenario) -> BestConfig | None:
     """The best candidate of a set by goodput, evaluated at its goodput (failure impact: see
-    :func:`with_failures`)."""
+    :func:`with_failures`; its binding constraint is the first alternative's: :func:`_with_bindings`,
+    empty until then)."""
     if len(cands.configs) == 0 or not np.any(goodput > 0):
         return None
     i = _rank(goodput, np.asarray(cands.n_gpus), np.asarray(cands.price_usd_per_hour))
@@ -321,8 +322,25 @@ def best_of(cands: CandidateSet, goodput: np.ndarray, scn: Scenario) -> BestConf
         goodput_rps_per_gpu=rate / config.n_gpus,
         cost_usd_per_hour=float(np.asarray(cands.price_usd_per_hour)[i]),
         at_goodput=ev,
-        binding_constraint=_binding_constraint(cands, i, rate, scn.slo),
+        binding_constraint="",
     )
+
+
+def _with_bindings(
+    best: dict[str, BestConfig], alternatives: Alternatives, scn: Scenario
+) -> dict[str, BestConfig]:
+    """``best`` with each style's binding constraint: its first alternative's (the same candidate
+    probed at the same rate, model.planner.alternatives.binding_constraints), probed anew only if
+    the alternatives do not list it."""
+    out = {}
+    for style, b in best.items():
+        first = alternatives.by_style.get(style, ())
+        if first and first[0].config == b.config and first[0].goodput_rps == b.goodput_rps:
+            text = first[0].binding_constraint
+        else:
+            text = _binding_constraint(build_set(scn, [b.config]), 0, b.goodput_rps, scn.slo)
+        out[style] = replace(b, binding_constraint=text)
+    return out
 
 
 def _sweep_budget(
@@ -407,7 +425,9 @@ def plan(
     else:
         best, n, segments = _sweep_target(inp, infeasible, top)
         goodputs, known = {}, {}
-    best = with_failures(inp.scenario, best, known)
+    objective = None if inp.gpus is not None else inp.objective
+    alternatives = build_alternatives(segments, inp.scenario, objective, top)
+    best = _with_bindings(with_failures(inp.scenario, best, known), alternatives, inp.scenario)
     verdict, reasons = decide(inp, best, infeasible, goodputs, n)
     flips = flip_thresholds(inp, best, goodputs, verdict) if thresholds and best else ()
     tie, gain = tie_band(inp, best)
@@ -416,8 +436,6 @@ def plan(
         why = infeasible_explain(inp, _SEARCH, {s: c for s, (c, _) in goodputs.items()})
         reasons = none_reasons(why, reasons[0], infeasible)
         flips = infeasible_flips(inp, why)
-    objective = None if inp.gpus is not None else inp.objective
-    alternatives = build_alternatives(segments, inp.scenario, objective, top)
     return Plan(
         verdict, tuple(reasons), best, tuple(flips), dict(infeasible), n, inp, tie, gain, why, alternatives
     )
