@@ -165,7 +165,8 @@ def pair_moment(batch: np.ndarray) -> np.ndarray:
 def stall_exposure(router: Router, batch: np.ndarray, prob: np.ndarray, replicas: np.ndarray) -> np.ndarray:
     """x [C]: the rate of prompts joining a running request's replica over the random router's lambda / R.
 
-    Flow balance (ours; the cut equations of a birth-death process, Kleinrock 1975, vol. 1, sec. 3.3):
+    Flow balance (ours; across the cut between two levels, as for a birth-death chain, Kleinrock 1975,
+    vol. 1, ch. 3):
     with s(k) the share of replicas holding k requests, each leaving at rate mu whatever its replica
     holds, the prompts joining replicas that hold k balance the departures from those holding k + 1,
     A_k = (k + 1) mu R s(k + 1), under any router. Each such prompt stalls the k requests there, so
@@ -175,7 +176,7 @@ def stall_exposure(router: Router, batch: np.ndarray, prob: np.ndarray, replicas
 
     The least-loaded routers (least-loaded, least-kv, cache-aware without prefix hits) keep the counts
     level (join-the-shortest-queue; Eschenfeldt & Gamarnik 2018, "Join the shortest queue with many
-    servers. The heavy-traffic asymptotics", Math. Oper. Res. 43(3): the occupancy collapses onto
+    servers. The heavy-traffic asymptotics", Math. Oper. Res. 2018: the occupancy collapses onto
     adjacent levels), so K given the fleet's N takes the two levels of :func:`pair_moment`; N follows
     the pool's birth-death law (``batch`` = N / R on the support [C, K] with ``prob``, from
     model.queueing.decode_spread.occupancy). A fleet below one request per replica leaves every
