@@ -1,5 +1,5 @@
 """Colocated stalls from the prompts that arrive during a request's own TTFT
-(model.queueing.latency.ttft_stall_events; docs/queueing.md)."""
+(model.queueing.latency.stall_events, model.queueing.routing.replica_arrivals; docs/queueing.md)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,17 @@ import math
 import numpy as np
 import pytest
 
-from model.queueing.latency import LatencyModel, ttft_stall_events
+from model.hardware.engines import Router
+from model.queueing.latency import LatencyModel, stall_events
+from model.queueing.routing import replica_arrivals
+
+RANDOM, ROUND_ROBIN = Router("random"), Router("round-robin")
+
+
+def ttft_stall_events(rate, window, per_event, stall_load, replicas=None, router=ROUND_ROBIN):
+    """The stall events of the prompts arriving in ``window`` behind ``router`` (the two functions)."""
+    r = np.ones(len(rate)) if replicas is None else replicas
+    return stall_events(replica_arrivals(router, rate, window, r, np.ones(len(rate))), per_event, stall_load)
 
 
 def test_ttft_stall_events_by_hand():
@@ -38,7 +48,7 @@ def test_ttft_stall_events_by_hand():
     assert lat.mean_tpot_s()[0] == pytest.approx(0.0104)
 
 
-def test_ttft_stall_events_behind_a_router_by_hand():
+def test_ttft_stall_events_behind_a_round_robin_router_by_hand():
     """R = 4 replicas at 2 req/s each (the fleet 8 req/s), a 1 s window: the fleet's arrivals are
     Poisson of mean m = 8, and a router that sends the replica every 4th of them gives it
     floor(N / 4): E = (m - E[N mod 4]) / 4 ~ (8 - 1.5) / 4 = 1.625 with the remainder uniform (the
@@ -52,6 +62,8 @@ def test_ttft_stall_events_behind_a_router_by_hand():
     assert ev[0].tolist() == pytest.approx([1.625, 0.125, 0.0])
     assert ttft_stall_events(lam, np.array([[1.0]]), one, rho, one)[0, 0] == pytest.approx(2.0)
     assert ttft_stall_events(lam, np.array([[1.0]]), one, rho)[0, 0] == pytest.approx(2.0)
+    # a random router sends the replica a Poisson share whatever R
+    assert ttft_stall_events(lam, np.array([[1.0]]), one, rho, four, RANDOM)[0, 0] == pytest.approx(2.0)
 
 
 def test_ttft_stall_events_edges():

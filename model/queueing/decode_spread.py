@@ -347,28 +347,34 @@ def decode_tpot_spread(
     return tpot_spread(occ, output_tokens)
 
 
-def base_step_spread(
+def base_step_occupancy(
     demand_tokens_per_s: np.ndarray,
     grid: np.ndarray,
     per_token_s: np.ndarray,
     step_s: np.ndarray,
     cap: np.ndarray,
     mean_batch: np.ndarray,
-    output_tokens: np.ndarray,
     instances: np.ndarray,
-) -> TpotSpread:
-    """The fluctuation of a colocated replica's plain decode step t_dec(N) (no prefill in it) under the
-    batch's occupancy law: the occupancy follows the per-token time *with* prefill interference
-    ``per_token_s`` (it sets how fast sequences leave, item 1), the deviations are those of the decode
+) -> Occupancy:
+    """A colocated replica's batch law with the plain decode step t_dec(N) (no prefill in it) at each
+    support point: the occupancy follows the per-token time *with* prefill interference
+    ``per_token_s`` (it sets how fast sequences leave, item 1), the step times are those of the decode
     step ``step_s`` at the same batches (the prefill stalls are the latency model's separate term).
-    Weighting each batch by n p(n) / tau(n) with tau or with t_dec is the same law when the prefill
-    share 1 - t_dec / tau does not vary across the window (prefill-first); with chunking it is the
-    step-level approximation. ``instances`` replicas behind the least-loaded router (the simulator's
-    fewest-unfinished-requests rule keeps them level as for a decode pool)."""
+    ``instances`` replicas behind the least-loaded router (the simulator's rule keeps them level as
+    for a decode pool). Its support also gives the router's stall exposure
+    (model.queueing.routing.stall_exposure)."""
     # past the last batch prefill keeps up with (tau = inf; the cap stays below it) hold tau flat
     finite = np.isfinite(per_token_s)
     top = np.max(np.where(finite, per_token_s, 0.0), axis=1, keepdims=True)
     tau = np.where(finite, per_token_s, np.where(top > 0, top, 1.0))
     occ = occupancy(demand_tokens_per_s, grid, tau, cap, mean_batch, instances)
     step = interp_rows(np.maximum(occ.batch, 1.0), grid, step_s)
-    return tpot_spread(Occupancy(occ.batch, occ.prob, step, occ.elasticity), output_tokens)
+    return Occupancy(occ.batch, occ.prob, step, occ.elasticity)
+
+
+def base_step_spread(occ: Occupancy, output_tokens: np.ndarray) -> TpotSpread:
+    """The fluctuation of a colocated replica's plain decode step under its batch law ``occ``
+    (:func:`base_step_occupancy`). Weighting each batch by n p(n) / tau(n) with tau or with t_dec is
+    the same law when the prefill share 1 - t_dec / tau does not vary across the window
+    (prefill-first); with chunking it is the step-level approximation."""
+    return tpot_spread(occ, output_tokens)

@@ -38,18 +38,19 @@ equiprobable strata of D (a midpoint quadrature of that integral); the two-or-mo
 the sum's first two moments, its variance plus (O - 1)^2 s^2 Var[D] (moment matching, as for the
 compound-Poisson total itself).
 
-Stalls from the request's own TTFT (:func:`ttft_stall_events`): the count above takes the prompts
-that arrive while the request decodes as if each were served at once. Those that arrived at its
-replica while it was prefilled are still queued at its first token and are served first thing in its
-decode, so they add a Poisson count of mean lambda_r x (that time) (Poisson arrivals in a fixed
-interval; PASTA, Wolff 1982). A FCFS departure leaves behind exactly the customers that arrived
-during its time in system (Kleinrock 1975, vol. 1, ch. 5), so the prompts that arrived during its
-queue wait are queued too; with chunked prefill they are offset, in the mean, by the prompts that
-arrive during the last stretch of its decode and are still queued when it ends (a queue of mean
-lambda_r W at a random time, Little 1961): a prefill-first replica serves every prompt at the next
-iteration, so its window is the request's packed step (those that arrived while it waited share it).
-With R replicas behind a router that spreads the load, the replica that has just taken the request
-gets about every R-th of the fleet's arrivals, not a Poisson share (:func:`ttft_stall_events`).
+Stalls from the request's own TTFT and the router (:func:`stall_events`): the prompts that arrive at
+the request's replica while it decodes stall it; those that arrived while it was prefilled are still
+queued at its first token and are served first thing in its decode, so they count too (Poisson
+arrivals in a fixed interval; PASTA, Wolff 1982). A FCFS departure leaves behind exactly the
+customers that arrived during its time in system (Kleinrock 1975, vol. 1, ch. 5), so the prompts that
+arrived during its queue wait are queued too; with chunked prefill they are offset, in the mean, by
+the prompts that arrive during the last stretch of its decode and are still queued when it ends (a
+queue of mean lambda_r W at a random time, Little 1961): a prefill-first replica serves every prompt
+at the next iteration, so its window is the request's packed step (those that arrived while it
+waited share it). How many of the fleet's arrivals join its replica in that window plus its plain
+decode time is the router's (model.queueing.routing.replica_arrivals): a Poisson share lambda / R
+(random), every R-th after its own (round-robin), or the share a levelling router leaves a running
+request (least-loaded: model.queueing.routing.stall_exposure, which also scales the stall load).
 
 Attainment is the sample mean of P(TTFT_ci <= T) P(TPOT_ci <= P) (TTFT and TPOT treated as
 independent); a percentile is found by bisection on the sample-mean CDF.
@@ -82,39 +83,16 @@ def free_fraction(stall_load: np.ndarray) -> np.ndarray:
     return 1.0 - np.clip(np.asarray(stall_load, dtype=float), 0.0, MAX_STALL_LOAD)
 
 
-def ttft_stall_events(
-    rate_per_replica: np.ndarray,
-    window_s: np.ndarray,
-    per_event: np.ndarray,
-    stall_load: np.ndarray,
-    replicas: np.ndarray | None = None,
-) -> np.ndarray:
-    """[C, S] stall events to add to ``LatencyModel.stall_events`` for the prompts that arrived at the
-    request's replica during ``window_s`` [C, S] of its own TTFT (prefill-first: its packed step;
-    chunked: its prefill iterations; module docstring), ``rate_per_replica`` lambda_r [C] at each of
-    ``replicas`` R [C] (1 when None).
-
-    On one replica they are a Poisson count of mean lambda_r x window (Poisson arrivals in a fixed
-    interval; PASTA, Wolff 1982). Behind a router that spreads the load evenly, the replica that has
-    just taken the request is the last choice for the next ones: a round-robin router (a least-loaded
-    one while the loads are equal) sends it every R-th of the fleet's N ~ Poisson(m = R lambda_r x
-    window) arrivals, floor(N / R) of them, Erlang-R apart (Kleinrock 1975, vol. 1, sec. 4.3, the
-    method of stages). E[floor(N / R)] = (m - E[N mod R]) / R with N mod R close to uniform on
-    0 .. R - 1 once m reaches R, so the count is max(m - (R - 1) / 2, 0) / R: lambda_r x window at
-    R = 1, and nothing while the window holds fewer than (R - 1) / 2 of the fleet's arrivals.
-
-    They are served before any prompt that arrives during the decode, so they stall its first decode
-    steps, ``per_event`` [C] stalls per prompt as for the decode's own arrivals (1 / k with k prompts
-    per packed step). They are primary events: each opens a busy-period cluster like the others, and
-    the latency model's count is the primaries over 1 - rho (its ``stall_load``), so the primaries
-    are divided by 1 - rho here (mean stall total count x per_event x E[s] / (1 - rho))."""
+def stall_events(arrivals: np.ndarray, per_event: np.ndarray, stall_load: np.ndarray) -> np.ndarray:
+    """[C, S] ``LatencyModel.stall_events`` from the prompts that join a request's replica from its own
+    prefill start to the end of its plain decode time, ``arrivals`` [C, S]
+    (model.queueing.routing.replica_arrivals over its prefill window plus (O - 1) t_dec; module
+    docstring): ``per_event`` [C] stalls per prompt (1 / k with k prompts per packed step). They are
+    the primary events: each opens a busy-period cluster, and the latency model's count is the
+    primaries over 1 - rho (its ``stall_load``), so the primaries are divided by 1 - rho here (mean
+    stall total count x per_event x E[s] / (1 - rho))."""
     free = free_fraction(stall_load)
-    lam = np.where(np.isfinite(rate_per_replica), rate_per_replica, 0.0)
-    window = np.where(np.isfinite(window_s), np.maximum(window_s, 0.0), 0.0)
-    r = np.ones_like(lam) if replicas is None else np.maximum(np.asarray(replicas, dtype=float), 1.0)
-    fleet = (lam * r)[:, None] * window  # the fleet's arrivals in the window
-    count = np.maximum(fleet - ((r - 1.0) / 2.0)[:, None], 0.0) / r[:, None]
-    return (per_event / free)[:, None] * count
+    return (np.asarray(per_event, dtype=float) / free)[:, None] * np.asarray(arrivals, dtype=float)
 
 
 def empirical_cdf_rows(sorted_rows: np.ndarray, y: np.ndarray) -> np.ndarray:

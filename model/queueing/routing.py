@@ -42,7 +42,16 @@ import numpy as np
 from model.hardware.engines import Router
 from model.queueing.mgc import WaitResult, mgc_mean_wait_unchecked, mgc_wait
 
-__all__ = ["SHARED_QUEUE", "blend_weight", "leg_inputs", "routed_mean_wait_unchecked", "routed_wait"]
+__all__ = [
+    "SHARED_QUEUE",
+    "blend_weight",
+    "leg_inputs",
+    "pair_moment",
+    "replica_arrivals",
+    "routed_mean_wait_unchecked",
+    "routed_wait",
+    "stall_exposure",
+]
 
 SHARED_QUEUE = Router("shared-queue")
 """One FCFS queue every server takes from (a disaggregated prefill pool)."""
@@ -137,3 +146,81 @@ def routed_mean_wait_unchecked(
     s_shared, m_shared = mgc_mean_wait_unchecked(rate_rps, mean_service_s, scv_service, replicas, scv_arrival)
     both = stable & s_shared
     return both, np.where(both, (1.0 - f) * mean + f * m_shared, np.inf)
+
+
+# Routers that keep the replicas' request counts level (join-the-shortest-queue family).
+_LEVELLING = ("least-loaded", "least-kv", "cache-aware")
+
+
+def pair_moment(batch: np.ndarray) -> np.ndarray:
+    """E[K (K - 1)] of a replica's request count K when the R replicas' counts are as level as they can
+    be, as a function of the per-replica mean y = N / R of the fleet's N: with N = qR + r, r replicas
+    hold q + 1 and R - r hold q, so E[K (K - 1)] = q (q - 1) + 2 q r / R = k (k - 1 + 2 phi),
+    k = floor(y), phi = y - k (the linear interpolant of y (y - 1) through the integers)."""
+    y = np.maximum(np.asarray(batch, dtype=float), 0.0)
+    k = np.floor(y)
+    return k * (k - 1.0 + 2.0 * (y - k))
+
+
+def stall_exposure(router: Router, batch: np.ndarray, prob: np.ndarray, replicas: np.ndarray) -> np.ndarray:
+    """x [C]: the rate of prompts joining a running request's replica over the random router's lambda / R.
+
+    Flow balance (ours; across the cut between two levels, as for a birth-death chain, Kleinrock 1975,
+    vol. 1, ch. 3):
+    with s(k) the share of replicas holding k requests, each leaving at rate mu whatever its replica
+    holds, the prompts joining replicas that hold k balance the departures from those holding k + 1,
+    A_k = (k + 1) mu R s(k + 1), under any router. Each such prompt stalls the k requests there, so
+    a running request meets sum_k k A_k / (R E[K]) = mu E[K (K - 1)] / E[K] of them per second;
+    random routing (K Poisson, the M/G/inf occupancy) gives mu E[K] = lambda / R. Hence
+    x = E[K (K - 1)] / E[K]^2, 1 for random routing.
+
+    The least-loaded routers (least-loaded, least-kv, cache-aware without prefix hits) keep the counts
+    level (join-the-shortest-queue; Eschenfeldt & Gamarnik 2018, "Join the shortest queue with many
+    servers. The heavy-traffic asymptotics", Math. Oper. Res. 2018: the occupancy collapses onto
+    adjacent levels), so K given the fleet's N takes the two levels of :func:`pair_moment`; N follows
+    the pool's birth-death law (``batch`` = N / R on the support [C, K] with ``prob``, from
+    model.queueing.decode_spread.occupancy). A fleet below one request per replica leaves every
+    running request alone (x = 0); at a whole k per replica x = 1 - 1 / k. Levelling is the best a
+    router can do for the stalled request, so x <= 1 (clipped). Random, round-robin (its arrivals are
+    every R-th, :func:`replica_arrivals`) and the shared queue (an idle replica takes the next prompt;
+    not modelled: the random law, conservative) and any router with one replica: 1."""
+    r = np.asarray(replicas, dtype=float)
+    ones = np.ones(np.broadcast(r, np.asarray(batch)[:, 0]).shape)
+    if router.policy not in _LEVELLING:
+        return ones
+    p = np.asarray(prob, dtype=float)
+    y = np.asarray(batch, dtype=float)
+    mean = (p * y).sum(axis=1)
+    pairs = (p * pair_moment(y)).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = np.where(mean > 0, pairs / np.where(mean > 0, mean, 1.0) ** 2, 0.0)
+    return np.where(r > 1, np.clip(x, 0.0, 1.0), ones)
+
+
+def replica_arrivals(
+    router: Router,
+    rate_per_replica: np.ndarray,
+    window_s: np.ndarray,
+    replicas: np.ndarray,
+    exposure: np.ndarray,
+) -> np.ndarray:
+    """[C, S] expected prompts that join a request's replica during ``window_s`` [C, S] from its own
+    prefill start, the replica fed ``rate_per_replica`` lambda_r [C] of ``replicas`` R [C].
+
+    Random routing: lambda_r x window (Poisson arrivals in a fixed interval). Round-robin: the replica
+    takes every R-th of the fleet's N ~ Poisson(m = R lambda_r x window) arrivals after the request's
+    own, floor(N / R) of them, Erlang-R apart (Kleinrock 1975, vol. 1, sec. 4.3, the method of
+    stages); E[floor(N / R)] = (m - E[N mod R]) / R with N mod R close to uniform on 0 .. R - 1 once m
+    reaches R, so max(m - (R - 1) / 2, 0) / R. The least-loaded routers: ``exposure`` x lambda_r x
+    window (:func:`stall_exposure`; with one replica the exposure is 1). Shared queue: lambda_r x window
+    (:func:`stall_exposure`). Non-finite or negative windows count nothing."""
+    lam = np.where(np.isfinite(rate_per_replica), np.asarray(rate_per_replica, dtype=float), 0.0)
+    window = np.asarray(window_s, dtype=float)
+    window = np.where(np.isfinite(window), np.maximum(window, 0.0), 0.0)
+    r = np.maximum(np.asarray(replicas, dtype=float), 1.0) * np.ones_like(lam)
+    if router.policy == "round-robin":
+        fleet = (lam * r)[:, None] * window
+        return np.maximum(fleet - ((r - 1.0) / 2.0)[:, None], 0.0) / r[:, None]
+    if router.policy in _LEVELLING:
+        lam = np.where(r > 1, np.asarray(exposure, dtype=float), 1.0) * lam
+    return lam[:, None] * window

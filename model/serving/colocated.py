@@ -30,7 +30,10 @@ behind the least-loaded router as one pool), and the prefill stalls come on top:
 convolves the two (model.queueing.latency; Papoulis sec. 6-2). The stalls are those of the prompts
 arriving at the request's replica while it decodes, plus those that arrived during its own TTFT and
 are still queued at its first token (prefill-first: during its packed step; chunked: during its
-prefill iterations), served first thing in its decode (model.queueing.latency.ttft_stall_events).
+prefill iterations), served first thing in its decode; how many of the fleet's prompts join the
+request's replica follows the router (model.queueing.routing.replica_arrivals, stall_exposure:
+a least-loaded router keeps the replicas level, so a running request shares its replica's prefills
+with fewer arrivals than a random split sends it).
 """
 
 from __future__ import annotations
@@ -42,10 +45,10 @@ import numpy as np
 
 from model.physics.decode_tokens import tokens_per_decode_step
 from model.queueing.decode_batch import admission_wait, interp_rows, solve_batch
-from model.queueing.decode_spread import base_step_spread
+from model.queueing.decode_spread import base_step_occupancy, base_step_spread
 from model.queueing.interference import shared_token_time_s
-from model.queueing.latency import LatencyModel, ttft_stall_events
-from model.queueing.routing import routed_wait
+from model.queueing.latency import LatencyModel, stall_events
+from model.queueing.routing import replica_arrivals, routed_wait, stall_exposure
 from model.serving.common import StyleResult, busy_fraction, first_reason, moments, stack, wait_tail
 from model.serving.packing import packed_behind_s, prefill_batch, prompts_per_step
 from model.serving.phase_tables import BATCH_GRID, InstanceTables
@@ -270,11 +273,6 @@ def evaluate_colocated(
         residual = t_dec / 2.0
         max_itl = t_dec + np.quantile(stalls, 0.99, axis=1)
         per_event = 1.0 / k
-    # Prompts arriving while a request decodes: Poisson, rate lambda / R over its (O - 1) x tau (one
-    # stall per packed step without chunking).
-    events = np.where(np.isfinite(per_token), rate_r * per_token * per_event, 0.0)[:, None] * (
-        out_tokens[None, :] - 1.0
-    )
     # the stalls' share of a running request's decode time, 1 - t_dec / tau: a stall lengthens the
     # decode and so draws more stalls (busy-period spread, model.queueing.latency)
     stall_load = np.where(
@@ -283,15 +281,24 @@ def evaluate_colocated(
     # The queue over shares counts the prompts served with it; its own compute is its time alone. The
     # engine's router decides whether the replicas share one queue or each keeps its own
     # (model.queueing.routing).
-    queue = routed_wait(scn.engine.router, rate, np.maximum(es, 1e-12), scv, replicas, scn.arrival_scv)
-    # + the prompts that arrived at its replica during its own TTFT (about every R-th of the fleet's
-    # behind the router) and are served first thing in its decode
-    # (model.queueing.latency.ttft_stall_events): prefill-first, those arriving
-    # during its packed step (they make the next step; those arriving while it waited share its
-    # step); chunked, those arriving during its prefill iterations (those arriving during its queue
-    # wait are offset, in the mean, by the prompts its decode's last stretch leaves queued).
+    router = scn.engine.router
+    queue = routed_wait(router, rate, np.maximum(es, 1e-12), scv, replicas, scn.arrival_scv)
+    # The plain decode step fluctuates with the replica's batch (model.queueing.decode_spread), whose
+    # sequences leave at the per-token time with prefill in it, tau; the stalls come on top.
+    occ = base_step_occupancy(rate_r * eo, BATCH_GRID, tau, dec, max_batch, b, replicas * np.ones(n))
+    # Stalls: the prompts that join the request's replica from its own prefill start (prefill-first:
+    # its packed step, as those arriving while it waited share it; chunked: its prefill iterations, as
+    # those arriving during its queue wait are offset, in the mean, by the prompts its decode's last
+    # stretch leaves queued) to the end of its plain decode time (O - 1) t_dec, as the router sends
+    # them (model.queueing.routing.replica_arrivals; a levelling router's exposure also scales the
+    # stall load), one stall per packed step without chunking (model.queueing.latency.stall_events).
+    exposure = stall_exposure(router, occ.batch, occ.prob, replicas)
+    stall_load = exposure * stall_load
     window = service if chunked else stalls
-    events = events + ttft_stall_events(rate_r, window, per_event, stall_load, replicas)
+    decode_s = t_dec[:, None] * (out_tokens[None, :] - 1.0)
+    events = stall_events(
+        replica_arrivals(router, rate_r, window + decode_s, replicas, exposure), per_event, stall_load
+    )
     below_cap = sol.below_cap & adm_ok
     stable = fits & (busy < 1) & queue.stable & below_cap & (rate > 0) & (max_batch >= 1)
     reasons = first_reason(
@@ -312,11 +319,7 @@ def evaluate_colocated(
         + behind
         + (residual + np.where(np.isfinite(adm_mean), adm_mean, 0.0) + scn.engine.request_s)[:, None]
     )
-    # The plain decode step fluctuates with the replica's batch (model.queueing.decode_spread), whose
-    # sequences leave at the per-token time with prefill in it, tau; the stalls come on top.
-    spread = base_step_spread(
-        rate_r * eo, BATCH_GRID, tau, dec, max_batch, b, out_tokens, replicas * np.ones(n)
-    )
+    spread = base_step_spread(occ, out_tokens)
     latency = LatencyModel(
         wait_prob=prob,
         wait_cond_mean_s=cond,
