@@ -76,7 +76,7 @@ def test_dep_prefill_queue_against_the_simulator():
     """Grid scenario 0's former best split (Qwen3-30B-A3B on RTX 4090, code prompts, 1 x DEP4 prefill
     + 1 x TP4 decode): a lone prompt runs on one attention rank, so the per-step part of its prefill
     is ~90% of it and a long prompt that runs alone pays all of it. The planner's mean prompt-queue
-    wait follows the simulator's within 20% at 6.5 and 7.5 req/s (measured: 0.367 / 0.519 s against
+    wait follows the simulator's within 20% at 6.5 and 7.5 req/s (measured: 0.393 / 0.535 s against
     0.393 / 0.578 s; spreading F over the mean k for every prompt gave 0.179 / 0.191 s)."""
     scn = Scenario.build("qwen3-30b-a3b", get_workload("code"), SLO(1.248, 0.02645))
     rates = np.array([6.5, 7.5])

@@ -127,7 +127,9 @@ def prefill_batch(
     cap = float(FILL_MAX_PROMPTS) if cap is None else np.asarray(cap, dtype=float)
     cap = np.broadcast_to(np.maximum(cap, 1.0), lam.shape)
     per_server = lam / n
-    k = np.where(per_server * alone_s.mean(axis=1) < 1.0, 1.0, cap)
+    # from one prompt, or where the unpacked queue is unstable from the step's mean capacity
+    start = prompts_per_step(scn, scn.engine.prefill_token_cap) if step_tokens is not None else cap
+    k = np.where(per_server * alone_s.mean(axis=1) < 1.0, 1.0, start)
     # each candidate iterates until its own k settles, so its value does not depend on which other
     # candidates are evaluated with it (the goodput search evaluates a candidate at several rates)
     moving = np.ones(k.shape, dtype=bool)
