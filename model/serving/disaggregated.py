@@ -37,7 +37,7 @@ from model.queueing.decode_spread import decode_tpot_spread
 from model.queueing.latency import LatencyModel
 from model.queueing.mgc import mg1_wait, mgc_wait
 from model.serving.common import StyleResult, busy_fraction, first_reason, moments, stack, wait_tail
-from model.serving.packing import packed_behind_s, prefill_batch
+from model.serving.packing import packed_behind_s, prefill_batch, step_companions, uncached_prompt_tokens
 from model.serving.phase_tables import BATCH_GRID, InstanceTables
 from model.workload.scenario import Scenario
 
@@ -102,8 +102,12 @@ def evaluate_disaggregated(
 
     alone = stack(prefill_tables, "prefill_s")[pi]
     fixed_p = stack(prefill_tables, "prefill_fixed_s")[pi]
+    # The prefill pool packs FCFS under the engine's token cap: each prompt shares its step's per-step
+    # part with the prompts that fit beside it (model.serving.packing.step_companions).
+    cap_tokens = float(scn.engine.prefill_token_cap)
     batch_k = prefill_batch(scn, rate, n_p, alone, fixed_p)
-    share = alone - fixed_p + fixed_p / batch_k[:, None]  # a prompt's share of its batched step
+    companions = step_companions(batch_k, uncached_prompt_tokens(scn), cap_tokens)
+    share = alone - fixed_p + fixed_p / companions  # a prompt's share of its batched step
     es, _, scv = moments(share)
     rho_p = rate * es / n_p
     # The queue wait over shares already counts the prompts served with it; its own compute is its
@@ -157,7 +161,7 @@ def evaluate_disaggregated(
     prob, cond = wait_tail(queue, stable)
     extra = np.where(np.isfinite(link_wait), link_wait, 0.0) + np.where(np.isfinite(adm_mean), adm_mean, 0.0)
     # + the engine's per-request client overhead (tokenise, HTTP; model.hardware.overheads)
-    behind = packed_behind_s(batch_k, alone, fixed_p)  # the prompts packed after it in its step
+    behind = packed_behind_s(companions, alone, fixed_p)  # the prompts packed after it in its step
     fixed = service + behind + exposed + (extra + scn.engine.request_s)[:, None]
     latency = LatencyModel(
         wait_prob=prob,

@@ -13,6 +13,8 @@ forms its steps the same way (model.sim.colocated, model.sim.disaggregated).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from model.hardware.engines import Router
@@ -30,8 +32,64 @@ mean over sampled prompts; a 0.1% change moves the per-prompt share of F by less
 def prompts_per_step(scn: Scenario, step_tokens: float | np.ndarray) -> np.ndarray:
     """Cap on the mean prompts one step holds when the queue is long: floor(step tokens / mean
     uncached prompt tokens), at least 1 (an engine always takes one prompt, however long)."""
-    mean = max(float(np.mean(scn.prompt_tokens - scn.cached_tokens)), 1.0)
+    mean = max(float(np.mean(uncached_prompt_tokens(scn))), 1.0)
     return np.maximum(np.floor(np.asarray(step_tokens, dtype=float) / mean), 1.0)
+
+
+# Monte Carlo sequences of FCFS prompts behind a step's first prompt (seeded, so deterministic), the
+# most prompts counted in a step, and the points of the grid of mean waiting prompts k on which the
+# companions are tabulated.
+FILL_DRAWS = 512
+FILL_SEED = 0
+FILL_MAX_PROMPTS = 256
+FILL_GRID = 129
+
+
+def step_companions(k: np.ndarray, uncached_tokens: np.ndarray, step_tokens: float | None) -> np.ndarray:
+    """Prompts in each sampled prompt's step [C, S], itself included, when a step carries k prompts
+    on average and its token cap is ``step_tokens`` (None: k for every prompt, no cap).
+
+    The engine fills a step FCFS while the prompts' tokens fit under the cap C (vLLM's
+    ``max_num_batched_tokens``, the profile's ``prefill_token_cap``; SGLang's PrefillAdder stops at
+    the first prompt that does not fit), so a prompt of u_i tokens is joined by the first j waiting
+    prompts only if u_1 + ... + u_j <= C - u_i, and only if j are waiting. With N waiting prompts
+    geometric of mean k - 1 (P(N >= j) = q^j, q = 1 - 1 / k) and independent of their lengths,
+    E[companions] = sum_j q^j P(u_1 + ... + u_j <= C - u_i) (E[min(N, J)] = sum_j P(N >= j) P(J >= j)
+    for the number J that fit; the partial sums are drawn from the sampled prompts). Ours, checked
+    against the simulator (docs/queueing.md, "Prefill packing under the token cap"). A long prompt
+    runs nearly alone and pays nearly all of its step's per-step part F; with short prompts and a
+    large cap it is 1 + (k - 1) = k, the value without the cap. It matters most where F is most of
+    the step: attention data parallelism, where a lone prompt runs on one attention rank while the
+    others idle (F = 2 S - S(2) ~ 90% of a DEP prefill)."""
+    k = np.maximum(np.asarray(k, dtype=float), 1.0)
+    u = np.asarray(uncached_tokens, dtype=float)
+    if step_tokens is None:
+        return np.broadcast_to(k[:, None], (len(k), len(u)))
+    table = _companion_table(u.tobytes(), float(step_tokens))
+    # linear in log k between the tabulated k (geometric, FILL_GRID points from 1 to FILL_MAX_PROMPTS)
+    pos = np.clip(np.log(k) / np.log(FILL_MAX_PROMPTS) * (FILL_GRID - 1), 0.0, FILL_GRID - 1.0)
+    lo = np.minimum(np.floor(pos).astype(int), FILL_GRID - 2)
+    w = (pos - lo)[:, None]
+    return np.clip(table[lo] * (1.0 - w) + table[lo + 1] * w, 1.0, k[:, None])
+
+
+@lru_cache(maxsize=64)
+def _companion_table(uncached_bytes: bytes, step_tokens: float) -> np.ndarray:
+    """Companions 1 + sum_j q^j P(u_1 + ... + u_j <= C - u_i), q = 1 - 1 / k, [K, S] on FILL_GRID
+    values of k geometric from 1 to FILL_MAX_PROMPTS, for the sampled uncached prompt lengths (bytes,
+    so the table caches on their values)."""
+    u = np.maximum(np.frombuffer(uncached_bytes, dtype=float), 1.0)
+    rng = np.random.default_rng(FILL_SEED)
+    j_max = int(min(max(step_tokens // float(u.min()), 1.0), FILL_MAX_PROMPTS))
+    sums = np.sort(np.cumsum(rng.choice(u, size=(FILL_DRAWS, j_max)), axis=1), axis=0)  # [M, J]
+    room = np.maximum(step_tokens - u, 0.0)
+    fits = np.stack([np.searchsorted(sums[:, j], room, side="right") for j in range(j_max)], axis=1)
+    fits = fits / FILL_DRAWS  # [S, J]: P(the j prompts behind it fit)
+    q_grid = 1.0 - 1.0 / np.geomspace(1.0, FILL_MAX_PROMPTS, FILL_GRID)
+    powers = q_grid[:, None] ** np.arange(1, j_max + 1)[None, :]  # [K, J]
+    table = 1.0 + powers @ fits.T
+    table.flags.writeable = False
+    return table
 
 
 def prefill_batch(
@@ -56,20 +114,28 @@ def prefill_batch(
     queue would be unstable). ``cap``: at most this many prompts per step (default: the engine's
     ``prefill_token_cap`` over the mean uncached prompt, :func:`prompts_per_step`). ``router``: the
     servers are colocated replicas behind this router, whose law gives W_q (model.queueing.routing);
-    by default one shared queue (a disaggregated prefill pool).
+    by default one shared queue (a disaggregated prefill pool). With the default ``cap`` (the engine's
+    token cap) each prompt's share spreads F over its own :func:`step_companions`, which the token cap
+    bounds by the prompt's length; an explicit ``cap`` (the colocated styles') spreads it over k.
     """
     lam = np.asarray(rate_rps, dtype=float)
     n = np.asarray(servers, dtype=float)
     variable = alone_s - fixed_s
-    cap = prompts_per_step(scn, scn.engine.prefill_token_cap) if cap is None else np.asarray(cap, dtype=float)
+    # Default cap: k counts the prompts waiting for the step, and the token cap bounds each prompt's
+    # companions (step_companions) rather than k.
+    step_tokens = float(scn.engine.prefill_token_cap) if cap is None else None
+    cap = float(FILL_MAX_PROMPTS) if cap is None else np.asarray(cap, dtype=float)
     cap = np.broadcast_to(np.maximum(cap, 1.0), lam.shape)
     per_server = lam / n
-    k = np.where(per_server * alone_s.mean(axis=1) < 1.0, 1.0, cap)
+    # from one prompt, or where the unpacked queue is unstable from the step's mean capacity
+    start = prompts_per_step(scn, scn.engine.prefill_token_cap) if step_tokens is not None else cap
+    k = np.where(per_server * alone_s.mean(axis=1) < 1.0, 1.0, start)
     # each candidate iterates until its own k settles, so its value does not depend on which other
     # candidates are evaluated with it (the goodput search evaluates a candidate at several rates)
     moving = np.ones(k.shape, dtype=bool)
+    uncached = uncached_prompt_tokens(scn)
     for _ in range(PREFILL_BATCH_ITERATIONS):
-        share = variable + fixed_s / k[:, None]
+        share = variable + fixed_s / step_companions(k, uncached, step_tokens)
         es, _, scv = moments(share)
         # lam >= 0 and n >= 1 as the caller's queue has them; es is finite (a sum of table times)
         es = np.maximum(es, 1e-12)
@@ -84,8 +150,14 @@ def prefill_batch(
     return k
 
 
+def uncached_prompt_tokens(scn: Scenario) -> np.ndarray:
+    """Each sampled prompt's tokens a prefill step computes (less its cached prefix) [S]."""
+    return np.asarray(scn.prompt_tokens - scn.cached_tokens, dtype=float)
+
+
 def packed_behind_s(k: np.ndarray, alone_s: np.ndarray, fixed_s: np.ndarray) -> np.ndarray:
-    """Mean time a prompt of a packed step waits for the prompts packed behind it [C, 1]: every
+    """Mean time a prompt of a packed step waits for the prompts packed behind it [C, 1] (k [C]; or
+    [C, S] with k per sampled prompt, :func:`step_companions`): every
     prompt of a step gets its first token when the step ends (F + the sum of the step's variable
     parts v; the simulator and vLLM return the step's tokens together), while the FCFS queue over
     shares (:func:`prefill_batch`) counts only the work ahead of it. At a uniformly random position
@@ -93,4 +165,5 @@ def packed_behind_s(k: np.ndarray, alone_s: np.ndarray, fixed_s: np.ndarray) -> 
     (Batch service: a customer completes with its batch, Chaudhry & Templeton 1983, *A First Course
     in Bulk Queues*, ch. 1.)"""
     k = np.asarray(k, dtype=float)
-    return (np.maximum(k - 1.0, 0.0) / 2.0 * (alone_s - fixed_s).mean(axis=1))[:, None]
+    k = k if k.ndim == 2 else k[:, None]
+    return np.maximum(k - 1.0, 0.0) / 2.0 * (alone_s - fixed_s).mean(axis=1)[:, None]
