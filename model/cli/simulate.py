@@ -193,6 +193,8 @@ def _print(res: SimResult) -> None:
             f"  {p.name} pool: {p.instances} instance(s), utilisation {p.utilisation:.1%}, KV high-water "
             f"{p.kv_high_water_tokens:,} tokens ({p.kv_high_water_fraction:.1%} of {p.kv_capacity_tokens:,})"
         )
+    if s.preemptions:
+        print(f"  pre-emptions: {s.preemptions} (KV cache full; resumed by the engine's policy)")
     if s.slo is not None:
         verdict = "meets" if s.meets_slo else "misses"
         print(
@@ -207,6 +209,8 @@ def _summary_json(res: SimResult) -> dict[str, Any]:
     for key in ("ttft_s", "tpot_s", "max_itl_s"):
         out[key] = dict(zip(("p50", "p90", "p99"), to_jsonable(getattr(s, key)), strict=True))
     out["pools"] = [{**to_jsonable(p), "kv_high_water_fraction": p.kv_high_water_fraction} for p in s.pools]
+    if not s.preemptions:  # only runs that pre-empt (model.sim.preemption) report the count
+        out.pop("preemptions", None)
     if res.records.prefix_hit_rate > 0:  # measured over the run's prefix caches
         out["prefix_hit_rate"] = res.records.prefix_hit_rate
     return out
