@@ -17,6 +17,7 @@ from model.cli.common import (
     to_jsonable,
 )
 from model.cli.concurrency import add_concurrency_args, concurrency_from_args, simulation_json
+from model.cli.plan import add_preemption_arg, engine_with_preemption
 from model.cli.prefix import add_prefix_args, prefix_hit_rate
 from model.cli.speculation import add_speculation_args, spec_tokens, speculation_for
 from model.errors import InputError
@@ -71,6 +72,7 @@ def register(sub: Any) -> None:
         else:
             p.add_argument(flag, type=f.type, default=None, help=f.help + used_by)
     p.add_argument("--engine", default="vllm", help="serving-engine profile (see `pdplan list engines`)")
+    add_preemption_arg(p)
     add_speculation_args(p)
     add_prefix_args(p)
     p.add_argument(
@@ -224,7 +226,7 @@ def _one_k(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    engine = get_engine(args.engine, args.profile_dir or None)
+    engine = get_engine(engine_with_preemption(args), args.profile_dir or None)
     config = _config(args, engine)
     slo = _slo(args)
     rate = (
