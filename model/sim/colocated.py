@@ -227,7 +227,7 @@ class Replica:
                 new = [(preemption.prefill_tokens(self, r) if self.pre else rec.prompt[r]) for r in batch]
                 new = [n - c for n, c in zip(new, cached, strict=True)]
                 dt = self.steps.prefill_s(new, cached) if any(cached) else self.steps.prefill_s(new)
-                dt += self._pending()
+                dt += self._pending() + sum(self.caches.reload_s.pop(r, 0.0) for r in batch)
                 self.busy = True
                 self.iter_start = now
                 loop.at(now + dt, self._end_prefill, batch)
@@ -299,6 +299,7 @@ class Replica:
                 hit = self.caches.cached(self.idx, r)
                 rec.cached[r] = hit
             entry = [r, hit]
+            self.pending_s += self.caches.reload_s.pop(r, 0.0)  # its tier hits come back first
             self.prefilling.append(entry)
             c = min(self._target(r) - hit, budget)
             pieces.append((entry, c))
@@ -351,7 +352,7 @@ def run_colocated(
     router is a shared queue."""
     router = router or get_engine(None).router
     cap = spec.kv_capacity_tokens
-    caches = PoolCaches(rec, replicas, cap, prefix_routing)
+    caches = PoolCaches(rec, replicas, cap, prefix_routing, tiers=spec.prefix_tiers)
     pool = [Replica(i, spec, loop, rec, chunked, caches) for i in range(replicas)]
     policy, weight = router.policy, router.waiting_weight
     if policy == "shared-queue":

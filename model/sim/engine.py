@@ -105,6 +105,7 @@ class InstanceSpec:
     max_num_seqs: int | None = None
     label: str = ""
     preemption: Any = None  # model.sim.preemption.PreemptionSpec; None: whole-KV admission
+    prefix_tiers: tuple = ()  # offload tiers of the prefix caches: (capacity tokens, reload(tokens) s)
 
     def __post_init__(self) -> None:
         for name in ("prefill_s", "decode_s", "mixed_s"):

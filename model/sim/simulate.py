@@ -53,7 +53,7 @@ from model.sim.preemption import preemption_spec
 from model.sim.report import PoolStats, RequestRecords, SimSummary, records_from, summarise
 from model.sim.requests import poisson_requests, trace_requests
 from model.sim.steps import KVTransfer, RooflineSteps
-from model.sim.tiers import PrefixReuse, TieredPrefixSteps
+from model.sim.tiers import PrefixReuse, TieredPrefixSteps, cache_tiers
 from model.workload.arrivals import scale_to_rate
 from model.workload.slo import SLO
 
@@ -326,7 +326,7 @@ def simulate(
         # what a replica does when its KV runs out (model.sim.preemption): the options' or the engine's
         pre = preemption_spec(options.preemption or eng.preemption, prefix and prefix.kv_offload, dep)
         return simulate_colocated(
-            replace(spec, preemption=pre),
+            replace(spec, preemption=pre, prefix_tiers=cache_tiers(dep, prefix)),
             pool.instances,
             requests,
             chunked=chunk is not None,
