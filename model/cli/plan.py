@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 from dataclasses import asdict
 from typing import Any
@@ -23,7 +22,7 @@ from model.cli.prefix import add_prefix_args, prefix_hit_rate
 from model.cli.speculation import add_speculation_args, spec_tokens, speculation_for
 from model.errors import InputError
 from model.hardware.catalog import get_engine
-from model.hardware.engines import PREEMPTIONS
+from model.hardware.engines import PREEMPTIONS, with_preemption
 from model.limits import MAX_OPTIONS
 from model.planner.plan import plan, plan_request
 from model.planner.report import plan_dict
@@ -80,8 +79,7 @@ def engine_with_preemption(args: argparse.Namespace) -> Any:
     """``--engine`` with ``--preemption`` applied (the name alone when no policy is given)."""
     if getattr(args, "preemption", None) is None:
         return args.engine
-    eng = get_engine(args.engine, args.profile_dir or None)
-    return dataclasses.replace(eng, preemption=args.preemption)
+    return with_preemption(get_engine(args.engine, args.profile_dir or None), args.preemption)
 
 
 def add_scenario_args(p: argparse.ArgumentParser, engine_flag: bool = True) -> None:

@@ -10,7 +10,7 @@ its source: the engine's documentation or code defaults for the named version, o
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from model.errors import InputError
@@ -305,3 +305,23 @@ def _router(v: dict) -> Router:
     if not low <= weight <= high:
         raise InputError("engine.routing.waiting_weight", weight, f"a whole number in [{low:g}, {high:g}]")
     return Router(policy, float(weight))
+
+
+def with_preemption(engine: Engine, policy: str | None) -> Engine:
+    """``engine`` with its pre-emption policy replaced by ``policy`` (None: unchanged); one clear
+    error naming ``preemption`` for a policy outside PREEMPTIONS."""
+    if policy is None:
+        return engine
+    if policy not in PREEMPTIONS:
+        raise InputError("preemption", policy, f"one of {PREEMPTIONS}")
+    return replace(engine, preemption=policy)
+
+
+def check_swap_tier(policy: str, offload: object) -> None:
+    """Pre-emption ``policy`` "swap" needs a cpu KV offload tier in ``offload`` (a KVOffload or None)
+    to swap to: one clear error naming the field."""
+    tiers = getattr(offload, "tiers", ())
+    if policy == "swap" and not any(t.kind == "cpu" for t in tiers):
+        raise InputError(
+            "preemption", "swap", "a cpu KV offload tier to swap to (kv_offload / --kv-offload 'cpu:SIZE')"
+        )

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from model.errors import InputError
+from model.hardware.engines import check_swap_tier
+from model.hardware.kv_offload import KVTier
 from model.queueing.decode_spread import occupancy
 from model.queueing.preemption import (
     ResumeTerms,
@@ -22,14 +23,11 @@ from model.serving.phase_tables import BATCH_GRID, InstanceTables
 from model.workload.scenario import Scenario
 
 
-def swap_tier(scn: Scenario):
-    """The cpu tier a "swap" engine swaps to; one clear error naming the field without one."""
-    tiers = scn.kv_offload.tiers if scn.kv_offload is not None else ()
-    for t in tiers:
-        if t.kind == "cpu":
-            return t
-    allowed = "a cpu KV offload tier to swap to (kv_offload / --kv-offload 'cpu:SIZE')"
-    raise InputError("preemption", "swap", allowed)
+def swap_tier(scn: Scenario) -> KVTier:
+    """The cpu tier a "swap" engine swaps to (model.hardware.engines.check_swap_tier: one clear error
+    naming the field without one)."""
+    check_swap_tier(scn.engine.preemption, scn.kv_offload)
+    return next(t for t in scn.kv_offload.tiers if t.kind == "cpu")
 
 
 def colocated_resume(

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from model.errors import InputError
-from model.hardware.engines import PREEMPTIONS
+from model.hardware.engines import PREEMPTIONS, check_swap_tier
 from model.hardware.kv_offload import KVOffload, KVTier
 from model.physics.deployment import Deployment
 from model.physics.kv_tiers import tier_tokens
@@ -67,11 +67,8 @@ def preemption_spec(policy: str, offload: KVOffload | None, dep: Deployment) -> 
         return None
     if policy == "recompute":
         return PreemptionSpec("recompute")
-    cpu = [i for i, t in enumerate(offload.tiers) if t.kind == "cpu"] if offload is not None else []
-    if offload is None or not cpu:
-        raise InputError(
-            "preemption", "swap", "a cpu KV offload tier to swap to (kv_offload / --kv-offload 'cpu:SIZE')"
-        )
+    check_swap_tier(policy, offload)
+    cpu = [i for i, t in enumerate(offload.tiers) if t.kind == "cpu"]
     tokens = tier_tokens(dep, offload)[cpu[0]]
     return PreemptionSpec("swap", offload.tiers[cpu[0]], float(tokens), dep.kv_bytes_per_token_per_gpu)
 

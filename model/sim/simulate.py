@@ -167,7 +167,7 @@ def simulate_colocated(
         "colocated",
         replicas,
         busy / (replicas * makespan) if makespan > 0 else 0.0,
-        max(r.kv_high_water for r in pool),
+        int(max(r.kv_high_water for r in pool)),
         spec.kv_capacity_tokens,
     )
     summary = summarise(
