@@ -174,16 +174,19 @@ def test_planner_agrees_with_simulator_under_preemption() -> None:
     assert g_plan == pytest.approx(g_sim, rel=0.10)
 
 
-def test_none_keeps_whole_kv_admission() -> None:
-    """Every shipped engine profile keeps "none" (goldens unchanged); an explicit "none" gives the
-    same simulation as the profile's."""
-    for name in ("vllm", "sglang", "trtllm"):
-        assert get_engine(name).preemption == "none"
+def test_engine_defaults_and_none() -> None:
+    """vLLM and SGLang pre-empt by recompute (their schedulers), TensorRT-LLM never pre-empts
+    (GUARANTEED_NO_EVICT); an explicit "none" gives the same simulation as a "none" profile."""
+    assert get_engine("vllm").preemption == "recompute"
+    assert get_engine("sglang").preemption == "recompute"
+    assert get_engine("trtllm").preemption == "none"
     cfg = ColocatedConfig(get_gpu("rtx-4090"), 1, 1)
     req = poisson_requests(TIGHT, 0.3, 60, seed=1)
-    a = simulate(cfg, "llama-3.1-8b", req).records
+    none = with_preemption(get_engine("vllm"), "none")
+    a = simulate(cfg, "llama-3.1-8b", req, engine=none).records
     b = simulate(cfg, "llama-3.1-8b", req, options=SimOptions(preemption="none")).records
     assert np.array_equal(a.end_s, b.end_s)
+    assert a.preemptions is None
 
 
 def test_bad_inputs_name_the_field() -> None:
