@@ -22,6 +22,10 @@ from model.queueing.preemption import (
 from model.serving.phase_tables import BATCH_GRID, InstanceTables
 from model.workload.scenario import Scenario
 
+# Standard deviations of the running sequences' KV sum below the capacity past which a candidate is
+# taken never to pre-empt (a normal tail beyond 6 sd is < 1e-9).
+FULL_SD = 6.0
+
 
 def swap_tier(scn: Scenario) -> KVTier:
     """The cpu tier a "swap" engine swaps to (model.hardware.engines.check_swap_tier: one clear error
@@ -49,11 +53,19 @@ def colocated_resume(
     rate_r, tau, cap, batch = state
     eo = float(scn.output_tokens.mean())
     mean_prompt = float(scn.prompt_tokens.mean())
-    occ = occupancy(rate_r * eo, BATCH_GRID, tau, cap, batch)
     capacity = np.array([t.kv_capacity_tokens for t in tables])[table_index]
     held = held_kv_moments(scn.prompt_tokens, scn.output_tokens)
-    p_full = full_probability(occ.batch, occ.prob, capacity, held, mean_prompt)
-    k = preemptions_per_request(p_full, mean_prompt, eo)
+    # Candidates whose cache stays > FULL_SD standard deviations below full even at the batch cap
+    # never pre-empt (P(full) < 1e-9): skip their occupancy law (most candidates on large GPUs).
+    n_cap = np.maximum(np.asarray(cap, dtype=float), 0.0)
+    tight = capacity - mean_prompt / 2.0 < n_cap * held[0] + FULL_SD * np.sqrt(n_cap * held[1])
+    if not tight.any():
+        return None
+    k = np.zeros(len(capacity))
+    t = np.nonzero(tight)[0]
+    occ = occupancy(rate_r[t] * eo, BATCH_GRID, tau[t], cap[t], batch[t])
+    p_full = full_probability(occ.batch, occ.prob, capacity[t], held, mean_prompt)
+    k[t] = preemptions_per_request(p_full, mean_prompt, eo)
     if policy == "recompute":
         work = service_s.mean(axis=1)
     else:
