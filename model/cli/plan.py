@@ -21,6 +21,8 @@ from model.cli.concurrency import add_concurrency_args, concurrency_from_args, r
 from model.cli.prefix import add_prefix_args, prefix_hit_rate
 from model.cli.speculation import add_speculation_args, spec_tokens, speculation_for
 from model.errors import InputError
+from model.hardware.catalog import get_engine
+from model.hardware.engines import PREEMPTIONS, with_preemption
 from model.limits import MAX_OPTIONS
 from model.planner.plan import plan, plan_request
 from model.planner.report import plan_dict
@@ -62,6 +64,24 @@ def _name(text: str | None, field: str) -> str | None:
     return text
 
 
+def add_preemption_arg(p: argparse.ArgumentParser) -> None:
+    """``--preemption``: replaces the engine profile's pre-emption policy (docs/model.md)."""
+    p.add_argument(
+        "--preemption",
+        choices=PREEMPTIONS,
+        default=None,
+        help="what the engine does when its KV cache runs out (default: the engine profile's; "
+        "recompute: vLLM V1; swap needs --kv-offload cpu:SIZE; none: whole-KV admission)",
+    )
+
+
+def engine_with_preemption(args: argparse.Namespace) -> Any:
+    """``--engine`` with ``--preemption`` applied (the name alone when no policy is given)."""
+    if getattr(args, "preemption", None) is None:
+        return args.engine
+    return with_preemption(get_engine(args.engine, args.profile_dir or None), args.preemption)
+
+
 def add_scenario_args(p: argparse.ArgumentParser, engine_flag: bool = True) -> None:
     """Options shared by commands that take a model, GPUs, a workload and SLOs (``engine_flag``:
     whether ``--engine`` names the serving-engine profile; ``pdplan deploy`` uses it otherwise)."""
@@ -85,6 +105,7 @@ def add_scenario_args(p: argparse.ArgumentParser, engine_flag: bool = True) -> N
     p.add_argument("--kv-dtype", help="KV-cache dtype (default: the weight dtype, or bf16)")
     if engine_flag:
         p.add_argument("--engine", default="vllm", help="serving-engine profile (see `pdplan list engines`)")
+        add_preemption_arg(p)
     p.add_argument(
         "--arrival-cv",
         help="coefficient of variation of inter-arrival gaps (default: 1 = Poisson, or the trace's)",
@@ -120,7 +141,7 @@ def scenario_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "kv_dtype": _name(args.kv_dtype, "--kv-dtype"),
         "profile_dirs": args.profile_dir or None,
         "arrival_scv": arrival_scv,
-        "engine": args.engine,
+        "engine": engine_with_preemption(args),
     }
 
 

@@ -17,6 +17,7 @@ from model.cli.common import (
     to_jsonable,
 )
 from model.cli.concurrency import add_concurrency_args, concurrency_from_args, simulation_json
+from model.cli.plan import add_preemption_arg, engine_with_preemption
 from model.cli.prefix import add_prefix_args, prefix_hit_rate
 from model.cli.speculation import add_speculation_args, spec_tokens, speculation_for
 from model.errors import InputError
@@ -71,6 +72,7 @@ def register(sub: Any) -> None:
         else:
             p.add_argument(flag, type=f.type, default=None, help=f.help + used_by)
     p.add_argument("--engine", default="vllm", help="serving-engine profile (see `pdplan list engines`)")
+    add_preemption_arg(p)
     add_speculation_args(p)
     add_prefix_args(p)
     p.add_argument(
@@ -193,6 +195,8 @@ def _print(res: SimResult) -> None:
             f"  {p.name} pool: {p.instances} instance(s), utilisation {p.utilisation:.1%}, KV high-water "
             f"{p.kv_high_water_tokens:,} tokens ({p.kv_high_water_fraction:.1%} of {p.kv_capacity_tokens:,})"
         )
+    if s.preemptions:
+        print(f"  pre-emptions: {s.preemptions} (KV cache full; resumed by the engine's policy)")
     if s.slo is not None:
         verdict = "meets" if s.meets_slo else "misses"
         print(
@@ -207,6 +211,8 @@ def _summary_json(res: SimResult) -> dict[str, Any]:
     for key in ("ttft_s", "tpot_s", "max_itl_s"):
         out[key] = dict(zip(("p50", "p90", "p99"), to_jsonable(getattr(s, key)), strict=True))
     out["pools"] = [{**to_jsonable(p), "kv_high_water_fraction": p.kv_high_water_fraction} for p in s.pools]
+    if not s.preemptions:  # only runs that pre-empt (model.sim.preemption) report the count
+        out.pop("preemptions", None)
     if res.records.prefix_hit_rate > 0:  # measured over the run's prefix caches
         out["prefix_hit_rate"] = res.records.prefix_hit_rate
     return out
@@ -220,7 +226,7 @@ def _one_k(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    engine = get_engine(args.engine, args.profile_dir or None)
+    engine = get_engine(engine_with_preemption(args), args.profile_dir or None)
     config = _config(args, engine)
     slo = _slo(args)
     rate = (

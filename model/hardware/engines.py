@@ -10,7 +10,7 @@ its source: the engine's documentation or code defaults for the named version, o
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from model.errors import InputError
@@ -58,6 +58,14 @@ EP_OVERLAPS = ("none", "two-micro-batch")
 # every replica takes its next prompts from; "cache-aware": the longest cached prefix, least-loaded
 # without one (model.workload.prefix.route).
 ROUTERS = ("round-robin", "random", "least-loaded", "least-kv", "shared-queue", "cache-aware")
+# What an engine does when its KV cache runs out (docs/model.md, "KV offload tiers"): "none" admits a
+# request only when its whole KV (prompt + output) fits, so nothing is ever pre-empted (TensorRT-LLM's
+# GUARANTEED_NO_EVICT); "recompute" admits while the prompt fits, allocates KV as tokens appear and,
+# out of KV, pre-empts the most recently admitted running request, which later re-prefills its prompt
+# and generated tokens (vLLM V1); "swap" pre-empts the same request but copies its KV to the CPU
+# tier and back (vLLM V0's swap mode; needs a cpu KV offload tier). model.sim.colocated,
+# model.queueing.preemption.
+PREEMPTIONS = ("none", "recompute", "swap")
 
 # Plausible ranges (units in the names) that catch slips such as a cap of 0 or 10^9 sequences.
 _SEQS_RANGE = (1, 1 << 20)  # sequences per instance
@@ -112,6 +120,7 @@ class Engine:
     its 8-/4-bit GEMM kernels' efficiency ratio (None: LOW_PRECISION_MFU_RATIO), passed on in the overheads.
     ``router``: how requests are spread over R replicas (:class:`Router`), read by the planner's prefill
     queue (model.queueing.routing) and the simulator (model.sim.colocated).
+    ``preemption``: one of PREEMPTIONS, what the engine does when its KV cache runs out.
     """
 
     name: str
@@ -131,6 +140,7 @@ class Engine:
     ep_overlap: str = "none"
     low_precision_gemm_ratio: float | None = None
     router: Router = Router()
+    preemption: str = "none"
     kv_transfer_modes: tuple[str, ...] = KV_TRANSFER_MODES
     small_gpu_max_num_seqs: int | None = None
     small_gpu_memory_bytes: float = 0.0
@@ -155,6 +165,8 @@ class Engine:
             raise InputError(f"{owner}.decode_launch", self.decode_launch, f"one of {DECODE_LAUNCHES}")
         if not isinstance(self.router, Router):
             raise InputError(f"{owner}.router", self.router, "a Router")
+        if self.preemption not in PREEMPTIONS:
+            raise InputError(f"{owner}.preemption", self.preemption, f"one of {PREEMPTIONS}")
         if self.ep_overlap not in EP_OVERLAPS:
             raise InputError(f"{owner}.ep_overlap", self.ep_overlap, f"one of {EP_OVERLAPS}")
         self.overheads(None)  # InputError naming the field for an implausible overhead
@@ -240,6 +252,7 @@ _ENGINE_SCHEMA: Schema = {
     ("gemm", "low_precision_ratio"): (NUMBER, None, False),
     ("routing", "router"): (TEXT, None, False),
     ("routing", "waiting_weight"): (INT, None, False),
+    ("scheduler", "preemption"): (TEXT, None, False),
     ("kv_transfer", "modes"): (LIST, None, True),
     ("kv_transfer", "connectors"): (NAMES, None, False),
 }
@@ -268,6 +281,7 @@ def engine_from_toml(path: Path, text: str | None = None) -> Engine:
             ep_overlap=v.get("overheads.ep_overlap", "none"),
             low_precision_gemm_ratio=v.get("gemm.low_precision_ratio"),
             router=_router(v),
+            preemption=v.get("scheduler.preemption", "none"),
             kv_transfer_modes=v["kv_transfer.modes"],
             kv_connectors=v.get("kv_transfer.connectors", ()),
             small_gpu_max_num_seqs=v.get("batching.small_gpu_max_num_seqs"),
@@ -291,3 +305,23 @@ def _router(v: dict) -> Router:
     if not low <= weight <= high:
         raise InputError("engine.routing.waiting_weight", weight, f"a whole number in [{low:g}, {high:g}]")
     return Router(policy, float(weight))
+
+
+def with_preemption(engine: Engine, policy: str | None) -> Engine:
+    """``engine`` with its pre-emption policy replaced by ``policy`` (None: unchanged); one clear
+    error naming ``preemption`` for a policy outside PREEMPTIONS."""
+    if policy is None:
+        return engine
+    if policy not in PREEMPTIONS:
+        raise InputError("preemption", policy, f"one of {PREEMPTIONS}")
+    return replace(engine, preemption=policy)
+
+
+def check_swap_tier(policy: str, offload: object) -> None:
+    """Pre-emption ``policy`` "swap" needs a cpu KV offload tier in ``offload`` (a KVOffload or None)
+    to swap to: one clear error naming the field."""
+    tiers = getattr(offload, "tiers", ())
+    if policy == "swap" and not any(t.kind == "cpu" for t in tiers):
+        raise InputError(
+            "preemption", "swap", "a cpu KV offload tier to swap to (kv_offload / --kv-offload 'cpu:SIZE')"
+        )

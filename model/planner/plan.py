@@ -20,7 +20,7 @@ import numpy as np
 
 from model.errors import InputError, build_request
 from model.hardware.catalog import load_catalog
-from model.hardware.engines import DEFAULT_ENGINE, Engine
+from model.hardware.engines import DEFAULT_ENGINE, Engine, check_swap_tier, with_preemption
 from model.hardware.gpus import GPU
 from model.hardware.kv_offload import KVOffload, resolve_kv_offload
 from model.hardware.links import Link
@@ -93,7 +93,9 @@ class PlanRequest:
     serving-engine profile whose caps and overheads the evaluation applies (None: vLLM), the same
     profile ``pdplan simulate --engine`` reads. ``speculation``: speculative decoding on every instance
     (model.Speculation; None: off). ``prefix_hit_rate`` / ``prefix_routing``: model.planner.prefix.
-    ``kv_offload``: offload tiers (model.hardware.kv_offload). ``ep_options`` / ``dp_attention_options``
+    ``kv_offload``: offload tiers (model.hardware.kv_offload). ``preemption``: replaces the engine
+    profile's pre-emption policy, one of model.hardware.engines.PREEMPTIONS ("swap" needs a cpu tier
+    in ``kv_offload``; None: the profile's). ``ep_options`` / ``dp_attention_options``
     / ``pp_options``: degrees to enumerate (None: TP, TEP and DEP layouts for MoE models, PP 1;
     model.serving.enumeration.candidate_layouts). ``prefill_parallelism`` / ``decode_parallelism``: a
     fixed layout for a disaggregated pool, e.g. "tep=8", "dep=32".
@@ -134,6 +136,7 @@ class PlanRequest:
     prefill_parallelism: str | Parallelism | None = None
     decode_parallelism: str | Parallelism | None = None
     kv_offload: str | KVOffload | None = None
+    preemption: str | None = None
 
 
 def resolve_inputs(request: PlanRequest) -> PlanInputs:
@@ -211,7 +214,7 @@ def resolve_inputs(request: PlanRequest) -> PlanInputs:
     g = catalog.gpu(gpu)
     dg = catalog.gpu(decode_gpu) if decode_gpu is not None else g
     li = catalog.link(link)
-    eng = catalog.engine(DEFAULT_ENGINE if engine is None else engine)
+    eng = with_preemption(catalog.engine(DEFAULT_ENGINE if engine is None else engine), request.preemption)
     nd = catalog.node(node) if node is not None else None
     intra = catalog.link(nd.intra_node_link) if nd is not None else None
     arch = get_model(model)
@@ -227,6 +230,8 @@ def resolve_inputs(request: PlanRequest) -> PlanInputs:
         raise InputError("node", nd.name, f"a node profile of {g.name} GPUs (this one holds {nd.gpu})")
     wl = workload if isinstance(workload, Workload) else get_workload(workload)
     wl = with_prefix_hit_rate(wl, request, arch, g, eng, usable)
+    offload = resolve_kv_offload(request.kv_offload, nd, g.name)
+    check_swap_tier(eng.preemption, offload)
     scn = Scenario(
         arch,
         wl,
@@ -238,7 +243,7 @@ def resolve_inputs(request: PlanRequest) -> PlanInputs:
         arrival_scv=arrival_scv,
         engine=eng,
         speculation=request.speculation,
-        kv_offload=resolve_kv_offload(request.kv_offload, nd, g.name),
+        kv_offload=offload,
     )
     return PlanInputs(
         scn,

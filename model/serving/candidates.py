@@ -19,7 +19,13 @@ from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.serving.disaggregated import evaluate_disaggregated
 from model.serving.phase_tables import InstanceTables, instance_tables
 from model.serving.resources import Resources, one_copy_bytes, pool_memory, pool_power
-from model.serving.session_cache import at_hit_rates, by_level, capacity_limited, limited_rates
+from model.serving.session_cache import (
+    at_levels,
+    by_level,
+    capacity_limited,
+    session_tier_tokens,
+    tiered_levels,
+)
 from model.serving.style import CandidateSet
 from model.workload.scenario import Scenario
 
@@ -92,14 +98,16 @@ class ColocatedSet:
         if not (self.session_capacity and capacity_limited(scn)):
             return evaluate_colocated(scn, self.tables, self.table_index, replicas, rate)
         cap = np.array([t.kv_capacity_tokens for t in self.tables])[self.table_index]
-        h = limited_rates(scn, rate / replicas, cap, "colocated")
+        tiers = session_tier_tokens(scn, self.tables, self.table_index)
+        h, ws = tiered_levels(scn, rate / replicas, cap, tiers, "colocated")
         pool, dec = scn.workload.prefill_pool_hit_rate, scn.workload.decode_prefix_hit_rate
 
         def run(level: tuple[float, ...], idx: np.ndarray) -> StyleResult:
-            part = ColocatedSet.build(at_hit_rates(scn, level[0], pool, dec), [self.configs[i] for i in idx])
+            part_scn = at_levels(scn, level[0], pool, dec, level[1])
+            part = ColocatedSet.build(part_scn, [self.configs[i] for i in idx])
             return evaluate_colocated(part.scenario, part.tables, part.table_index, replicas[idx], rate[idx])
 
-        return by_level(h[:, None], run)
+        return by_level(np.stack([h, ws], axis=1), run)
 
     def perturbed(self, factors: np.ndarray) -> ColocatedSet:
         """Its first configuration once per row of ``factors`` [D, 3] (prefill time, decode time,
@@ -184,17 +192,23 @@ class DisaggregatedSet:
             return self._evaluate_plain(rate, lanes, bw, lat, lw)
         cap_p = np.array([t.kv_capacity_tokens for t in self.prefill_tables])[self.prefill_index]
         cap_d = np.array([t.kv_capacity_tokens for t in self.decode_tables])[self.decode_index]
-        levels = np.stack(
-            [
-                limited_rates(scn, rate / n_p, cap_p, "prefill_pool"),
-                limited_rates(scn, rate / n_d, cap_d, "decode"),
-            ],
-            axis=1,
+        # offload tiers: both pools' hit rates at HBM + tiers; the prefill pool's split prices the reloads
+        h_p, ws = tiered_levels(
+            scn,
+            rate / n_p,
+            cap_p,
+            session_tier_tokens(scn, self.prefill_tables, self.prefill_index),
+            "prefill_pool",
         )
+        h_d, _ = tiered_levels(
+            scn, rate / n_d, cap_d, session_tier_tokens(scn, self.decode_tables, self.decode_index), "decode"
+        )
+        levels = np.stack([h_p, h_d, ws], axis=1)
         col = scn.workload.prefix_cache_hit_rate
 
         def run(level: tuple[float, ...], idx: np.ndarray) -> StyleResult:
-            part = DisaggregatedSet.build(at_hit_rates(scn, col, *level), [self.configs[i] for i in idx])
+            part_scn = at_levels(scn, col, level[0], level[1], level[2])
+            part = DisaggregatedSet.build(part_scn, [self.configs[i] for i in idx])
             return part._evaluate_plain(rate[idx], lanes[idx], bw[idx], lat[idx], lw[idx])
 
         return by_level(levels, run)

@@ -52,6 +52,7 @@ from model.queueing.routing import replica_arrivals, routed_wait, stall_exposure
 from model.serving.common import StyleResult, busy_fraction, first_reason, moments, stack, wait_tail
 from model.serving.packing import packed_behind_s, prefill_batch, prompts_per_step
 from model.serving.phase_tables import BATCH_GRID, InstanceTables
+from model.serving.preemption import colocated_resume
 from model.workload.scenario import Scenario
 
 
@@ -320,11 +321,13 @@ def evaluate_colocated(
         + (residual + np.where(np.isfinite(adm_mean), adm_mean, 0.0) + scn.engine.request_s)[:, None]
     )
     spread = base_step_spread(occ, out_tokens)
+    # incremental KV with pre-emption (engine policy "recompute" / "swap"): the resumes' TPOT share
+    resume = colocated_resume(scn, tables, table_index, (rate_r, tau, max_batch, b), service, spread.mean_s)
     latency = LatencyModel(
         wait_prob=prob,
         wait_cond_mean_s=cond,
         fixed_s=fixed,
-        tpot_base_s=spread.mean_s,
+        tpot_base_s=spread.mean_s if resume is None else spread.mean_s + resume.tpot_extra_s,
         stall_events=events,
         stall_sizes_s=np.sort(stalls, axis=1),
         output_tokens=out_tokens,

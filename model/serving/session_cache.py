@@ -12,6 +12,16 @@ decode instance's (it holds the turns it decoded) at lambda / n_d, each with its
 goodput search sees a hit rate that falls as its trial rate rises, and its answer is the fixed point
 "the highest rate that meets the SLOs at the hit rate that rate leaves".
 
+KV offload tiers (``scenario.kv_offload`` without a working set): an instance's LRU keeps sessions
+in HBM and its share of the tiers below, so the hit rates are those of the HBM + tier capacity
+(:func:`session_tier_tokens`); by the LRU stack property (Mattson et al., "Evaluation techniques for
+storage hierarchies", IBM Systems Journal 9(2), 1970: an LRU cache of c items holds the c most
+recently used, a subset of any larger LRU's content) the hits HBM alone would keep stay in HBM and
+the rest are found in the tiers, fastest first. That split is handed to the phase tables as the
+prefix working set W = C_hbm / (HBM share of the hits), whose placement
+(model.physics.kv_tiers.prefix_placement) puts that share in HBM and the rest in the tiers, each
+reloaded at its bandwidth (:func:`tiered_levels`). With a working set given, it decides instead.
+
 Rates are floored to steps of HIT_RATE_STEP (a conservative rounding of at most that much; coarser
 steps build fewer tables) and the candidates of each step evaluated together with tables for that
 step's hit rates.
@@ -25,6 +35,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from model.physics.kv_tiers import tier_tokens
 from model.serving.common import StyleResult
 from model.workload.scenario import Scenario
 from model.workload.sessions import cached_implied_hit_rates, capacity_hit_rates
@@ -56,6 +67,33 @@ def limited_rates(scn: Scenario, rate_per_instance_rps: np.ndarray, capacity_tok
     return np.minimum(floored(h), implied)
 
 
+def session_tier_tokens(scn: Scenario, tables: list, index: np.ndarray) -> np.ndarray:
+    """KV tokens of the offload tiers each candidate's instance keeps sessions in [C] (0 without
+    tiers, or when the scenario's own working set places the reused prefixes)."""
+    off = scn.kv_offload
+    if off is None or off.working_set_tokens is not None or not off.tiers:
+        return np.zeros(len(index))
+    per_table = np.array([float(sum(tier_tokens(t.dep, off))) for t in tables])
+    return per_table[np.asarray(index, dtype=int)]
+
+
+def tiered_levels(
+    scn: Scenario, rate_per_instance_rps: np.ndarray, hbm_tokens: np.ndarray, tiers: np.ndarray, kind: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """(hit rates [C] at the HBM + tier capacity, working set W [C] that places the HBM share of the
+    hits in HBM: C_hbm / share, share = h(C_hbm) / h(C_hbm + tiers) floored to HIT_RATE_STEP
+    (conservative: more reloads), at most C_hbm + tiers; 0 where no tier is used)."""
+    h = limited_rates(scn, rate_per_instance_rps, hbm_tokens + tiers, kind)
+    if not np.any(tiers > 0):
+        return h, np.zeros_like(h)
+    h_hbm = limited_rates(scn, rate_per_instance_rps, hbm_tokens, kind)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(h > 0, np.minimum(h_hbm / np.where(h > 0, h, 1.0), 1.0), 1.0)
+    share = np.maximum(floored(share), HIT_RATE_STEP)
+    w = np.minimum(hbm_tokens / share, hbm_tokens + tiers)
+    return h, np.where((tiers > 0) & (share < 1.0), np.round(w, -3), 0.0)
+
+
 @lru_cache(maxsize=512)
 def at_hit_rates(scn: Scenario, colocated: float, prefill_pool: float, decode: float) -> Scenario:
     """``scn`` with its workload's three hit rates replaced (one scenario per level, cached so the
@@ -67,6 +105,18 @@ def at_hit_rates(scn: Scenario, colocated: float, prefill_pool: float, decode: f
         decode_prefix_hit_rate=decode,
     )
     return replace(scn, workload=wl)
+
+
+@lru_cache(maxsize=512)
+def at_levels(
+    scn: Scenario, colocated: float, prefill_pool: float, decode: float, working_set: float
+) -> Scenario:
+    """:func:`at_hit_rates`, and the offload tiers' working set ``working_set`` (0: unchanged) that
+    places the sessions' hits between HBM and the tiers (:func:`tiered_levels`)."""
+    out = at_hit_rates(scn, colocated, prefill_pool, decode)
+    if working_set <= 0 or out.kv_offload is None:
+        return out
+    return replace(out, kv_offload=replace(out.kv_offload, working_set_tokens=float(working_set)))
 
 
 def by_level(levels: np.ndarray, run: Callable[[tuple[float, ...], np.ndarray], StyleResult]) -> StyleResult:

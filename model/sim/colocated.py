@@ -18,6 +18,9 @@ reservations of the requests already admitted, so the running batch can never ou
 nothing is pre-empted (policy "queue": head-of-line FCFS waiting). This reserves more than vLLM,
 which allocates blocks as tokens appear and pre-empts by recompute when it runs out (Kwon et al.
 SOSP 2023, sec. 4.5); at high KV occupancy the simulator therefore admits fewer requests than vLLM.
+With the engine's pre-emption policy "recompute" or "swap" (``InstanceSpec.preemption``) a replica
+does as vLLM does instead: admission while the prompt fits, KV allocated as tokens appear, the most
+recently admitted running request pre-empted when it runs out (model.sim.preemption).
 
 The first output token comes from the prefill iteration (it samples from the last prompt
 position); tokens 2 .. O come from the next O - 1 decode (or mixed) iterations.
@@ -45,6 +48,7 @@ from collections import deque
 
 from model.hardware.catalog import get_engine
 from model.hardware.engines import Router
+from model.sim import preemption
 from model.sim.engine import (
     EventLoop,
     InstanceSpec,
@@ -88,11 +92,22 @@ class Replica:
         self.finish: dict[int, list[int]] = {}
         self.busy_s = 0.0
         self.iter_start = 0.0
+        # incremental KV allocation and pre-emption (model.sim.preemption); None: whole-KV admission
+        self.pre = spec.preemption
+        self.live: dict[int, None] = {}  # running requests in admission order
+        self.base: dict[int, int] = {}  # KV tokens each running request held when it joined
+        self.resume: dict[int, int] = {}  # pre-empted, to recompute: tokens it had generated
+        self.swapped: dict[int, int] = {}  # pre-empted, swapped to the cpu tier: KV tokens
+        self.resumeq: deque[int] = deque()  # pre-empted requests, served before new arrivals
+        self.swap_used = 0
+        self.pending_s = 0.0  # swap copies to add to the next iteration
+        self.preemptions = 0
 
     def load(self, waiting_weight: float = 1.0) -> float:
         """Requests here, a waiting one weighted ``waiting_weight`` against a running one (prompts
         being prefilled count as running, as vLLM's scheduler lists them)."""
-        return waiting_weight * len(self.waiting) + len(self.prefilling) + self.in_prefill + self.running
+        queued = len(self.waiting) + len(self.resumeq)
+        return waiting_weight * queued + len(self.prefilling) + self.in_prefill + self.running
 
     def kv_load(self) -> int:
         """KV tokens reserved by admitted requests plus the prompt tokens waiting here."""
@@ -117,21 +132,39 @@ class Replica:
 
     # ------------------------------------------------------------------ shared
     def _reserve(self, r: int) -> bool:
-        need = self.rec.prompt[r] + self.rec.output[r]
-        if self.kv + need > self.kv_cap:
+        """Reserve request ``r``'s KV if it fits: its whole KV, or (pre-emption) its prefill's."""
+        room = 0  # V1 schedules the running decodes' next tokens before new prompts
+        if self.pre is not None:
+            need = preemption.prefill_tokens(self, r)
+            room = self.running * self.decode_tokens.emitted
+        else:
+            need = self.rec.prompt[r] + self.rec.output[r]
+        if self.kv + need + room > self.kv_cap:
             return False
         self.kv += need
         if self.kv > self.kv_high_water:
             self.kv_high_water = self.kv
         return True
 
+    def _head(self) -> int | None:
+        """The next request to prefill: a pre-empted one to recompute, else the head of the queue."""
+        if self.resumeq:
+            return self.resumeq[0] if self.resumeq[0] in self.resume else None
+        return self.waiting[0] if self.waiting else None
+
     def _take(self, r: int) -> None:
         """Remove the head request ``r`` from the waiting queue into this replica."""
+        if self.resumeq and self.resumeq[0] == r:
+            self.resumeq.popleft()
+            return
         self.waiting.popleft()
         self.waiting_tokens -= self.rec.prompt[r]
         self.rec.instance[r] = self.idx
 
     def _first_token(self, r: int, now: float) -> None:
+        if self.pre is not None:
+            preemption.first_token(self, r, now)
+            return
         rec = self.rec
         rec.prefill_end[r] = now
         rec.first_token[r] = now
@@ -151,6 +184,9 @@ class Replica:
         if batch == 0:  # a prefill-only iteration: no sequence emitted a token
             self.log.append(now)
             return
+        if self.pre is not None:
+            preemption.retire(self, batch, now)
+            return
         retire_finished(self, batch, now)
 
     def start(self) -> None:
@@ -161,17 +197,19 @@ class Replica:
 
     # ------------------------------------------------------------------ prefill first, no chunking
     def _start_plain(self) -> None:
-        loop, rec, waiting = self.loop, self.rec, self.waiting
+        loop, rec = self.loop, self.rec
         now = loop.now
-        if waiting:
+        if self.pre is not None:
+            preemption.swap_in(self)
+        if self._head() is not None:
             batch: list[int] = []
             tokens = 0
             room = self.max_seqs - self.running
             cached: list[int] = []
-            while waiting and len(batch) < room:
-                r = waiting[0]
-                c = self.caches.cached(self.idx, r)
-                p = rec.prompt[r] - c
+            while len(batch) < room and (r := self._head()) is not None:
+                resumed = r in self.resume
+                c = 0 if resumed else self.caches.cached(self.idx, r)
+                p = (preemption.prefill_tokens(self, r) if resumed else rec.prompt[r]) - c
                 if batch and tokens + p > self.budget:
                     break
                 if not self._reserve(r):
@@ -179,32 +217,43 @@ class Replica:
                 self._take(r)
                 batch.append(r)
                 cached.append(c)
-                rec.cached[r] = c
                 tokens += p
-                rec.prefill_start[r] = now
+                if not resumed:
+                    rec.cached[r] = c
+                    rec.prefill_start[r] = now
             if batch:
                 loop.queued -= len(batch)
                 self.in_prefill = len(batch)
-                new = [rec.prompt[r] - c for r, c in zip(batch, cached, strict=True)]
+                new = [(preemption.prefill_tokens(self, r) if self.pre else rec.prompt[r]) for r in batch]
+                new = [n - c for n, c in zip(new, cached, strict=True)]
                 dt = self.steps.prefill_s(new, cached) if any(cached) else self.steps.prefill_s(new)
+                dt += self._pending() + sum(self.caches.reload_s.pop(r, 0.0) for r in batch)
                 self.busy = True
                 self.iter_start = now
                 loop.at(now + dt, self._end_prefill, batch)
                 return
+        if self.pre is not None:
+            preemption.make_room(self)
         if self.running:
-            dt = self.steps.decode_s(self.running, self.ctx)
+            dt = self.steps.decode_s(self.running, self.ctx) + self._pending()
             self.busy = True
             self.iter_start = now
             loop.at(now + dt, self._end_decode, self.running)
             return
         self.busy = False
 
+    def _pending(self) -> float:
+        """Swap copies booked since the last iteration (pre-emption "swap"), added to this one."""
+        dt, self.pending_s = self.pending_s, 0.0
+        return dt
+
     def _end_prefill(self, batch: list[int]) -> None:
         now = self.loop.now
         self.busy_s += now - self.iter_start
         self.in_prefill = 0
         for r in batch:
-            self.caches.store_prompt(self.idx, r)
+            if r not in self.resume:
+                self.caches.store_prompt(self.idx, r)
             self._first_token(r, now)
         self._start_plain()
 
@@ -218,6 +267,10 @@ class Replica:
     def _start_chunked(self) -> None:
         loop, rec = self.loop, self.rec
         now = loop.now
+        preempted = False
+        if self.pre is not None:
+            preempted = preemption.make_room(self)
+            preemption.swap_in(self)
         budget = self.budget - self.running
         pieces: list[tuple[list[int], int]] = []
         chunk = 0
@@ -225,24 +278,30 @@ class Replica:
         for entry in self.prefilling:
             if budget <= 0:
                 break
-            c = min(rec.prompt[entry[0]] - entry[1], budget)
+            c = min(self._target(entry[0]) - entry[1], budget)
             pieces.append((entry, c))
             chunk += c
             prefix_weighted += c * entry[1]
             budget -= c
-        waiting = self.waiting
-        while budget > 0 and waiting and self.running + len(self.prefilling) < self.max_seqs:
-            r = waiting[0]
+        while (
+            budget > 0
+            and not preempted
+            and (r := self._head()) is not None
+            and self.running + len(self.prefilling) < self.max_seqs
+        ):
             if not self._reserve(r):
                 break
             self._take(r)
             loop.queued -= 1
-            rec.prefill_start[r] = now
-            hit = self.caches.cached(self.idx, r)
-            rec.cached[r] = hit
+            hit = 0
+            if r not in self.resume:
+                rec.prefill_start[r] = now
+                hit = self.caches.cached(self.idx, r)
+                rec.cached[r] = hit
             entry = [r, hit]
+            self.pending_s += self.caches.reload_s.pop(r, 0.0)  # its tier hits come back first
             self.prefilling.append(entry)
-            c = min(rec.prompt[r] - hit, budget)
+            c = min(self._target(r) - hit, budget)
             pieces.append((entry, c))
             chunk += c
             prefix_weighted += c * hit
@@ -254,6 +313,7 @@ class Replica:
             dt = self.steps.decode_s(self.running, self.ctx)
         else:
             dt = self.steps.mixed_s(chunk, prefix_weighted / chunk, self.running, self.ctx)
+        dt += self._pending()
         self.busy = True
         self.iter_start = now
         loop.at(now + dt, self._end_chunked, (self.running, pieces))
@@ -263,14 +323,18 @@ class Replica:
         now = self.loop.now
         self.busy_s += now - self.iter_start
         self._decoded(batch, now)
-        rec = self.rec
         for entry, c in pieces:
             entry[1] += c
-        while self.prefilling and self.prefilling[0][1] >= rec.prompt[self.prefilling[0][0]]:
+        while self.prefilling and self.prefilling[0][1] >= self._target(self.prefilling[0][0]):
             r = self.prefilling.pop(0)[0]
-            self.caches.store_prompt(self.idx, r)
+            if r not in self.resume:
+                self.caches.store_prompt(self.idx, r)
             self._first_token(r, now)
         self._start_chunked()
+
+    def _target(self, r: int) -> int:
+        """Tokens request ``r``'s prefill covers (its prompt; plus its generated tokens on a recompute)."""
+        return preemption.prefill_tokens(self, r) if self.pre is not None else self.rec.prompt[r]
 
 
 def run_colocated(
@@ -288,7 +352,7 @@ def run_colocated(
     router is a shared queue."""
     router = router or get_engine(None).router
     cap = spec.kv_capacity_tokens
-    caches = PoolCaches(rec, replicas, cap, prefix_routing)
+    caches = PoolCaches(rec, replicas, cap, prefix_routing, tiers=spec.prefix_tiers)
     pool = [Replica(i, spec, loop, rec, chunked, caches) for i in range(replicas)]
     policy, weight = router.policy, router.waiting_weight
     if policy == "shared-queue":

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from model.errors import InputError, check_whole
-from model.hardware.engines import Router
+from model.hardware.engines import PREEMPTIONS, Router
 from model.physics import decode_tokens
 from model.physics.decode_tokens import DecodeTokens, decode_steps
 from model.workload.prefix import check_routing
@@ -95,6 +95,8 @@ class InstanceSpec:
     ``max_batched_tokens``: prompt tokens per prefill iteration (vLLM ``max_num_batched_tokens``)
     or, for chunked prefill, the whole token budget per iteration (decodes + chunk).
     ``max_num_seqs``: cap on sequences in the running batch (vLLM ``max_num_seqs``); None = KV only.
+    ``preemption``: incremental KV allocation with pre-emption (colocated replicas); None: admit a
+    request only when its whole KV fits.
     """
 
     steps: Any
@@ -102,6 +104,8 @@ class InstanceSpec:
     max_batched_tokens: int
     max_num_seqs: int | None = None
     label: str = ""
+    preemption: Any = None  # model.sim.preemption.PreemptionSpec; None: whole-KV admission
+    prefix_tiers: tuple = ()  # offload tiers of the prefix caches: (capacity tokens, reload(tokens) s)
 
     def __post_init__(self) -> None:
         for name in ("prefill_s", "decode_s", "mixed_s"):
@@ -137,6 +141,8 @@ class SimOptions:
     (model.workload.prefix.ROUTINGS; model.sim.prefix_cache).
     ``router``: how arrivals are spread over colocated replicas (model.hardware.engines.Router);
     None: the engine profile's (``simulate``'s ``engine``, vLLM by default).
+    ``preemption``: what a colocated replica does when its KV runs out, one of
+    model.hardware.engines.PREEMPTIONS (model.sim.preemption); None: the engine profile's.
     """
 
     max_queued_requests: int = DEFAULT_MAX_QUEUED_REQUESTS
@@ -147,9 +153,12 @@ class SimOptions:
 
     prefix_routing: str = "cache-aware"
     router: Router | None = None
+    preemption: str | None = None
 
     def __post_init__(self) -> None:
         check_routing(self.prefix_routing, "prefix_routing")
+        if self.preemption is not None and self.preemption not in PREEMPTIONS:
+            raise InputError("preemption", self.preemption, f"one of {PREEMPTIONS} or None")
         if self.router is not None and not isinstance(self.router, Router):
             raise InputError(
                 "router", type(self.router).__name__, "a Router (model.hardware.engines) or None"
@@ -328,6 +337,9 @@ class Recorder:
         self.rejected = [False] * n
         self.cached = [0] * n  # prompt tokens found in the prefix cache where the prefill ran
         self.decode_held = [0] * n  # disaggregated: prompt tokens the decode instance already held
+        self.preempted = [0] * n  # times pre-empted (model.sim.preemption)
+        self.seg_ref = [nan] * n  # time of the last token before the current decode segment (NaN: first)
+        self.itl_before = [0.0] * n  # largest inter-token gap before the current decode segment
         self.hash_ids = req.hash_ids
         self.fixed_cached = req.cached_tokens.tolist() if req.cached_tokens is not None else None
         self.block_tokens = int(req.block_tokens)

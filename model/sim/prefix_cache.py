@@ -11,6 +11,13 @@ instance that decoded it caches its prompt and output blocks (so the next turn o
 them). A decode instance that already holds a prefix receives only the rest of the KV (vLLM's KV
 connectors and Dynamo pull only the blocks the decode worker lacks).
 
+KV offload tiers below HBM (``tiers``: each tier's capacity in tokens and reload time): each
+instance also keeps an LRU of HBM + the first tier, HBM + the first two, and so on. Under the same
+reference stream an LRU of c blocks holds the c most recently used (the stack property, Mattson et
+al., IBM Systems Journal 9(2), 1970), so the blocks the HBM cache lacks but the next level holds are
+exactly those in that tier: a prompt's cached prefix is the longest match over the levels, and the
+part beyond each smaller level's match is reloaded from its tier (:attr:`PoolCaches.reload_s`).
+
 Requests carry either ``hash_ids`` (per-request block ids: a Mooncake trace, or
 :func:`session_requests`) or fixed ``cached_tokens`` (a hit rate given as a parameter: every
 request finds that share of its prompt cached wherever it runs, and decode instances hold nothing).
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -44,7 +52,13 @@ class PoolCaches:
     :meth:`cached` returns the requests' fixed ``cached_tokens``, or 0 for a decode pool)."""
 
     def __init__(
-        self, rec: Recorder, n: int, capacity_tokens: int, routing: str, decode: bool = False
+        self,
+        rec: Recorder,
+        n: int,
+        capacity_tokens: int,
+        routing: str,
+        decode: bool = False,
+        tiers: tuple[tuple[float, Callable[[float], float]], ...] = (),
     ) -> None:
         self.rec = rec
         self.routing = check_routing(routing, "prefix_routing")
@@ -52,6 +66,11 @@ class PoolCaches:
         self.decode = decode
         b = rec.block_tokens
         self.caches = [BlockCache(capacity_tokens // b) for _ in range(n)] if self.active else []
+        # offload tiers: LRUs of HBM + the tiers down to each (module docstring) and their reloads
+        self.reloads = [fn for _, fn in tiers] if self.active else []
+        tops = np.cumsum([capacity_tokens] + [c for c, _ in tiers])[1:]
+        self.levels = [[BlockCache(int(t) // b) for t in tops] for _ in range(n)] if self.reloads else []
+        self.reload_s: dict[int, float] = {}  # request -> reload time of its tier hits (popped by users)
         self._rng = np.random.default_rng(0)
 
     def _prompt_ids(self, r: int) -> tuple:
@@ -63,8 +82,19 @@ class PoolCaches:
         if not self.active:
             fixed = self.rec.fixed_cached
             return 0 if fixed is None or self.decode else fixed[r]
-        m = self.caches[i].match(self._prompt_ids(r))
-        return cached_from_blocks(m, self.rec.prompt[r], self.rec.block_tokens)
+        ids = self._prompt_ids(r)
+        m = self.caches[i].match(ids)
+        prompt, b = self.rec.prompt[r], self.rec.block_tokens
+        hit = cached_from_blocks(m, prompt, b)
+        if self.levels:
+            reload = 0.0
+            for cache, fn in zip(self.levels[i], self.reloads, strict=True):
+                deeper = cached_from_blocks(cache.match(ids), prompt, b)
+                if deeper > hit:
+                    reload += fn(deeper - hit)
+                    hit = deeper
+            self.reload_s[r] = reload
+        return hit
 
     def pick(self, r: int, loads: list[float], balance: bool = False) -> int | None:
         """The instance for request ``r`` by the routing rule; None when inactive (keep the pool's own).
@@ -77,12 +107,18 @@ class PoolCaches:
     def store_prompt(self, i: int, r: int) -> None:
         """Cache request ``r``'s prompt blocks on instance ``i`` (its prefill has ended)."""
         if self.active:
-            self.caches[i].insert(self._prompt_ids(r))
+            ids = self._prompt_ids(r)
+            self.caches[i].insert(ids)
+            for cache in self.levels[i] if self.levels else ():
+                cache.insert(ids)
 
     def store_all(self, i: int, r: int) -> None:
         """Cache request ``r``'s prompt and output blocks on instance ``i`` (it has ended)."""
         if self.active:
-            self.caches[i].insert(self.rec.hash_ids[r])
+            ids = self.rec.hash_ids[r]
+            self.caches[i].insert(ids)
+            for cache in self.levels[i] if self.levels else ():
+                cache.insert(ids)
 
 
 def with_hit_rate(requests: SimRequests, hit_rate: float | None) -> SimRequests:

@@ -46,6 +46,7 @@ class RequestRecords:
     measured: np.ndarray  # False for warm-up requests
     cached_tokens: np.ndarray | None = None  # prompt tokens found in the prefix cache where prefill ran
     decode_held_tokens: np.ndarray | None = None  # disaggregated: prompt tokens the decode side held
+    preemptions: np.ndarray | None = None  # times each request was pre-empted (None: never)
 
     @property
     def prefix_hit_rate(self) -> float:
@@ -166,6 +167,7 @@ class SimSummary:
     slo: SLO | None
     attainment: float
     meets_slo: bool | None
+    preemptions: int = 0  # pre-emptions over the run (model.sim.preemption; 0 under whole-KV admission)
 
 
 def _pct(x: np.ndarray) -> tuple[float, float, float]:
@@ -180,7 +182,9 @@ def max_itl(rec: Recorder, logs: list[list[float]]) -> np.ndarray:
 
     Token 1 is at ``first_token``; the decode steps emitting tokens 2 .. O at log[k0 .. k1] (k0 =
     ``log_start``, k1 = ``last_step`` = k0 + O - 2 with one token per step).
-    Range maxima of the log's differences come from one ``np.maximum.reduceat`` per instance.
+    Range maxima of the log's differences come from one ``np.maximum.reduceat`` per instance. A
+    pre-empted request (model.sim.preemption) has its gaps before its last decode segment in
+    ``itl_before`` and that segment's first gap measured from ``seg_ref``, its last token before it.
     """
     n = len(rec.arrival)
     out = np.full(n, np.nan)
@@ -189,11 +193,13 @@ def max_itl(rec: Recorder, logs: list[list[float]]) -> np.ndarray:
     k1 = np.asarray(rec.last_step)
     o = np.asarray(rec.output)
     first = np.asarray(rec.first_token)
+    seg_ref = np.asarray(rec.seg_ref)
+    first = np.where(np.isnan(seg_ref), first, seg_ref)
     end = np.asarray(rec.end)
     done = np.isfinite(end)
     out[done & (o == 1)] = 0.0
     for i, log in enumerate(logs):
-        sel = np.flatnonzero(done & (inst == i) & (o >= 2))
+        sel = np.flatnonzero(done & (inst == i) & (o >= 2) & (k0 >= 0))
         if sel.size == 0:
             continue
         t = np.asarray(log)
@@ -208,6 +214,9 @@ def max_itl(rec: Recorder, logs: list[list[float]]) -> np.ndarray:
             idx[0::2], idx[1::2] = lo, hi
             rng_max = np.maximum.reduceat(d, idx)[0::2]
             out[long] = np.maximum(out[long], rng_max)
+    before = np.asarray(rec.itl_before)
+    hit = done & (before > 0)
+    out[hit] = np.fmax(out[hit], before[hit])
     return out
 
 
@@ -236,6 +245,7 @@ def records_from(rec: Recorder, logs: list[list[float]], warmup: int, spec: Any 
         measured=measured,
         cached_tokens=np.asarray(rec.cached, dtype=np.int64),
         decode_held_tokens=np.asarray(rec.decode_held, dtype=np.int64),
+        preemptions=np.asarray(rec.preempted, dtype=np.int64) if any(rec.preempted) else None,
         request_overhead_s=request_s,
     )
 
@@ -304,4 +314,5 @@ def summarise(
         slo=slo,
         attainment=attainment,
         meets_slo=meets_slo,
+        preemptions=int(records.preemptions.sum()) if records.preemptions is not None else 0,
     )

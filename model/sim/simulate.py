@@ -1,11 +1,10 @@
 """Trace-driven discrete-event simulator: one arrival sequence through colocated or disaggregated
 serving, per-request records and summaries, and goodput by rate search.
 
-This is the independent check on the analytical planner: it shares only the phase-cost layer
-(model.physics, model.physics.memory, model.hardware.collectives) and the configuration types
-(model.serving.configs). The event loop lives in :mod:`model.sim.engine`, the schedulers in
-:mod:`model.sim.colocated` and :mod:`model.sim.disaggregated`, step-time tabulation in
-:mod:`model.sim.steps` and results in :mod:`model.sim.report`; their docstrings state each modelling choice.
+The independent check on the analytical planner: it shares only the phase-cost layer (model.physics,
+model.hardware.collectives) and the configuration types (model.serving.configs). Event loop:
+:mod:`model.sim.engine`; schedulers: :mod:`model.sim.colocated` (pre-emption: model.sim.preemption),
+:mod:`model.sim.disaggregated`; step times :mod:`model.sim.steps`; results :mod:`model.sim.report`.
 
 Entry points:
 
@@ -44,18 +43,17 @@ from model.sim.colocated import run_colocated
 from model.sim.disaggregated import TransferFn, run_disaggregated
 from model.sim.engine import (
     CallableSteps,
-    EventLoop,
     InstanceSpec,
-    Recorder,
     SimOptions,
     SimRequests,
     StepTimes,
     new_run,
 )
+from model.sim.preemption import preemption_spec
 from model.sim.report import PoolStats, RequestRecords, SimSummary, records_from, summarise
 from model.sim.requests import poisson_requests, trace_requests
 from model.sim.steps import KVTransfer, RooflineSteps
-from model.sim.tiers import PrefixReuse, TieredPrefixSteps
+from model.sim.tiers import PrefixReuse, TieredPrefixSteps, cache_tiers
 from model.workload.arrivals import scale_to_rate
 from model.workload.slo import SLO
 
@@ -142,10 +140,6 @@ def build_instance(
 # ---------------------------------------------------------------------------------------- runs
 
 
-def _makespan(rec: Recorder, loop: EventLoop) -> float:
-    return max(loop.now - rec.arrival[0], 0.0)
-
-
 def simulate_colocated(
     spec: InstanceSpec,
     replicas: int,
@@ -159,22 +153,21 @@ def simulate_colocated(
 ) -> SimResult:
     """Replay ``requests`` through ``replicas`` colocated replicas of ``spec`` (see model.sim.colocated).
 
-    With ``chunked`` the token budget per iteration is ``spec.max_batched_tokens``. ``style`` names
-    the serving style in the summary (:func:`simulate` passes the registered style's name; default:
-    the family, "colocated").
+    With ``chunked`` the token budget per iteration is ``spec.max_batched_tokens``. ``style`` names the
+    serving style in the summary (:func:`simulate` passes the registered style's; default "colocated").
     """
     replicas = check_whole("replicas", replicas)
     opts = options or SimOptions()
     rec, loop = new_run(requests, opts)
     pool = run_colocated(spec, replicas, chunked, loop, rec, opts.prefix_routing, opts.router)
-    makespan = _makespan(rec, loop)
+    makespan = max(loop.now - rec.arrival[0], 0.0)  # last event - first arrival
     records = records_from(rec, [r.log for r in pool], opts.warmup_requests, spec)
     busy = sum(r.busy_s for r in pool)
     stats = PoolStats(
         "colocated",
         replicas,
         busy / (replicas * makespan) if makespan > 0 else 0.0,
-        max(r.kv_high_water for r in pool),
+        int(max(r.kv_high_water for r in pool)),
         spec.kv_capacity_tokens,
     )
     summary = summarise(
@@ -221,7 +214,7 @@ def simulate_disaggregated(
     ppool, dpool = run_disaggregated(
         prefill, n_prefill, decode, n_decode, transfer, layerwise, layers, loop, rec, opts.prefix_routing
     )
-    makespan = _makespan(rec, loop)
+    makespan = max(loop.now - rec.arrival[0], 0.0)  # last event - first arrival
     records = records_from(rec, [d.log for d in dpool], opts.warmup_requests, decode)
 
     def util(busy: float, k: int) -> float:
@@ -327,11 +320,13 @@ def simulate(
     if roles == ("replica",):
         pool = layout.pools[0]
         chunk = pool.chunk_tokens
-        spec, _ = instance(
+        spec, dep = instance(
             pool, chunk if chunk else prefill_token_cap, chunk if chunk else max(prefill_token_cap, longest)
         )
+        # what a replica does when its KV runs out (model.sim.preemption): the options' or the engine's
+        pre = preemption_spec(options.preemption or eng.preemption, prefix and prefix.kv_offload, dep)
         return simulate_colocated(
-            spec,
+            replace(spec, preemption=pre, prefix_tiers=cache_tiers(dep, prefix)),
             pool.instances,
             requests,
             chunked=chunk is not None,

@@ -23,7 +23,7 @@ import numpy as np
 from model.errors import InputError
 from model.hardware.kv_offload import KVOffload
 from model.physics.deployment import Deployment
-from model.physics.kv_tiers import PrefixPlacement, prefix_placement
+from model.physics.kv_tiers import PrefixPlacement, prefix_placement, tier_tokens
 from model.physics.steps import prefill_cost
 from model.workload.scenario import cached_prompt_tokens
 
@@ -95,3 +95,18 @@ class TieredPrefixSteps:
             cost = prefill_cost(self.dep, max(key[1], 1), cached_tokens=key[2], batch=k)
             self._cost[key] = float(cost.time_s)
         return self._cost[key] + reload
+
+
+def cache_tiers(dep: Deployment, reuse: PrefixReuse | None) -> tuple[tuple[float, Any], ...]:
+    """The offload tiers of an instance's LRU prefix caches (model.sim.prefix_cache): per tier, its
+    KV tokens for one instance of ``dep`` (model.physics.kv_tiers.tier_tokens) and its reload time
+    of a number of tokens (KVTier.reload_time_s of their bytes per GPU). Empty without tiers or when
+    a working set is given (then each prefill draws its tier instead, :class:`TieredPrefixSteps`)."""
+    off = reuse.kv_offload if reuse is not None else None
+    if off is None or off.working_set_tokens is not None:
+        return ()
+    per = dep.kv_bytes_per_token_per_gpu
+    return tuple(
+        (float(c), lambda n, t=t: t.reload_time_s(n * per))
+        for c, t in zip(tier_tokens(dep, off), off.tiers, strict=True)
+    )
