@@ -182,7 +182,7 @@ def test_best_binding_is_the_first_alternatives_and_probed_anew_without_it(budge
     probed at the same rate); without that alternative it is probed on its own, to the same text."""
     from dataclasses import replace
 
-    from model.planner.plan import _with_bindings
+    from model.planner.alternatives import with_bindings
 
     best = budget_plan.best
     for style, b in best.items():
@@ -190,7 +190,7 @@ def test_best_binding_is_the_first_alternatives_and_probed_anew_without_it(budge
         assert b.binding_constraint  # never left empty
     blank = {s: replace(b, binding_constraint="") for s, b in best.items()}
     none = replace(budget_plan.alternatives, by_style={})
-    probed = _with_bindings(blank, none, budget_plan.inputs.scenario)
+    probed = with_bindings(blank, none, budget_plan.inputs.scenario)
     assert {s: b.binding_constraint for s, b in probed.items()} == {
         s: b.binding_constraint for s, b in best.items()
     }

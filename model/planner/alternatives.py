@@ -16,15 +16,16 @@ one vectorised evaluation just above their goodputs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from model.limits import check_int
 from model.planner.goodput import goodput_rps
-from model.planner.types import Alternative, Alternatives
+from model.planner.types import Alternative, Alternatives, BestConfig
 from model.serving.common import check_slo
 from model.serving.evaluation import cost_usd_per_million_output_tokens
+from model.serving.registry import build_set
 from model.serving.style import CandidateSet
 from model.units import format_time
 from model.workload.scenario import Scenario
@@ -169,3 +170,20 @@ def build_alternatives(
     )
     overall = tuple(pool[int(i)] for i in order[:top])
     return Alternatives(top, objective or "goodput", overall, by_style)
+
+
+def with_bindings(
+    best: dict[str, BestConfig], alternatives: Alternatives, scn: Scenario
+) -> dict[str, BestConfig]:
+    """``best`` with each style's binding constraint: its first alternative's (the same candidate
+    probed at the same rate, :func:`binding_constraints`), probed anew only if the alternatives do
+    not list it."""
+    out = {}
+    for style, b in best.items():
+        first = alternatives.by_style.get(style, ())
+        if first and first[0].config == b.config and first[0].goodput_rps == b.goodput_rps:
+            text = first[0].binding_constraint
+        else:
+            text = binding_constraints(build_set(scn, [b.config]), np.array([b.goodput_rps]), scn.slo)[0][1]
+        out[style] = replace(b, binding_constraint=text)
+    return out

@@ -12,7 +12,7 @@ import math
 import numbers
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +33,12 @@ from model.physics.speculation import Speculation
 from model.planner.alternatives import (
     DEFAULT_TOP,
     Segment,
-    binding_constraints,
     build_alternatives,
     cheapest_ok,
     check_top,
     picks,
     rank_order,
+    with_bindings,
 )
 from model.planner.failures import sweep_states, with_failures
 from model.planner.goodput import Brackets, goodput_brackets, goodput_rps
@@ -48,11 +48,11 @@ from model.planner.infeasible import flips as infeasible_flips
 from model.planner.infeasible import none_reasons
 from model.planner.layouts import layout_options
 from model.planner.prefix import with_prefix_hit_rate
-from model.planner.types import Alternatives, BestConfig, Config, Plan, PlanInputs
+from model.planner.types import BestConfig, Config, Plan, PlanInputs
 from model.serving.candidates import DisaggregatedSet, only
 from model.serving.enumeration import DEFAULT_CHUNK_OPTIONS, DEFAULT_TP_OPTIONS, disaggregated_grid
 from model.serving.evaluation import summarise
-from model.serving.registry import build_set, styles
+from model.serving.registry import styles
 from model.serving.style import CandidateSet
 from model.workload.presets import Workload, get_workload
 from model.workload.scenario import DEFAULT_SAMPLES, Scenario
@@ -302,15 +302,10 @@ def _rank(goodput: np.ndarray, gpus: np.ndarray, cost: np.ndarray) -> int:
     return int(rank_order(goodput, gpus, cost, None)[0])
 
 
-def _binding_constraint(cands: CandidateSet, i: int, rate: float, slo: SLO) -> str:
-    """What stops the rate rising: the first SLO part that fails just above the goodput."""
-    return binding_constraints(only(cands, i), np.array([rate]), slo)[0][1]
-
-
 def best_of(cands: CandidateSet, goodput: np.ndarray, scn: Scenario) -> BestConfig | None:
     """The best candidate of a set by goodput, evaluated at its goodput (failure impact: see
-    :func:`with_failures`; its binding constraint is the first alternative's: :func:`_with_bindings`,
-    empty until then)."""
+    :func:`with_failures`; its binding constraint, empty here, is the first alternative's:
+    model.planner.alternatives.with_bindings)."""
     if len(cands.configs) == 0 or not np.any(goodput > 0):
         return None
     i = _rank(goodput, np.asarray(cands.n_gpus), np.asarray(cands.price_usd_per_hour))
@@ -329,23 +324,6 @@ def best_of(cands: CandidateSet, goodput: np.ndarray, scn: Scenario) -> BestConf
         at_goodput=ev,
         binding_constraint="",
     )
-
-
-def _with_bindings(
-    best: dict[str, BestConfig], alternatives: Alternatives, scn: Scenario
-) -> dict[str, BestConfig]:
-    """``best`` with each style's binding constraint: its first alternative's (the same candidate
-    probed at the same rate, model.planner.alternatives.binding_constraints), probed anew only if
-    the alternatives do not list it."""
-    out = {}
-    for style, b in best.items():
-        first = alternatives.by_style.get(style, ())
-        if first and first[0].config == b.config and first[0].goodput_rps == b.goodput_rps:
-            text = first[0].binding_constraint
-        else:
-            text = _binding_constraint(build_set(scn, [b.config]), 0, b.goodput_rps, scn.slo)
-        out[style] = replace(b, binding_constraint=text)
-    return out
 
 
 def _sweep_budget(
@@ -432,7 +410,7 @@ def plan(
         goodputs, known = {}, {}
     objective = None if inp.gpus is not None else inp.objective
     alternatives = build_alternatives(segments, inp.scenario, objective, top)
-    best = _with_bindings(with_failures(inp.scenario, best, known), alternatives, inp.scenario)
+    best = with_bindings(with_failures(inp.scenario, best, known), alternatives, inp.scenario)
     verdict, reasons = decide(inp, best, infeasible, goodputs, n)
     flips = flip_thresholds(inp, best, goodputs, verdict) if thresholds and best else ()
     tie, gain = tie_band(inp, best)
