@@ -117,8 +117,9 @@ def prefill_batch(
     of the step in progress when it arrived (a colocated replica's decode step; 0 for a prefill-only
     server). Each prompt's share of its server is then v + F / k (v = alone - F), which in turn lowers
     W_q: the fixed point is found by damped iteration from k = 1 (or from the cap where the unpacked
-    queue would be unstable). ``cap``: at most this many prompts per step (default: the engine's
-    ``prefill_token_cap`` over the mean uncached prompt, :func:`prompts_per_step`). ``router``: the
+    queue would be unstable). ``cap``: at most this many prompts per step (default: FILL_MAX_PROMPTS
+    waiting prompts, the engine's ``prefill_token_cap`` then bounding each prompt's companions;
+    the iteration starts where the unpacked queue is unstable from :func:`prompts_per_step`). ``router``: the
     servers are colocated replicas behind this router, whose law gives W_q (model.queueing.routing);
     by default one shared queue (a disaggregated prefill pool). With the default ``cap`` (the engine's
     token cap) each prompt's share spreads F over its own :func:`step_companions`, which the token cap
