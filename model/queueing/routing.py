@@ -169,8 +169,9 @@ def stall_exposure(router: Router, batch: np.ndarray, prob: np.ndarray, replicas
     """x [C]: the rate of prompts joining a running request's replica over the random router's lambda / R.
 
     Flow balance (ours; across the cut between two levels, as for a birth-death chain, Kleinrock 1975,
-    vol. 1, ch. 3): with s(k) the share of replicas holding k requests, each leaving at rate mu whatever its replica
-    holds, the prompts joining replicas that hold k balance the departures from those holding k + 1,
+    vol. 1, ch. 3): with s(k) the share of replicas holding k requests, each leaving at rate mu
+    whatever its replica holds, the prompts joining replicas that hold k balance the departures from
+    those holding k + 1,
     A_k = (k + 1) mu R s(k + 1), under any router. Each such prompt stalls the k requests there, so
     a running request meets sum_k k A_k / (R E[K]) = mu E[K (K - 1)] / E[K] of them per second;
     random routing (K Poisson, the M/G/inf occupancy) gives mu E[K] = lambda / R. Hence
