@@ -362,7 +362,10 @@ def base_step_occupancy(
     step ``step_s`` at the same batches (the prefill stalls are the latency model's separate term).
     ``instances`` replicas behind the least-loaded router (the simulator's rule keeps them level as
     for a decode pool). Its support also gives the router's stall exposure
-    (model.queueing.routing.stall_exposure)."""
+    (model.queueing.routing.stall_exposure); :func:`tpot_spread` of it is the base's fluctuation.
+    Weighting each batch by n p(n) / tau(n) with tau or with t_dec is the same law when the prefill
+    share 1 - t_dec / tau does not vary across the window (prefill-first); with chunking it is the
+    step-level approximation."""
     # past the last batch prefill keeps up with (tau = inf; the cap stays below it) hold tau flat
     finite = np.isfinite(per_token_s)
     top = np.max(np.where(finite, per_token_s, 0.0), axis=1, keepdims=True)
@@ -370,11 +373,3 @@ def base_step_occupancy(
     occ = occupancy(demand_tokens_per_s, grid, tau, cap, mean_batch, instances)
     step = interp_rows(np.maximum(occ.batch, 1.0), grid, step_s)
     return Occupancy(occ.batch, occ.prob, step, occ.elasticity)
-
-
-def base_step_spread(occ: Occupancy, output_tokens: np.ndarray) -> TpotSpread:
-    """The fluctuation of a colocated replica's plain decode step under its batch law ``occ``
-    (:func:`base_step_occupancy`). Weighting each batch by n p(n) / tau(n) with tau or with t_dec is
-    the same law when the prefill share 1 - t_dec / tau does not vary across the window
-    (prefill-first); with chunking it is the step-level approximation."""
-    return tpot_spread(occ, output_tokens)

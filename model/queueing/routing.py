@@ -31,6 +31,9 @@ model.sim.colocated) decides which queue a prompt waits in, so it decides the qu
   approximation to the response time for shortest queue routing", ACM SIGMETRICS Perf. Eval. Rev.
   17(1): JSQ's response time lies near the central-queue M/M/c's).
 
+The router also sets how many prompts join a running request's replica and stall its decode
+(:func:`stall_exposure`, :func:`replica_arrivals`; docs/queueing.md, "Stalls behind the router").
+
 Percentiles keep mgc's exponential-tail form: a blend's P(W > 0) and E[W] are the blends of the two
 legs', and E[W | W > 0] = E[W] / P(W > 0). With one replica every law is the G/G/1 queue.
 """
@@ -166,16 +169,16 @@ def stall_exposure(router: Router, batch: np.ndarray, prob: np.ndarray, replicas
     """x [C]: the rate of prompts joining a running request's replica over the random router's lambda / R.
 
     Flow balance (ours; across the cut between two levels, as for a birth-death chain, Kleinrock 1975,
-    vol. 1, ch. 3):
-    with s(k) the share of replicas holding k requests, each leaving at rate mu whatever its replica
-    holds, the prompts joining replicas that hold k balance the departures from those holding k + 1,
+    vol. 1, ch. 3): with s(k) the share of replicas holding k requests, each leaving at rate mu
+    whatever its replica holds, the prompts joining replicas that hold k balance the departures from
+    those holding k + 1,
     A_k = (k + 1) mu R s(k + 1), under any router. Each such prompt stalls the k requests there, so
     a running request meets sum_k k A_k / (R E[K]) = mu E[K (K - 1)] / E[K] of them per second;
     random routing (K Poisson, the M/G/inf occupancy) gives mu E[K] = lambda / R. Hence
     x = E[K (K - 1)] / E[K]^2, 1 for random routing.
 
     The least-loaded routers (least-loaded, least-kv, cache-aware without prefix hits) keep the counts
-    level (join-the-shortest-queue; Eschenfeldt & Gamarnik 2018, "Join the shortest queue with many
+    level (join-the-shortest-queue; Eschenfeldt & Gamarnik, "Join the shortest queue with many
     servers. The heavy-traffic asymptotics", Math. Oper. Res. 2018: the occupancy collapses onto
     adjacent levels), so K given the fleet's N takes the two levels of :func:`pair_moment`; N follows
     the pool's birth-death law (``batch`` = N / R on the support [C, K] with ``prob``, from

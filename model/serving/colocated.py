@@ -45,7 +45,7 @@ import numpy as np
 
 from model.physics.decode_tokens import tokens_per_decode_step
 from model.queueing.decode_batch import admission_wait, interp_rows, solve_batch
-from model.queueing.decode_spread import base_step_occupancy, base_step_spread
+from model.queueing.decode_spread import base_step_occupancy, tpot_spread
 from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel, stall_events
 from model.queueing.routing import replica_arrivals, routed_wait, stall_exposure
@@ -320,7 +320,7 @@ def evaluate_colocated(
         + behind
         + (residual + np.where(np.isfinite(adm_mean), adm_mean, 0.0) + scn.engine.request_s)[:, None]
     )
-    spread = base_step_spread(occ, out_tokens)
+    spread = tpot_spread(occ, out_tokens)
     # incremental KV with pre-emption (engine policy "recompute" / "swap"): the resumes' TPOT share
     resume = colocated_resume(scn, tables, table_index, (rate_r, tau, max_batch, b), service, spread.mean_s)
     latency = LatencyModel(
