@@ -102,6 +102,7 @@ def plan_arguments(spec: Spec) -> tuple[tuple[Any, ...], dict[str, Any]]:
         "margin": spec["margin"],
         "speculation": model.parse_speculation(spec.values.get("speculation") or ""),
         "kv_offload": spec.values.get("kv_offload"),
+        "preemption": spec.values.get("preemption"),
         "prefix_hit_rate": spec.values.get("prefix_hit_rate"),
     }
     if spec["gpus"] is not None:

@@ -19,6 +19,7 @@ from typing import Any
 import model
 from model.errors import PdplanError
 from model.hardware.catalog import unique
+from model.hardware.engines import parse_preemption
 from model.hardware.formats import FORMATS, format_names
 from model.hardware.kv_offload import parse_tier_items
 from model.hardware.parallelism import parse_parallelism
@@ -70,6 +71,7 @@ DEFAULTS: dict[str, Any] = {
     "decode_layout": "",
     "speculation": "",
     "kv_offload": "",
+    "preemption": "",
     "prefix_hit_rate": "",
     "layerwise": True,
     "margin": 0.10,
@@ -254,6 +256,7 @@ TEXT_READERS: dict[str, Callable[[str], float | None]] = {
     "osl": lambda t: length_spec(t, "output tokens"),
     "speculation": lambda t: _speculation(t),
     "kv_offload": lambda t: _kv_offload(t),
+    "preemption": lambda t: parse_preemption(t, "preemption"),
     "prefix_hit_rate": lambda t: parse_hit_rate(t, "prefix-cache hit rate"),
     "prefill_layout": lambda t: _layout(t, "prefill_parallelism"),
     "decode_layout": lambda t: _layout(t, "decode_parallelism"),

@@ -204,3 +204,20 @@ def test_bad_inputs_name_the_field() -> None:
     with pytest.raises(InputError, match="vllm.preemption"):
         dataclasses.replace(get_engine("vllm"), preemption="pause")
     assert set(PREEMPTIONS) == {"none", "recompute", "swap"}
+
+
+def test_verdict_reasons_mention_preemptions() -> None:
+    """The tight-KV plan (8B on one RTX 4090, long outputs) pre-empts ~0.1 times per request at its
+    goodput: the reasons say so, and the JSON carries the figure; with whole-KV admission they do not."""
+    from model.planner.report import plan_dict
+
+    req = PlanRequest(
+        "llama-3.1-8b", "rtx-4090", TIGHT, SLO(2.0, 0.05), gpus=1, chunk_options=(2048,), tp_options=(1,)
+    )
+    p = plan(req, thresholds=False)
+    assert any("pre-emptions per request" in r and "recompute" in r for r in p.reasons)
+    best = plan_dict(p)["best"]["colocated-chunked"]["at_goodput"]
+    assert best["preemptions_per_request"] > 0.05
+    p_none = plan(dataclasses.replace(req, preemption="none"), thresholds=False)
+    assert not any("pre-emption" in r for r in p_none.reasons)
+    assert "preemptions_per_request" not in plan_dict(p_none)["best"]["colocated-chunked"]["at_goodput"]

@@ -325,3 +325,18 @@ def check_swap_tier(policy: str, offload: object) -> None:
         raise InputError(
             "preemption", "swap", "a cpu KV offload tier to swap to (kv_offload / --kv-offload 'cpu:SIZE')"
         )
+
+
+def parse_preemption(text: str, field: str = "preemption") -> str | None:
+    """A pre-emption policy typed by a person (app field, scenario file): blank -> None (the engine's),
+    else one of PREEMPTIONS (case and spaces ignored); one clear error naming ``field`` otherwise."""
+    if not isinstance(text, str):
+        raise InputError(field, text, f"one of {', '.join(PREEMPTIONS)}, or blank for the engine's")
+    t = text.strip().lower()
+    if not t:
+        return None
+    if t not in PREEMPTIONS:
+        raise InputError(
+            field, text.strip()[:40], f"one of {', '.join(PREEMPTIONS)}, or blank for the engine's"
+        )
+    return t

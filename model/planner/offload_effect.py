@@ -50,3 +50,28 @@ def offload_reason(scn: Scenario, best: BestConfig) -> str | None:
             else "."
         )
     )
+
+
+# Pre-emptions per request at the goodput from which the verdict's reasons mention them.
+PREEMPTION_MATERIAL = 0.05
+
+
+def preemption_reason(scn: Scenario, best: BestConfig) -> str | None:
+    """One sentence on pre-emption in ``best`` when its engine pre-empts (recompute / swap) at least
+    PREEMPTION_MATERIAL times per request at its goodput (docs/model.md, KV offload tiers)."""
+    ev = best.at_goodput
+    k = float(getattr(ev, "preemptions_per_request", 0.0))
+    policy = scn.engine.preemption
+    if policy == "none" or k < PREEMPTION_MATERIAL:
+        return None
+    resume = (
+        "re-prefills its prompt and tokens so far"
+        if policy == "recompute"
+        else "swaps its KV to CPU and back"
+    )
+    return (
+        f"KV cache full part of the time in {best.label} at {best.goodput_rps:.3g} req/s: "
+        f"{k:.2f} pre-emptions per request ({scn.engine.name} pre-empts by {policy}: the newest running "
+        f"request {resume}); more KV per instance (a larger TP degree, an FP8 KV cache, a GPU with "
+        "more memory) avoids them."
+    )

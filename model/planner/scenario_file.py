@@ -19,6 +19,7 @@ from typing import Any
 
 from model.errors import InputError, short
 from model.hardware.catalog import load_catalog
+from model.hardware.engines import parse_preemption
 from model.hardware.links import Link
 from model.limits import MAX_OPTIONS, check_file_size, parse_json
 from model.llm.hf_config import parse_hf_config_text
@@ -189,6 +190,9 @@ def scenario_request(obj: Any, where: str = "scenario file") -> PlanRequest:
         ),
     }
     kwargs["kv_offload"] = _get(inputs, "kv_offload", str, where, "").strip() or None  # tier spec line
+    kwargs["preemption"] = parse_preemption(
+        _get(inputs, "preemption", str, where, ""), f"{where}: inputs.preemption"
+    )
     kv = _get(inputs, "kv_dtype", str, where, AUTO_KV)
     kwargs["kv_dtype"] = None if kv == AUTO_KV else kv
     for key, fld in (("chunks", "chunk_options"), ("tps", "tp_options")):

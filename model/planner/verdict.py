@@ -18,7 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from model.planner.goodput import config_goodput, goodput_rps
-from model.planner.offload_effect import offload_reason
+from model.planner.offload_effect import offload_reason, preemption_reason
 from model.planner.prefix import prefix_reason
 from model.planner.speculation_effect import speculation_reason
 from model.planner.types import BestConfig, FlipThreshold, PlanInputs
@@ -221,6 +221,7 @@ def decide(
         speculation_reason(inp.scenario, best[verdict]),
         prefix_reason(inp.scenario, best[verdict]),
         offload_reason(inp.scenario, best[verdict]),
+        preemption_reason(inp.scenario, best[verdict]),
     ):
         if line:
             reasons.append(line)

@@ -354,4 +354,5 @@ def evaluate_colocated(
         kv_bytes_per_request=np.full(n, float(np.mean(scn.kv_bytes_per_request(scn.prompt_tokens)))),
         unstable_reason=reasons,
         max_itl_s=np.where(stable, max_itl, np.inf),
+        preemptions_per_request=zeros if resume is None else resume.per_request,
     )

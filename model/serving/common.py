@@ -36,6 +36,9 @@ class StyleResult:
     kv_bytes_per_request: np.ndarray
     unstable_reason: np.ndarray  # str per candidate, "" when stable
     max_itl_s: np.ndarray  # longest gap between two tokens of a request (a step plus the worst stall)
+    # expected pre-emptions per request (engine policy recompute / swap; model.queueing.preemption);
+    # None where the style does not model them
+    preemptions_per_request: np.ndarray | None = None
 
     @property
     def ttft_mean_s(self) -> np.ndarray:

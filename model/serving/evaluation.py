@@ -9,7 +9,7 @@ duplication, power, energy per output token and cost per million output tokens.
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -96,6 +96,8 @@ class Evaluation:
     energy_j_per_output_token: float
     cost_usd_per_million_output_tokens: float
     by_prompt_length: tuple[PromptClass, ...] = ()
+    # expected pre-emptions per request (docs/model.md, KV offload tiers); in the JSON when > 0
+    preemptions_per_request: float = field(default=0.0, repr=False)
 
     @property
     def style(self) -> str:
@@ -250,4 +252,11 @@ def summarise(cands, res: StyleResult, i: int, scenario: Scenario, rate_rps: flo
         energy_j_per_output_token=energy,
         cost_usd_per_million_output_tokens=cost,
         by_prompt_length=classes,
+        preemptions_per_request=_preemptions(res, i),
     )
+
+
+def _preemptions(res: Any, i: int) -> float:
+    """Candidate ``i``'s expected pre-emptions per request (0 where its style models none)."""
+    k = getattr(res, "preemptions_per_request", None)
+    return float(k[i]) if k is not None else 0.0

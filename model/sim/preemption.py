@@ -24,6 +24,9 @@ PagedAttention", SOSP 2023, sec. 4.5; vLLM V1 vllm/v1/core/sched/scheduler.py ``
   instance's share of the CPU tier falls back to recompute (V0 aborts the request instead).
 
 Granularity: tokens, not 16-token blocks (a block rounds each sequence's KV up by < 16 tokens).
+A recompute re-prefills everything: with vLLM V1's automatic prefix caching (on by default) the
+freed blocks keep their hashes until a new allocation evicts them, so a request resumed soon after
+may find part of its KV still cached; the cost here is an upper bound.
 Preempted requests wait in a per-replica queue served before new arrivals (their KV, or their
 claim to it, stays with the replica even behind a shared queue).
 """

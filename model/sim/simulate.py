@@ -26,7 +26,7 @@ from typing import Any
 
 from model.errors import InputError, check_whole
 from model.hardware.catalog import get_engine
-from model.hardware.engines import Engine
+from model.hardware.engines import Engine, check_swap_tier
 from model.hardware.gpus import GPU
 from model.hardware.overheads import Overheads
 from model.hardware.parallelism import Parallelism
@@ -289,6 +289,7 @@ def simulate(
         )
     _check_run(config, requests, slo, options)
     options = replace(options or SimOptions(), router=(options and options.router) or eng.router)
+    check_swap_tier(options.preemption or eng.preemption, prefix and prefix.kv_offload)  # any style
     if isinstance(prefill_token_cap, bool) or not isinstance(prefill_token_cap, int) or prefill_token_cap < 1:
         raise InputError("prefill_token_cap", prefill_token_cap, "a whole number of tokens >= 1")
     longest = int(requests.prompt_tokens.max())
