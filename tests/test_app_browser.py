@@ -52,7 +52,7 @@ SERVER_START_S = 60.0
 BROWSER_START_S = 30.0
 PAGE_WAIT_S = 120.0
 WIDTH, HEIGHT = 1500, 2300
-CHART_VIEWS = (None, "Pool-size map", "TTFT breakdown", "Latency vs rate", "Roofline", "Memory")
+CHART_VIEWS = ("Pool-size map", "Latency vs rate", "Roofline", "Memory")  # plotly; the default view has none
 
 
 def find_chromium() -> str | None:
