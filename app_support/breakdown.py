@@ -51,7 +51,10 @@ def _bar(parts_s: list[float], p90_s: float, target_s: float, scale_s: float) ->
 
 
 def _time(x_s: float) -> str:
-    return format_time(x_s) if math.isfinite(x_s) else "–"
+    """A time cell: ``format_time``; below a nanosecond (an admission wait of 1e-204 s) "< 1 ns"."""
+    if not math.isfinite(x_s):
+        return "–"
+    return "&lt; 1 ns" if 0 < x_s < 1e-9 else format_time(x_s)
 
 
 def table_html(evals: Mapping[str, Any], ttft_slo_s: float, percentile: float) -> str:
@@ -71,8 +74,8 @@ def table_html(evals: Mapping[str, Any], ttft_slo_s: float, percentile: float) -
     body = "".join(
         f"<tr><td>{html.escape(s)}</td>"
         f"<td style='width:35%'>{_bar(rows[s], p90[s], ttft_slo_s, scale_s)}</td>"
-        + "".join(f"<td>{_time(v)}</td>" for v in rows[s])
-        + f"<td><b>{_time(p90[s])}</b></td></tr>"
+        + "".join(f"<td style='white-space:nowrap'>{_time(v)}</td>" for v in rows[s])
+        + f"<td style='white-space:nowrap'><b>{_time(p90[s])}</b></td></tr>"
         for s in rows
     )
     return (

@@ -42,7 +42,8 @@ def test_breakdown_bars_share_one_scale_by_hand():
     row = _row(table, "colocated")
     assert re.findall(r"width:([0-9.]+)%;background", row) == ["19.05", "38.10"]
     assert re.findall(r"left:([0-9.]+)%", row) == ["76.19", "95.24"]
-    assert f"<td>{format_time(0.1)}</td><td>{format_time(0.2)}</td>" in row
+    cell = "<td style='white-space:nowrap'>"
+    assert f"{cell}{format_time(0.1)}</td>{cell}{format_time(0.2)}</td>" in row
     assert f"<b>{format_time(0.4)}</b>" in row
     assert "p90" in table and format_time(0.5) in table
 
@@ -60,6 +61,10 @@ def test_breakdown_with_an_infinite_p90_draws_no_tick():
     assert "inf" not in row and "nan" not in row
 
 
+def test_breakdown_shows_a_vanishing_time_as_below_a_nanosecond():
+    assert breakdown._time(1.06e-204) == "&lt; 1 ns" and breakdown._time(0.0) == format_time(0.0)
+
+
 def test_open_view_is_the_breakdown_table_of_the_plans_evaluations():
     """No plotly chart after an Apply: the open tab is one table with, per style, the mean TTFT
     components and p90 TTFT of the planner's best configuration at its goodput."""
@@ -73,7 +78,7 @@ def test_open_view_is_the_breakdown_table_of_the_plans_evaluations():
         row = _row(table, style)
         ev = best.at_goodput
         for key, _, _ in charts.TTFT_PARTS:
-            assert f"<td>{format_time(ev.ttft_components_s[key])}</td>" in row, (style, key)
+            assert f">{breakdown._time(ev.ttft_components_s[key])}</td>" in row, (style, key)
         assert f"<b>{format_time(ev.ttft_s.p90)}</b>" in row
 
 
