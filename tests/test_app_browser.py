@@ -51,7 +51,7 @@ CHROMIUM_FLAGS = (
 SERVER_START_S = 60.0
 BROWSER_START_S = 30.0
 PAGE_WAIT_S = 120.0
-WIDTH, HEIGHT = 1500, 2300
+WIDTH, HEIGHT = 1500, 2600
 CHART_VIEWS = ("Pool-size map", "Latency vs rate", "Roofline", "Memory")  # plotly; the default view has none
 
 
