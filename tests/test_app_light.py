@@ -5,6 +5,7 @@ inputs are drawn only while the *Advanced inputs* toggle is on, keeping their va
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import re
 import types
@@ -150,3 +151,21 @@ def test_apply_replans_with_a_hidden_field_changed():
     assert at.query_params["price"] == "2" and at.query_params["percentile"] == "93"
     at.toggle(key=advanced.TOGGLE).set_value(True).run()
     assert at.text_input(key="price").value == "2"
+
+
+def test_scenario_file_sets_and_saves_a_hidden_field():
+    """A scenario file restores an advanced input while the fields are hidden (the plan uses it),
+    and the scenario the page saves from that state carries it again."""
+    from app_support import inputs
+
+    state = {**inputs.DEFAULTS, "price": "1.25", "margin": 0.2}
+    text = inputs.scenario_json(inputs.Spec({"config_text": None, "trace_name": None}), state=state)
+    at = run_app()
+    at.file_uploader(key="scenario_upload").set_value(("s.json", text.encode(), "application/json")).run()
+    assert_clean(at)
+    assert "price" not in _text_keys(at)
+    table = next(m.value for m in at.markdown if m.value.startswith("| |"))
+    assert "16 GPUs / $20.00/h" in table.replace("\\", "")
+    at.run()  # a later run keeps the hidden values
+    saved = json.loads(inputs.scenario_json(inputs.Spec({"config_text": None}), state=at.session_state))
+    assert saved["inputs"]["price"] == "1.25" and saved["inputs"]["margin"] == 0.2
