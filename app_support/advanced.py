@@ -3,7 +3,7 @@ degrees, pool layouts, engine features, layer-wise transfer, the margin): drawn 
 while the *Advanced inputs* toggle below it is on.
 
 Every Apply re-sends each drawn element, and the browser redraws each one (docs/app.md,
-"Responsiveness", session 8), so the ~16 rarely used fields are not drawn by default. Their values
+"Responsiveness", session 8), so the 15 rarely used fields are not drawn by default. Their values
 stay in effect while hidden: a widget not drawn in a run loses its state in Streamlit, so each
 hidden value is written back to the session state (:func:`keep`), and URL parameters and scenario
 files set them as before; a caption in the form names the hidden values that differ from their
@@ -11,7 +11,7 @@ defaults."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping, MutableSet
+from collections.abc import MutableMapping, MutableSet
 from typing import Any
 
 import streamlit as st
@@ -39,11 +39,10 @@ KEYS = (
 )
 
 
-def shown(state: Any = None) -> bool:
+def shown() -> bool:
     """Whether the advanced fields are drawn in this run (the toggle's value, read before the
     toggle itself is drawn below the form)."""
-    state = st.session_state if state is None else state
-    return bool(state.get(TOGGLE, False))
+    return bool(st.session_state.get(TOGGLE, False))
 
 
 def draw(c: dict[str, list[Any]]) -> None:
@@ -70,9 +69,9 @@ def changed(state: Any = None) -> list[str]:
     return [f"{k}={state[k]}" for k in KEYS if k in state and state[k] != DEFAULTS[k]]
 
 
-def hidden_note(state: Any = None) -> None:
+def hidden_note() -> None:
     """One caption in the form naming the hidden advanced values in effect (nothing at defaults)."""
-    if diff := changed(state):
+    if diff := changed():
         st.caption(f"{LABEL} in effect (hidden): " + ", ".join(diff))
 
 
@@ -87,7 +86,7 @@ def keep(state: MutableMapping[str, Any], restored: MutableSet[str]) -> None:
             restored.add(key)
 
 
-def toggle(on_change: Callable[[], None] | None = None) -> bool:
+def toggle() -> bool:
     """The toggle, drawn below the form: switching it reruns the page (the plan is cached)."""
     return st.toggle(
         LABEL,
@@ -95,5 +94,4 @@ def toggle(on_change: Callable[[], None] | None = None) -> bool:
         help="Weight and KV dtypes, efficiency, price and power overrides, chunk sizes, TP degrees, "
         "pool layouts, speculative decoding, prefix caching, KV offload, layer-wise transfer, the "
         "margin. Hidden values stay in effect.",
-        on_change=on_change,
     )

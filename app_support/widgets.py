@@ -17,8 +17,9 @@ RESTORED_KEYS = "_restored_keys"
 
 
 def initial(key: str, name: str = "value", value: Any = None) -> dict[str, Any]:
-    """The widget's default as a keyword argument, left out when a scenario file has just set the
-    key's value (Streamlit warns when a widget gets both a default and a session-state value)."""
+    """The widget's default as a keyword argument, left out when the key's value has just been set
+    through the session state (a scenario file, a URL parameter, a hidden advanced input kept:
+    Streamlit warns when a widget gets both a default and a session-state value)."""
     if key in st.session_state.get(RESTORED_KEYS, ()):
         return {}
     return {name: DEFAULTS[key] if value is None else value}
