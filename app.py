@@ -17,6 +17,7 @@ import streamlit as st
 
 from app_support import (
     alternatives,
+    breakdown,
     charts,
     compare,
     compute,
@@ -98,15 +99,9 @@ def _tab_contents(slots: Slots, spec: inputs.Spec, plan: Any, evals: dict[str, A
     slo = plan.inputs.scenario.slo
     with tabs[0]:
         if is_open["TTFT breakdown"] and evals:
-            fig = compute.cached_figure(
-                "ttft", spec, lambda: charts.ttft_breakdown(evals, slo.ttft_s, slo.percentile)
-            )
-            st.plotly_chart(fig, key="chart_ttft")
-            st.caption(
-                "Bars: mean TTFT components "
-                + ("at the inspected rate" if spec["rate_rps"] > 0 else "at each style's goodput")
-                + "; diamonds: p90 TTFT; dashed line: the TTFT target."
-            )
+            breakdown.tab(spec, evals, slo)
+        else:
+            breakdown.keep()
     with tabs[1]:
         if is_open["Pool-size map"]:
             poolmap.tab(spec, plan)

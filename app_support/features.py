@@ -22,6 +22,6 @@ _LABELS = {
 
 
 def draw(text_input: Callable[..., Any]) -> None:
-    """Draw each feature's text field with ``text_input(label, key)`` (inputs._text)."""
+    """Draw each feature's text field with ``text_input(label, key)`` (app_support.widgets.text)."""
     for key in KEYS:
         text_input(_LABELS[key], key)

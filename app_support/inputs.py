@@ -25,7 +25,7 @@ import streamlit as st
 import model
 from model.errors import PdplanError
 
-from . import features, uploads
+from . import advanced, features, uploads, widgets
 from .values import (  # noqa: F401  (re-exported: app.py and the tests read them from here)
     AUTO,
     BIND,  # the view tabs' binding (app.py); the inputs are written to the URL by sync_url
@@ -49,12 +49,11 @@ from .values import (  # noqa: F401  (re-exported: app.py and the tests read the
     problem_text,
     url_problems,
 )
+from .widgets import RESTORED_KEYS
 
 # ---------------------------------------------------------------------------------------------
 # scenario files
 
-# Session key of the inputs a scenario file set in this run (their widgets are drawn without a default).
-RESTORED_KEYS = "_restored_keys"
 # Session key set once the URL query string has been read (on the session's first run).
 URL_READ = "_url_read"
 
@@ -162,48 +161,11 @@ def _upload(
     return st.session_state.get(f"restored_{key.removesuffix('_upload')}")
 
 
-def _initial(key: str, name: str = "value", value: Any = None) -> dict[str, Any]:
-    """The widget's default as a keyword argument, left out when a scenario file has just set the
-    key's value (Streamlit warns when a widget gets both a default and a session-state value)."""
-    if key in st.session_state.get(RESTORED_KEYS, ()):
-        return {}
-    return {name: DEFAULTS[key] if value is None else value}
-
-
-def _select(label: str, key: str, options: list[Any], **kw: Any) -> Any:
-    index = options.index(DEFAULTS[key]) if DEFAULTS[key] in options else 0
-    return st.selectbox(label, options, **_initial(key, "index", index), key=key, **kw)
-
-
-def _radio(label: str, key: str, options: list[Any], **kw: Any) -> Any:
-    index = options.index(DEFAULTS[key])
-    return st.radio(label, options, **_initial(key, "index", index), key=key, horizontal=True, **kw)
-
-
-def _text(label: str, key: str, **kw: Any) -> str:
-    return st.text_input(label, **_initial(key), key=key, **kw)
-
-
-def _slider(label: str, key: str, **kw: Any) -> Any:
-    lo, hi = RANGES[key]
-    return st.slider(label, lo, hi, **_initial(key), key=key, **kw)
-
-
-def _number(label: str, key: str, **kw: Any) -> Any:
-    """A number field without bounds in the browser (a value out of RANGES reaches :func:`parse`,
-    which shows the error instead of the results; a bounded field would keep the old value)."""
-    return st.number_input(label, **_initial(key), key=key, **kw)
-
-
-def _multiselect(label: str, key: str, options: list[Any]) -> Any:
-    return st.multiselect(label, options, **_initial(key, "default"), key=key)
-
-
 def _fields(c: dict[str, list[Any]], raw_uploads: dict[str, Any], upload_errors: list[str]) -> None:
     """The form's fields; the uploads in effect go into ``raw_uploads``."""
     st.subheader("Model")
-    _radio("Model from", "model_source", c["model_source"])
-    _select("Model (catalog)", "model", c["model"])
+    widgets.radio("Model from", "model_source", c["model_source"])
+    widgets.select("Model (catalog)", "model", c["model"])
     with st.expander("Hugging Face config.json (used when *Model from* is the upload)"):
         raw_uploads["config"] = _upload(
             "Hugging Face config.json",
@@ -215,30 +177,30 @@ def _fields(c: dict[str, list[Any]], raw_uploads: dict[str, Any], upload_errors:
         )
 
     st.subheader("Hardware")
-    _select("GPU (prefill pool, and colocated replicas)", "gpu", c["gpu"])
-    _select("GPU (decode pool)", "decode_gpu", c["decode_gpu"])
-    _select("KV link between the pools", "link", c["link"])
+    widgets.select("GPU (prefill pool, and colocated replicas)", "gpu", c["gpu"])
+    widgets.select("GPU (decode pool)", "decode_gpu", c["decode_gpu"])
+    widgets.select("KV link between the pools", "link", c["link"])
     with st.expander("Custom link (used when the link is 'custom')"):
-        _text(
+        widgets.text(
             "Link bandwidth (per direction)",
             "link_bw",
             help="Any unit pint reads: '25 Gbit/s', '3.2 GB/s', '400 Gb/s'.",
         )
-        _text("Link latency", "link_latency", help="e.g. '10 us', '0.05 ms' (bare numbers: us)")
-        _slider("Link efficiency (achieved / line rate)", "link_eff", step=0.01)
+        widgets.text("Link latency", "link_latency", help="e.g. '10 us', '0.05 ms' (bare numbers: us)")
+        widgets.slider("Link efficiency (achieved / line rate)", "link_eff", step=0.01)
 
     st.subheader("Size")
-    _radio("Plan for", "mode", c["mode"])
+    widgets.radio("Plan for", "mode", c["mode"])
     lo, hi = RANGES["gpus"]
-    _number(f"GPU budget ({lo}-{hi}; used when planning for a budget)", "gpus", step=1)
-    _number("Target rate (req/s; used when planning for a rate)", "target_rate")
-    _radio("Minimise (for a target rate)", "objective", c["objective"])
+    widgets.number(f"GPU budget ({lo}-{hi}; used when planning for a budget)", "gpus", step=1)
+    widgets.number("Target rate (req/s; used when planning for a rate)", "target_rate")
+    widgets.radio("Minimise (for a target rate)", "objective", c["objective"])
 
     st.subheader("Workload")
-    _radio("Workload from", "workload_source", c["workload_source"])
-    _select("Workload preset", "workload", c["workload"])
-    _text("Prompt tokens (*Workload from* lengths): 4000, or lognormal:mean=2000,cv=1", "isl")
-    _text("Output tokens (*Workload from* lengths): 500, or uniform:low=100,high=900", "osl")
+    widgets.radio("Workload from", "workload_source", c["workload_source"])
+    widgets.select("Workload preset", "workload", c["workload"])
+    widgets.text("Prompt tokens (*Workload from* lengths): 4000, or lognormal:mean=2000,cv=1", "isl")
+    widgets.text("Output tokens (*Workload from* lengths): 500, or uniform:low=100,high=900", "osl")
     with st.expander("Request trace (used when *Workload from* is the upload)"):
         raw_uploads["trace"] = _upload(
             "Request trace",
@@ -248,40 +210,32 @@ def _fields(c: dict[str, list[Any]], raw_uploads: dict[str, Any], upload_errors:
             "Azure LLM trace or BurstGPT CSV, or Mooncake JSON lines.",
             upload_errors,
         )
-    _number(
+    widgets.number(
         "Request rate to inspect (req/s; 0 = each style at its goodput; for a target rate: the target)",
         "rate",
         step=0.5,
     )
 
     st.subheader("SLOs")
-    _text("TTFT target", "ttft", help="e.g. '500 ms' or '0.5 s' (bare numbers: ms)")
-    _text("TPOT target", "tpot", help="e.g. '50 ms' (bare numbers: ms)")
-    _slider("Percentile", "percentile")
-    _slider("Attainment target (fraction of requests meeting both)", "attainment", step=0.01)
+    widgets.text("TTFT target", "ttft", help="e.g. '500 ms' or '0.5 s' (bare numbers: ms)")
+    widgets.text("TPOT target", "tpot", help="e.g. '50 ms' (bare numbers: ms)")
+    widgets.slider("Percentile", "percentile")
+    widgets.slider("Attainment target (fraction of requests meeting both)", "attainment", step=0.01)
 
-    with st.expander("Advanced"):
-        _select("Weight dtype", "dtype", c["dtype"])
-        _select("KV-cache dtype", "kv_dtype", c["kv_dtype"])
-        _text("Prefill MFU override (blank = GPU profile)", "prefill_mfu")
-        _text("Decode MBU override (blank = GPU profile)", "decode_mbu")
-        _text("Price per GPU-hour, USD (blank = profile)", "price")
-        _text("GPU power at full load, e.g. '700 W' (blank = profile TDP)", "tdp")
-        _multiselect("Chunk sizes (tokens per iteration)", "chunks", c["chunks"])
-        _multiselect("Tensor-parallel degrees", "tps", c["tps"])
-        _text("Prefill pool layout, e.g. 'tep=8' (blank = search TP/TEP/DEP)", "prefill_layout")
-        _text("Decode pool layout, e.g. 'dep=32' (blank = search TP/TEP/DEP)", "decode_layout")
-        features.draw(_text)
-        st.checkbox("Layer-wise KV transfer (overlaps prefill)", **_initial("layerwise"), key="layerwise")
-        _slider("Margin disaggregation must win by", "margin", step=0.01)
+    if advanced.shown():
+        advanced.draw(c)
+    else:
+        advanced.hidden_note()
 
 
 def sidebar() -> Raw:
-    """Draw every input in the sidebar, in one form applied by its *Apply* button (defaults from
-    DEFAULTS, bound to the URL, which changes on Apply only); return the applied values.
+    """Draw the inputs in the sidebar, in one form applied by its *Apply* button (defaults from
+    DEFAULTS; the URL changes on Apply only); return the applied values.
 
-    Every field is always drawn (a choice such as *Model from* decides which of its fields is
-    used), so no field appears only after an Apply."""
+    Every field of the form is drawn on every run (a choice such as *Model from* decides which of
+    its fields is used), so no field appears only after an Apply; the advanced fields are drawn
+    only while the *Advanced inputs* toggle below the form is on (app_support.advanced), and keep
+    their values while hidden."""
     c = choices()
     raw_uploads: dict[str, tuple[str, bytes] | None] = {"config": None, "trace": None}
     upload_errors: list[str] = []
@@ -296,7 +250,10 @@ def sidebar() -> Raw:
             )
             _fields(c, raw_uploads, upload_errors)
             st.form_submit_button("Apply", key="apply_bottom", width="stretch")
+        advanced.toggle()
     st.session_state.pop(RESTORED_KEYS, None)
+    if not advanced.shown():
+        advanced.keep(st.session_state, st.session_state.setdefault(RESTORED_KEYS, set()))
     values = {k: copy.deepcopy(st.session_state.get(k, v)) for k, v in DEFAULTS.items()}
     sync_url(values)
     return Raw(values, raw_uploads["config"], raw_uploads["trace"], upload_errors)

@@ -51,8 +51,8 @@ CHROMIUM_FLAGS = (
 SERVER_START_S = 60.0
 BROWSER_START_S = 30.0
 PAGE_WAIT_S = 120.0
-WIDTH, HEIGHT = 1500, 2300
-CHART_VIEWS = (None, "Pool-size map", "TTFT breakdown", "Latency vs rate", "Roofline", "Memory")
+WIDTH, HEIGHT = 1500, 2600
+CHART_VIEWS = ("Pool-size map", "Latency vs rate", "Roofline", "Memory")  # plotly; the default view has none
 
 
 def find_chromium() -> str | None:
@@ -387,6 +387,59 @@ def test_browser_apply_form_plans_once_and_updates_the_url():
     assert "percentile" not in step["url_edited"] and step["footer_edited"] == step["footer_before"]
     assert "percentile=91" in step["url_after"]
     assert step["seconds"] < 60
+
+
+ADVANCED_TOGGLE_JS = """(() => { const i = document.querySelector('input[aria-label="Advanced inputs"]');
+  if (!i) return "missing"; i.click(); return "clicked"; })()"""
+PRICE_SHOWN_JS = 'String(document.body.innerText.includes("Price per GPU-hour"))'
+
+
+async def _advanced_toggle(devtools_http: str, url: str) -> dict:
+    """Load ``url``, move the *Percentile* slider without applying, switch on *Advanced inputs*,
+    then Apply; what the page showed at each step."""
+    from tests import app_timing
+
+    dt, _ = await _open(devtools_http, url)
+    out: dict = {}
+    try:
+        await _settled(dt)
+        out["shown_before"] = await dt.text(PRICE_SHOWN_JS)
+        label = json.dumps("Percentile")
+        assert await dt.text(app_timing.SLIDER_JS % (label, label)) == "focused"
+        await app_timing._press(dt, "ArrowRight", "ArrowRight", 39)
+        await asyncio.sleep(0.5)
+        assert await dt.text(ADVANCED_TOGGLE_JS) == "clicked"
+        deadline = time.monotonic() + PAGE_WAIT_S
+        while await dt.text(PRICE_SHOWN_JS) != "true" and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        await _settled(dt)
+        out["shown_after"] = await dt.text(PRICE_SHOWN_JS)
+        out["slider"] = await dt.text(app_timing.SLIDER_VALUE_JS % (label, label))
+        out["url_toggled"] = json.loads(await dt.text(FOOTER_JS))["url"]
+        assert await dt.text(app_timing.APPLY_JS) != "missing"
+        while "percentile" not in json.loads(await dt.text(FOOTER_JS))["url"] and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        await _settled(dt)
+        out["url_applied"] = json.loads(await dt.text(FOOTER_JS))["url"]
+    finally:
+        dt.ws.close()
+    return out
+
+
+def test_browser_advanced_toggle_shows_the_fields_and_keeps_pending_edits(tmp_path):
+    """In a real browser the toggle below the form reruns the page and draws the advanced fields; an
+    edit in the form not yet applied survives that rerun, and the next Apply applies it together
+    with the hidden field the URL set."""
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("chromium is not installed (.ci/install_browser.sh installs Debian's chromium)")
+    (tmp_path / "profile").mkdir()
+    with streamlit_server(tmp_path) as base, chromium(binary, tmp_path / "profile") as devtools_http:
+        coro = _advanced_toggle(devtools_http, base + "/?price=3")
+        got = asyncio.run(asyncio.wait_for(coro, timeout=240))
+    assert got["shown_before"] == "false" and got["shown_after"] == "true"
+    assert got["slider"] == "91" and got["url_toggled"] == "?price=3", "the pending edit is not applied yet"
+    assert got["url_applied"] == "?price=3&percentile=91"
 
 
 @pytest.mark.slow

@@ -69,7 +69,7 @@ def test_scenario_file_with_lengths_replans_the_same(tmp_path):
 
 def test_speculative_decoding_in_the_app():
     """Issue 15: the app's speculation field plans as model.plan with the same Speculation."""
-    at = run_app()
+    at = run_app(advanced=True)
     at.text_input(key="speculation").set_value("eagle k=3 a=0.8")
     apply(at)
     assert_clean(at)
@@ -81,7 +81,7 @@ def test_speculative_decoding_in_the_app():
 
 @pytest.mark.parametrize("text", ["eagle k=3", "medusa k=3 a=0.8", "eagle k=3 a=1.5", "eagle k=0 a=0.5"])
 def test_bad_speculation_text_is_named(text):
-    at = run_app()
+    at = run_app(advanced=True)
     at.text_input(key="speculation").set_value(text)
     apply(at)
     assert_clean(at)

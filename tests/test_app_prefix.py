@@ -16,7 +16,7 @@ from tests.test_app import DEFAULT, apply, assert_clean, errors_of, run_app, ver
 
 def test_prefix_hit_rate_in_the_app():
     """The field plans as model.plan with the same prefix_hit_rate, and the reasons say so."""
-    at = run_app()
+    at = run_app(advanced=True)
     at.text_input(key="prefix_hit_rate").set_value("60%")
     apply(at)
     assert_clean(at)
@@ -27,7 +27,7 @@ def test_prefix_hit_rate_in_the_app():
 
 @pytest.mark.parametrize("text", ["1.5", "-0.1", "abc", "150%"])
 def test_bad_prefix_hit_rate_is_named(text):
-    at = run_app()
+    at = run_app(advanced=True)
     at.text_input(key="prefix_hit_rate").set_value(text)
     apply(at)
     assert_clean(at)

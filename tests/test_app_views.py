@@ -67,7 +67,7 @@ def test_out_of_range_target_rate_shows_the_error():
 def test_an_error_from_the_plan_shows_the_error_and_nothing_below_it():
     """The tabs and expanders are drawn before the plan runs (docs/app.md, "Responsiveness"); when
     the plan refuses the inputs, the page shows model.plan's error alone, not empty tabs."""
-    at = run_app()
+    at = run_app(advanced=True)
     assert verdict_of(at) is not None and at.tabs
     at.text_input(key="kv_offload").set_value("cpu:100TB")  # more than the node's host memory
     apply(at)

@@ -232,7 +232,7 @@ def test_scenario_file_and_app_carry_kv_offload(tmp_path):
         "llama-3.1-70b", "h100-sxm", gpus=8, kv_offload="cpu:1TB,working-set:50M", **DEFAULT
     )
     assert got.goodput_rps == pytest.approx(expected.best[expected.verdict].goodput_rps)
-    at = run_app()
+    at = run_app(advanced=True)
     at.text_input(key="kv_offload").set_value("cpu:3TB")
     apply(at)
     assert_clean(at)
