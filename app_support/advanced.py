@@ -3,7 +3,7 @@ degrees, pool layouts, engine features, layer-wise transfer, the margin): drawn 
 while the *Advanced inputs* toggle below it is on.
 
 Every Apply re-sends each drawn element, and the browser redraws each one (docs/app.md,
-"Responsiveness", session 8), so the 15 rarely used fields are not drawn by default. Their values
+"Responsiveness", session 8), so the 16 rarely used fields are not drawn by default. Their values
 stay in effect while hidden: a widget not drawn in a run loses its state in Streamlit, so each
 hidden value is written back to the session state (:func:`keep`), and URL parameters and scenario
 files set them as before; a caption in the form names the hidden values that differ from their

@@ -106,7 +106,7 @@ def _text_keys(at) -> set[str]:
 
 
 def test_advanced_inputs_are_hidden_until_the_toggle_is_on():
-    assert set(advanced.KEYS) <= set(advanced.DEFAULTS) and len(set(advanced.KEYS)) == 15
+    assert set(advanced.KEYS) <= set(advanced.DEFAULTS) and len(set(advanced.KEYS)) == 16
     at = run_app()
     assert_clean(at)
     assert not _text_keys(at) & set(advanced.KEYS), "hidden by default: not drawn, not re-sent"

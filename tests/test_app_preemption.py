@@ -15,7 +15,7 @@ from tests.test_app import DEFAULT, apply, assert_clean, errors_of, run_app, ver
 
 def test_preemption_field_plans_as_the_api():
     """'none' in the field plans as model.plan(preemption="none")."""
-    at = run_app()
+    at = run_app(advanced=True)
     at.text_input(key="preemption").set_value("none")
     apply(at)
     assert_clean(at)
@@ -26,7 +26,7 @@ def test_preemption_field_plans_as_the_api():
 @pytest.mark.parametrize("text", ["swap", "evict"])
 def test_bad_preemption_is_named(text):
     """An unknown policy, or swap without a cpu KV offload tier: one error naming pre-emption."""
-    at = run_app()
+    at = run_app(advanced=True)
     at.text_input(key="preemption").set_value(text)
     apply(at)
     assert_clean(at)
