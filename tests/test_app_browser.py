@@ -405,7 +405,11 @@ async def _advanced_toggle(devtools_http: str, url: str) -> dict:
         await _settled(dt)
         out["shown_before"] = await dt.text(PRICE_SHOWN_JS)
         label = json.dumps("Percentile")
-        assert await dt.text(app_timing.SLIDER_JS % (label, label)) == "focused"
+        # the footer can settle before the sidebar's slider is drawn (seen once in CI): wait for it
+        deadline = time.monotonic() + PAGE_WAIT_S
+        while (focused := await dt.text(app_timing.SLIDER_JS % (label, label))) != "focused":
+            assert time.monotonic() < deadline, f"the Percentile slider: {focused}"
+            await asyncio.sleep(0.2)
         await app_timing._press(dt, "ArrowRight", "ArrowRight", 39)
         await asyncio.sleep(0.5)
         assert await dt.text(ADVANCED_TOGGLE_JS) == "clicked"
