@@ -41,7 +41,7 @@ def lost_instance_goodputs(
     (model.planner.goodput.goodput_rps)."""
     known = {} if known is None else known
     lost = [style_of(c).lose_one(c) for c in configs]
-    jobs: dict[tuple[str, bool], list[tuple[int, str, Config]]] = {}
+    jobs: dict[tuple[str, bool], list[tuple[int, str, Config, Brackets | None]]] = {}
     out: list[dict[str, float]] = [dict.fromkeys(pools, 0.0) for pools in lost]
     for k, pools in enumerate(lost):
         for pool, c in pools.items():
@@ -51,12 +51,11 @@ def lost_instance_goodputs(
             if state is not None and state.refined()[0]:
                 out[k][pool] = float(state.value()[0])
             else:
-                jobs.setdefault((style_of(c).name, state is not None), []).append((k, pool, c))
+                jobs.setdefault((style_of(c).name, state is not None), []).append((k, pool, c, state))
     for (_, resumed), items in jobs.items():
-        configs = [c for _, _, c in items]
-        resume = _stack([_state(known, c) for c in configs]) if resumed else None
-        g = goodput_rps(build_set(scn, configs), scn.slo, resume=resume)
-        for (k, pool, _), value in zip(items, g, strict=True):
+        resume = _stack([state for *_, state in items]) if resumed else None
+        g = goodput_rps(build_set(scn, [c for _, _, c, _ in items]), scn.slo, resume=resume)
+        for (k, pool, _, _), value in zip(items, g, strict=True):
             out[k][pool] = float(value)
     return out
 
