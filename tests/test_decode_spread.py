@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model.queueing.decode_spread import (
+    Occupancy,
     decode_tpot_spread,
     elasticity,
     occupancy,
@@ -307,3 +308,26 @@ def test_colocated_p90_tpot_against_the_simulator_on_a_moe_cell():
         **{**scenario_options(scn), "options": SimOptions(warmup_requests=375)},
     ).summary
     assert ev.tpot_s.p90 == pytest.approx(sim.tpot_s[1], rel=0.03)
+
+
+def test_table_read_holds_an_atom_one_table_step_above_it():
+    # A MoE-like per-token law: tau = 10.0, 10.2 and 30.0 ms at batches 1, 2 and 40 (the top of the
+    # support is far above where the mass is). Occupancy p = (0.5, 0.4, 0.1) per batch point; per token
+    # q(n) ~ n p(n) / tau(n): 0.5 / 10 = 0.05, 0.8 / 10.2 = 0.0784314, 4 / 30 = 0.1333333 -> normalised
+    # by 0.2617647: q = (0.1910112, 0.2996254, 0.5093633).
+    occ = Occupancy(
+        batch=np.array([[1.0, 2.0, 40.0]]),
+        prob=np.array([[0.5, 0.4, 0.1]]),
+        tau_s=np.array([[0.0100, 0.0102, 0.0300]]),
+        elasticity=np.array([0.0]),
+    )
+    sp = tpot_spread(occ, np.array([2.0]))  # one gap: the request's own average is one token's time
+    assert np.diff(sp.cdf[0], prepend=0.0) == pytest.approx([0.1910112, 0.2996254, 0.5093633], rel=1e-6)
+    # The table's step is span / (CDF_POINTS - 1) = 20 ms / (CDF_POINTS - 1); read at or below, it holds
+    # the batch-2 atom (0.2 ms above batch 1) from 20 ms / 1000 = 0.02 ms above that atom on: a slack of
+    # 0.22 ms over the batch-1 step. With 128 points (a step of 0.157 ms) the read stopped at the first
+    # step, 0.157 ms, and gave 0.191 instead of 0.491.
+    shrink = float(sp.shrink[0, 0])
+    for above_s, want in ((0.0002 + 0.00002, 0.1910112 + 0.2996254), (0.0002 - 0.00002, 0.1910112)):
+        x = (sp.dev_s[0, 0] + above_s) * shrink
+        assert float(sp.excess_cdf(np.array([[x]]))[0, 0]) == pytest.approx(want, rel=1e-6)

@@ -53,9 +53,15 @@ from model.queueing.decode_batch import interp_rows
 # is narrow, evenly spaced integers (each weighted by the integers it stands for) when wide.
 SUPPORT_POINTS = 32
 # Uniform points on which each candidate's per-token law is tabulated for the CDF lookups of the
-# planner's hot path (a step CDF read at the grid point at or below: conservative by < 1/127 of the
-# law's range).
-CDF_POINTS = 128
+# planner's hot path (a step CDF read at the grid point at or below: conservative by < 1/1023 of the
+# law's range). The range runs from the batch-0/1 step to the step 8 SD above the mean batch, which on
+# a MoE decode table (experts read grow with the batch) is tens of ms, while a tight TPOT target leaves
+# a slack of a few tenths of a ms over the mean step: at 128 points one table step (0.18 ms on grid
+# cells 42 and 68) was half that slack, and the read left out the next batch's atom for every request
+# whose shrunk deviation fell in the step below it (docs/validation.md, "Broad grid", session 9).
+# 1024 and 8192 points give planned goodputs within 0.8% on the eleven under-predicted disaggregated
+# scenarios of session 8 (one chunked cell 4%).
+CDF_POINTS = 1024
 # The window: mean -/+ these many standard deviations of the linearised occupancy (sqrt(m / (1 - eps))).
 _BELOW_SD, _ABOVE_SD = 6.0, 8.0
 # Elasticity of tau above which the linearised relaxation is not trusted (the batch is near saturation).
