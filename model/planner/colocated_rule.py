@@ -117,7 +117,7 @@ def choice_words(inp: PlanInputs, pick: ColocatedPick) -> str | None:
     if inp.gpus is not None:
         ahead = f"{rival} {lead} goodput"
     elif inp.objective == "gpus":
-        ahead = f"{rival} ahead on GPUs ({default} needs {lead})"
+        ahead = f"{rival} ahead on GPUs ({default} needs {lead} GPUs)"
     else:
         ahead = f"{rival} ahead on cost ({default} costs {lead})"
     if pick.tie:
