@@ -2,10 +2,15 @@
 colocated style beats it by the verdict's margin.
 
 Rule (issue 17, docs/planner.md "The verdict"): chunked prefill is what the engines run unless told
-otherwise (vLLM V1 enables it by default, docs.vllm.ai "Optimization and Tuning: Chunked Prefill";
-SGLang prefills in chunks of ``--chunked-prefill-size`` tokens by default, docs.sglang.ai "Server
-Arguments"), so a model difference smaller than the margin does not move the recommendation off
-it. The default is the colocated style with the lowest ``tie_order`` (colocated-chunked). Another
+otherwise. vLLM's "Optimization and Tuning" guide, section "Chunked Prefill"
+(docs.vllm.ai/en/latest/configuration/optimization.html): "In vLLM V1, chunked prefill is always
+enabled by default". SGLang's "Server Arguments" (docs.sglang.ai, ``--chunked-prefill-size``: the
+maximum tokens in a chunk, -1 disables chunked prefill) leaves it unset by default, and
+``ServerArgs`` then sets a size from the GPU's memory (2048 to 16384 tokens,
+python/sglang/srt/server_args.py), so chunking is on unless switched off. A model difference
+smaller than the margin therefore does not move the recommendation off it.
+
+The default is the colocated style with the lowest ``tie_order`` (colocated-chunked). Another
 colocated style is recommended only when it is ahead of the default by at least the margin on the
 verdict's measure: goodput on a GPU budget, GPUs needed or cost for a target rate (the measure and
 margin of the family rule, ``model.planner.verdict.tie_band``). When it is ahead by less, the verdict

@@ -141,7 +141,7 @@ def robustness(plan: Plan, draws: int = DEFAULT_DRAWS, seed: int = 0) -> Robustn
     tpot_slo_s=0.05, gpus=16)).summary``. Needs a best configuration of both families."""
     if not isinstance(plan, Plan):
         raise InputError("plan", type(plan).__name__, "a Plan from model.plan(...)")
-    check_int("draws", draws, 2, MAX_DRAWS, "each world is one goodput search per family")
+    check_int("draws", draws, 2, MAX_DRAWS, "each world is one goodput search per style")
     check_int("seed", seed, 0, 2**32 - 1, "the Latin hypercube's random seed")
     inp = plan.inputs
     col = family_best(inp, plan.best, "colocated")
