@@ -237,3 +237,26 @@ def test_grid_verdict_uses_the_rule():
     }
     # grid scenario 43: the simulator's plain +0.4% no longer flips the style
     assert vg.rule_verdicts(stored) == (CHUNKED, CHUNKED)
+
+
+def test_concurrency_verdict_names_the_colocated_style_by_the_rule():
+    """The closed-loop verdict compares users held within the SLOs: plain 105 against chunked 100 is
+    +5%, a tie (chunked named, with the words); 112 against 100 is +12%, plain named."""
+    from model.planner.concurrency import _decide
+
+    p = model.plan_concurrency(
+        "llama-3.1-8b", "h100-sxm", concurrency=32, gpus=2, workload="chat", ttft_slo_s=0.5, tpot_slo_s=0.05
+    )
+    assert {CHUNKED, PLAIN, DIS} <= set(p.best)
+    for plain, verdict, words in [
+        (105, CHUNKED, "Colocated (no chunking) +5% users within the SLOs: a tie within the 10% margin"),
+        (112, PLAIN, "Colocated (no chunking) +12% users within the SLOs: ahead by at least the 10% margin"),
+    ]:
+        best = {
+            CHUNKED: replace(p.best[CHUNKED], max_concurrency=100),
+            PLAIN: replace(p.best[PLAIN], max_concurrency=plain),
+            DIS: replace(p.best[DIS], max_concurrency=50),
+        }
+        got, tie, _, lines = _decide(p.inputs, best, p.concurrency)
+        assert got == verdict and tie is False
+        assert lines[1].startswith(words)

@@ -111,16 +111,17 @@ def _pct(x: float, margin: float) -> str:
     return f"{x:+.1%}" if whole in (0, round(margin * 100)) else f"{x:+.0%}"
 
 
-def choice_words(inp: PlanInputs, pick: ColocatedPick) -> str | None:
+def choice_words(inp: PlanInputs, pick: ColocatedPick, measure: str = "goodput") -> str | None:
     """The verdict's words on the colocated choice when a rival is ahead of the default (None
     otherwise), e.g. for a tie "colocated (no chunking) +5% goodput: a tie within the 10% margin;
-    colocated with chunked prefill kept as the engines' default"."""
+    colocated with chunked prefill kept as the engines' default". ``measure`` names what was
+    compared on a budget (the concurrency verdict compares users held within the SLOs)."""
     if pick.rival is None or pick.lead is None or pick.style is None or pick.lead <= 0:
         return None
     rival, default = get_style(pick.rival).title, get_style(default_colocated()).title
     lead = _pct(pick.lead, inp.margin)
     if inp.gpus is not None:
-        ahead = f"{rival} {lead} goodput"
+        ahead = f"{rival} {lead} {measure}"
     elif inp.objective == "gpus":
         ahead = f"{rival} ahead on GPUs ({default} needs {lead} GPUs)"
     else:

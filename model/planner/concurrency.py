@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from model.errors import InputError
-from model.planner.colocated_rule import pick_colocated
+from model.planner.colocated_rule import choice_words, pick_colocated
 from model.planner.goodput import PROBE_RPS_PER_GPU, goodput_rps, stability_limit_rps
 from model.planner.plan import budget_sets, plan_request, resolve_inputs
 from model.planner.types import PlanInputs
@@ -417,9 +417,12 @@ def _decide(
             "model.plan / pdplan plan without --concurrency, says what would)."
         )
         return "none", False, None, [why, *lines]
+    note = choice_words(inp, pick, "users within the SLOs")
+    notes = [note[:1].upper() + note[1:] + "."] if note else []
     if dis is None or col is None:
         only = dis or named
-        return only.style, False, None, [f"Only {only.style} serves any user within the SLOs.", *lines]
+        head = f"Only {only.style} serves any user within the SLOs."
+        return only.style, False, None, [head, *(notes if only is named else []), *lines]
     gain = dis.max_concurrency / col.max_concurrency - 1.0
     col_ahead = col.max_concurrency / dis.max_concurrency - 1.0
     tie = gain < margin and col_ahead < margin
@@ -431,8 +434,8 @@ def _decide(
         return dis.style, False, gain, [f"{head}: disaggregated holds at least {margin:.0%} more.", *lines]
     if tie:
         why = f"{head}: a tie within the {margin:.0%} margin, so {named.style} is recommended."
-        return named.style, True, gain, [why, *lines]
-    return named.style, False, gain, [f"{head}: colocated holds more users.", *lines]
+        return named.style, True, gain, [why, *notes, *lines]
+    return named.style, False, gain, [f"{head}: colocated holds more users.", *notes, *lines]
 
 
 def concurrency_plan_dict(plan: ConcurrencyPlan) -> dict[str, Any]:

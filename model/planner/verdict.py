@@ -364,7 +364,9 @@ def flip_thresholds(
     verdict: str,
 ) -> list[FlipThreshold]:
     """Link bandwidth, prompt-length scale and rate at which the verdict would change (numeric search
-    over the best candidates; interference is held at its current estimate)."""
+    over the best candidates; interference is held at its current estimate). These are flips of the
+    family rule, weighed against the best colocated configuration as in ``decide``; which colocated
+    style is named follows model.planner.colocated_rule."""
     out: list[FlipThreshold] = []
     col = _colocated_best(inp, best)
     dis = family_best(inp, best, "disaggregated")
