@@ -8,7 +8,10 @@ a budget (``model.plan(..., gpus=G, thresholds=False)``); every style's best con
 engine profile, formats) starting at the planner's goodput, and runs it once at the planner's
 goodput for the p90 TTFT / TPOT and attainment beside the planner's. The verdict is then read from
 the simulated goodputs with the planner's rule (disaggregated when it beats the best colocated
-style by the margin, else the better colocated style, chunked on ties) and compared with the plan's.
+style by the margin, else the colocated style model.planner.colocated_rule names: chunked prefill,
+the engines' default, unless plain colocated is ahead by the margin) and compared with the plan's.
+``--report-only`` also recomputes both sides' style verdicts under that rule from the stored
+goodputs (``rule_verdicts``), so a grid stored before the rule is re-reported under it.
 
 Acceptance (issue 17): simulated / planned goodput in [0.9, 1.1] in >= 90% of cells; the verdict from
 the simulated goodputs equals the planner's in >= 95% of scenarios.
@@ -184,19 +187,40 @@ class Result:
 def _verdict(goodputs: dict[str, float], material: bool, margin: float) -> tuple[str, str]:
     """(style, family) the planner's rule picks from these goodputs (model.planner.verdict.decide):
     disaggregated when it beats the best colocated style by the margin and interference is material
-    (taken from the plan), else the better colocated style (chunked first on ties)."""
-    col = [
-        (goodputs[s], -i, s)
-        for i, s in enumerate(("colocated-chunked", "colocated"))
-        if goodputs.get(s, 0) > 0
-    ]
-    best_col = max(col)[2] if col else None
-    dis = goodputs.get("disaggregated", 0.0)
-    if best_col is None:
+    (taken from the plan), else the colocated style ``pick_colocated`` names (the engines' default,
+    chunked prefill, unless plain colocated is ahead by the margin: model.planner.colocated_rule)."""
+    from model.planner.colocated_rule import pick_colocated
+
+    met = {s: g for s, g in goodputs.items() if g > 0}
+    pick = pick_colocated(met, margin)
+    dis = met.get("disaggregated", 0.0)
+    if pick.style is None:
         return ("disaggregated", "disaggregated") if dis > 0 else ("none", "none")
-    if dis > 0 and dis / goodputs[best_col] - 1.0 >= margin and material:
+    best_col = max(g for s, g in met.items() if s in ("colocated", "colocated-chunked"))
+    if dis > 0 and dis / best_col - 1.0 >= margin and material:
         return "disaggregated", "disaggregated"
-    return best_col, "colocated"
+    return pick.style, "colocated"
+
+
+def rule_verdicts(r: dict, margin: float | None = None) -> tuple[str, str]:
+    """(planner, simulator) style verdicts of a stored result under the colocated rule
+    (``_verdict``), recomputed from its stored goodputs: the family each side chose is kept (the
+    family rule did not change and the interference flag is not stored), a colocated family gets
+    the style ``pick_colocated`` names from that side's goodputs."""
+    if margin is None:  # the planner's default margin, which plan_for keeps
+        from model.planner.plan import PlanRequest
+
+        margin = PlanRequest.margin
+    out = []
+    for side, key in (("planner", "goodput_planner"), ("sim", "goodput_sim")):
+        goodputs = {c["style"]: c[key] for c in r["cells"]}
+        if r[f"family_{side}"] == "colocated":
+            out.append(
+                _verdict({s: g for s, g in goodputs.items() if s != "disaggregated"}, False, margin)[0]
+            )
+        else:
+            out.append(r[f"verdict_{side}"])
+    return out[0], out[1]
 
 
 def plan_for(s: Scenario):
@@ -372,8 +396,17 @@ def report(results: list[dict]) -> str:
     same_style = [r["verdict_sim"] == r["verdict_planner"] for r in ok]
     same_family = [r["family_sim"] == r["family_planner"] for r in ok]
     lines.append(
-        f"Verdict from the simulated goodputs equals the planner's: style {sum(same_style)} of {len(ok)} "
-        f"({np.mean(same_style):.1%}), family {sum(same_family)} of {len(ok)} ({np.mean(same_family):.1%})"
+        f"Verdict from the simulated goodputs equals the planner's (as stored by the run): style "
+        f"{sum(same_style)} of {len(ok)} ({np.mean(same_style):.1%}), family {sum(same_family)} of "
+        f"{len(ok)} ({np.mean(same_family):.1%})"
+    )
+    ruled = [rule_verdicts(r) for r in ok]
+    same_rule = [a == b for a, b in ruled]
+    misses = ", ".join(str(r["scenario"]["index"]) for r, same in zip(ok, same_rule, strict=True) if not same)
+    lines.append(
+        f"Style verdict under the colocated rule (chunked unless plain colocated is ahead by the "
+        f"margin; both sides recomputed from the stored goodputs): {sum(same_rule)} of {len(ok)} "
+        f"({np.mean(same_rule):.1%}); misses: scenarios {misses or 'none'}"
     )
     lines.append("")
     lines.append("| style | cells | in band | median ratio | p10 | p90 |")

@@ -213,6 +213,24 @@ def test_verdict_summary_states_the_rule_and_calls_a_small_gain_a_tie():
         assert f"{s}: the" in warning and "single instance" in warning
 
 
+def test_verdict_summary_names_a_colocated_tie():
+    """Plain colocated a few percent ahead of chunked (tests/test_colocated_rule.py's scenario): the
+    page's summary line is the model's, with the model's words on the colocated tie."""
+    at = run_app()
+    at.number_input(key="gpus").set_value(8)
+    at.text_input(key="ttft").set_value("300 ms")
+    at.text_input(key="tpot").set_value("100 ms")
+    apply(at)
+    assert_clean(at)
+    kw = {**DEFAULT, "ttft_slo_s": 0.3, "tpot_slo_s": 0.1}
+    expected = model.plan("llama-3.1-70b", "h100-sxm", gpus=8, thresholds=False, **kw)
+    assert expected.colocated_tie and expected.colocated_note
+    assert verdict_of(at) == expected.verdict == "colocated-chunked"
+    page = " ".join(m.value for m in at.markdown).replace("\\", "")
+    line = model.planner.summary.verdict_summary(expected)
+    assert line in page and line.endswith("kept as the engines' default.")
+
+
 # ---------------------------------------------------------------------------------------------
 # item 9: the simulation verdict line
 

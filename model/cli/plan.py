@@ -318,6 +318,8 @@ def run(args: argparse.Namespace) -> int:
             f"tie within the {result.inputs.margin:.0%} margin: "
             f"disaggregated {result.gain:+.1%} (needs +{result.inputs.margin:.0%})"
         )
+    if result.colocated_note:
+        print(result.colocated_note)
     print()
     for r in result.reasons:
         print(f"- {r}")

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from model.errors import InputError
+from model.planner.colocated_rule import choice_words, pick_colocated
 from model.planner.goodput import PROBE_RPS_PER_GPU, goodput_rps, stability_limit_rps
 from model.planner.plan import budget_sets, plan_request, resolve_inputs
 from model.planner.types import PlanInputs
@@ -400,9 +401,14 @@ def _line(b: ConcurrencyEvaluation) -> str:
 def _decide(
     inp: PlanInputs, best: dict[str, ConcurrencyEvaluation], load: Concurrency
 ) -> tuple[str, bool, float | None, list[str]]:
-    """Verdict on the maximum concurrency within the SLOs (margin and tie band as model.planner.verdict)."""
+    """Verdict on the maximum concurrency within the SLOs (margin and tie band as model.planner.verdict;
+    the colocated style named by model.planner.colocated_rule on the users each holds)."""
     col = _family_best(best, "colocated")
     dis = _family_best(best, "disaggregated")
+    pick = pick_colocated(
+        {n: float(b.max_concurrency) for n, b in best.items() if b.max_concurrency > 0}, inp.margin
+    )
+    named = best[pick.style] if pick.style is not None else None
     lines = [_line(b) for b in best.values()]
     margin = inp.margin
     if col is None and dis is None:
@@ -411,9 +417,12 @@ def _decide(
             "model.plan / pdplan plan without --concurrency, says what would)."
         )
         return "none", False, None, [why, *lines]
+    note = choice_words(inp, pick, "users within the SLOs")
+    notes = [note[:1].upper() + note[1:] + "."] if note else []
     if dis is None or col is None:
-        only = dis or col
-        return only.style, False, None, [f"Only {only.style} serves any user within the SLOs.", *lines]
+        only = dis or named
+        head = f"Only {only.style} serves any user within the SLOs."
+        return only.style, False, None, [head, *(notes if only is named else []), *lines]
     gain = dis.max_concurrency / col.max_concurrency - 1.0
     col_ahead = col.max_concurrency / dis.max_concurrency - 1.0
     tie = gain < margin and col_ahead < margin
@@ -424,9 +433,9 @@ def _decide(
     if gain >= margin:
         return dis.style, False, gain, [f"{head}: disaggregated holds at least {margin:.0%} more.", *lines]
     if tie:
-        why = f"{head}: a tie within the {margin:.0%} margin, so {col.style} is recommended."
-        return col.style, True, gain, [why, *lines]
-    return col.style, False, gain, [f"{head}: colocated holds more users.", *lines]
+        why = f"{head}: a tie within the {margin:.0%} margin, so {named.style} is recommended."
+        return named.style, True, gain, [why, *notes, *lines]
+    return named.style, False, gain, [f"{head}: colocated holds more users.", *notes, *lines]
 
 
 def concurrency_plan_dict(plan: ConcurrencyPlan) -> dict[str, Any]:

@@ -395,6 +395,7 @@ def plan(
     the flip-threshold searches (faster). ``top``: how many alternatives ``Plan.alternatives`` lists
     per style and overall (model.planner.alternatives; 1 to 50).
     """
+    from model.planner.colocated_rule import choice_words, colocated_choice
     from model.planner.verdict import THRESHOLD_TOP_K, decide, flip_thresholds, tie_band
 
     top = check_top(top)
@@ -414,13 +415,29 @@ def plan(
     verdict, reasons = decide(inp, best, infeasible, goodputs, n)
     flips = flip_thresholds(inp, best, goodputs, verdict) if thresholds and best else ()
     tie, gain = tie_band(inp, best)
+    pick = colocated_choice(inp, best)
+    named = verdict == pick.style  # the colocated choice is part of the verdict
+    note = choice_words(inp, pick) if named else None
     why = None
     if verdict == "none":
         why = infeasible_explain(inp, _SEARCH, {s: c for s, (c, _) in goodputs.items()})
         reasons = none_reasons(why, reasons[0], infeasible)
         flips = infeasible_flips(inp, why)
     return Plan(
-        verdict, tuple(reasons), best, tuple(flips), dict(infeasible), n, inp, tie, gain, why, alternatives
+        verdict,
+        tuple(reasons),
+        best,
+        tuple(flips),
+        dict(infeasible),
+        n,
+        inp,
+        tie,
+        gain,
+        why,
+        alternatives,
+        colocated_tie=named and pick.tie,
+        colocated_lead=pick.lead,
+        colocated_note=note,
     )
 
 

@@ -11,9 +11,12 @@ and Conover, Technometrics 1979): each factor's range is cut into D equal-probab
 each stratum is sampled once, and the strata are paired at random; an empirical quantile function
 (linear interpolation between order statistics) maps them to factors.
 
-The configurations are held fixed at the plan's best of each family and re-searched for goodput
-in every world (one vectorised bisection per family over all D worlds), so the result says how
+The configurations are held fixed at the plan's best of each style and re-searched for goodput
+in every world (one vectorised bisection per style over all D worlds), so the result says how
 sure the verdict between *these* configurations is, not whether another split would then be best.
+In each world the verdict's rules are applied to those goodputs: disaggregated against the better
+colocated style of that world by the margin (model.planner.verdict), and among the colocated styles
+the engines' default unless another is ahead by the margin (model.planner.colocated_rule).
 """
 
 from __future__ import annotations
@@ -27,10 +30,11 @@ import numpy as np
 
 from model.errors import InputError
 from model.limits import check_int
+from model.planner.colocated_rule import pick_colocated
 from model.planner.goodput import goodput_rps
 from model.planner.types import Plan
 from model.planner.verdict import family_best
-from model.serving.registry import build_set
+from model.serving.registry import build_set, style_of
 
 __all__ = ["ErrorModel", "Robustness", "error_model", "robustness", "world_factors"]
 
@@ -77,16 +81,20 @@ class Robustness:
     p_colocated_meets_target: float | None  # target-rate mode only
     p_disaggregated_meets_target: float | None
     source: str
+    # (style, share of the worlds where at least one style meets the SLOs in which the rules name
+    # it), every style of the plan's best in registration order
+    p_style_recommended: tuple[tuple[str, float], ...] = ()
 
     @property
     def summary(self) -> str:
         """One line, e.g. "disaggregated wins in 83% of plausible worlds (goodput ratio 0.95-1.31)"."""
         neither = f"; neither meets the SLOs in {self.p_neither:.0%}" if self.p_neither > 0 else ""
+        named = ", ".join(f"{s} {p:.0%}" for s, p in self.p_style_recommended)
         return (
             f"disaggregated is ahead by the margin in {self.p_disaggregated_recommended:.0%} of "
             f"{self.draws} plausible worlds and better at all in {self.p_disaggregated_better:.0%} "
             f"(disaggregated / colocated goodput {self.ratio_p5:.2f}-{self.ratio_p95:.2f}, p5-p95; "
-            f"median {self.ratio_p50:.2f}{neither})"
+            f"median {self.ratio_p50:.2f}{neither})" + (f"; style recommended: {named}" if named else "")
         )
 
 
@@ -133,7 +141,7 @@ def robustness(plan: Plan, draws: int = DEFAULT_DRAWS, seed: int = 0) -> Robustn
     tpot_slo_s=0.05, gpus=16)).summary``. Needs a best configuration of both families."""
     if not isinstance(plan, Plan):
         raise InputError("plan", type(plan).__name__, "a Plan from model.plan(...)")
-    check_int("draws", draws, 2, MAX_DRAWS, "each world is one goodput search per family")
+    check_int("draws", draws, 2, MAX_DRAWS, "each world is one goodput search per style")
     check_int("seed", seed, 0, 2**32 - 1, "the Latin hypercube's random seed")
     inp = plan.inputs
     col = family_best(inp, plan.best, "colocated")
@@ -145,7 +153,10 @@ def robustness(plan: Plan, draws: int = DEFAULT_DRAWS, seed: int = 0) -> Robustn
     errors = error_model()
     factors = world_factors(errors, draws, seed)
     scn = inp.scenario
-    g_col, g_dis = (goodput_rps(build_set(scn, [b.config]).perturbed(factors), scn.slo) for b in (col, dis))
+    g = {n: goodput_rps(build_set(scn, [b.config]).perturbed(factors), scn.slo) for n, b in plan.best.items()}
+    cols = [n for n in g if style_of(plan.best[n].config).family == "colocated"]
+    g_col = np.max([g[n] for n in cols], axis=0)  # the family rule: the better colocated style
+    g_dis = g[dis.style]
     valid = (g_col > 0) | (g_dis > 0)  # worlds where at least one style meets the SLOs
     ratio = np.where(g_col > 0, g_dis / np.maximum(g_col, 1e-300), np.inf)[valid]
     target = inp.target_rate_rps
@@ -156,6 +167,8 @@ def robustness(plan: Plan, draws: int = DEFAULT_DRAWS, seed: int = 0) -> Robustn
         ratio = np.array([np.nan])
     p5, p50, p95 = (float(v) for v in np.percentile(ratio, [5, 50, 95]))
     recommended = float(np.mean(ratio >= 1.0 + inp.margin)) if valid.any() else 0.0
+    named = _named_per_world(g, cols, dis.style, inp.margin)[valid]
+    shares = tuple((n, float(np.mean(named == n)) if valid.any() else 0.0) for n in g)
     return Robustness(
         draws=draws,
         colocated_label=col.label,
@@ -170,4 +183,19 @@ def robustness(plan: Plan, draws: int = DEFAULT_DRAWS, seed: int = 0) -> Robustn
         p_colocated_meets_target=meets[0],
         p_disaggregated_meets_target=meets[1],
         source=errors.source,
+        p_style_recommended=shares,
     )
+
+
+def _named_per_world(g: dict[str, np.ndarray], cols: list[str], dis: str, margin: float) -> np.ndarray:
+    """The style the rules name in each world from its goodputs: disaggregated when ahead of the
+    better colocated style by the margin, else ``pick_colocated`` (model.planner.colocated_rule)."""
+    out = []
+    for w in range(len(g[dis])):
+        best_col = max((g[n][w] for n in cols), default=0.0)
+        if g[dis][w] > 0 and (best_col <= 0 or g[dis][w] / best_col >= 1.0 + margin):
+            out.append(dis)
+            continue
+        pick = pick_colocated({n: float(g[n][w]) for n in cols if g[n][w] > 0}, margin)
+        out.append(pick.style or "none")
+    return np.array(out)

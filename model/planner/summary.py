@@ -2,7 +2,8 @@
 gain (``Plan.gain``) placed against them.
 
 Reads only the plan (``Plan.verdict``, ``Plan.tie``, ``Plan.gain``, ``PlanInputs.margin``), whose
-numbers come from ``model.planner.verdict`` (``tie_band``, ``decide``); no new modelling. The tie
+numbers come from ``model.planner.verdict`` (``tie_band``, ``decide``) and
+``model.planner.colocated_rule`` (``Plan.colocated_note``); no new modelling. The tie
 band is the one ``tie_band`` applies: a gain g is a tie when g < margin and colocated's own
 advantage 1 / (1 + g) - 1 < margin, i.e. 1 / (1 + margin) - 1 < g < margin.
 """
@@ -31,7 +32,15 @@ def gain_words(plan: Plan) -> str:
 
 
 def verdict_summary(plan: Plan) -> str:
-    """One line: the verdict, disaggregation's gain, the margin rule and the tie band."""
+    """One line: the verdict, disaggregation's gain, the margin rule and the tie band, then the
+    colocated choice's words when another colocated style is ahead of the one named
+    (``Plan.colocated_note``, model.planner.colocated_rule)."""
+    line = _family_summary(plan)
+    note = plan.colocated_note
+    return f"{line} {note[:1].upper()}{note[1:]}." if note else line
+
+
+def _family_summary(plan: Plan) -> str:
     m = plan.inputs.margin
     lo, hi = tie_band_limits(m)
     band = f"a difference between {lo:+.1%} and +{hi:.0%} is a tie, which stays colocated"

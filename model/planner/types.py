@@ -166,6 +166,13 @@ class Plan:
     infeasibility: Infeasibility | None = None
     # The N best configurations overall and per style (model.planner.alternatives).
     alternatives: Alternatives | None = None
+    # The colocated choice (model.planner.colocated_rule): another colocated style ahead of the
+    # engines' default (chunked prefill) by less than the margin, so the default is kept; its lead
+    # (ratio - 1 on the verdict's measure; None unless both colocated styles meet the SLOs); the
+    # verdict's words on it (None unless a colocated style is named and another is ahead of it).
+    colocated_tie: bool = False
+    colocated_lead: float | None = None
+    colocated_note: str | None = None
 
     @property
     def mode(self) -> str:

@@ -17,6 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from model.planner.colocated_rule import choice_words, colocated_choice, style_lead
 from model.planner.goodput import config_goodput, goodput_rps
 from model.planner.offload_effect import offload_reason, preemption_reason
 from model.planner.prefix import prefix_reason
@@ -77,12 +78,10 @@ def _disaggregated_goodputs(goodputs: dict) -> tuple | None:
 def _gain(inp: PlanInputs, dis: BestConfig, col: BestConfig) -> float:
     """Disaggregation's advantage: goodput ratio - 1 (budget) or resource ratio - 1 (target rate)."""
     if inp.gpus is not None:
-        return dis.goodput_rps / col.goodput_rps - 1.0
+        return style_lead(dis.goodput_rps, col.goodput_rps)
     if inp.objective == "gpus":
-        return col.n_gpus / dis.n_gpus - 1.0
-    if dis.cost_usd_per_hour <= 0:  # free hardware (a price of 0 in the profile)
-        return 0.0 if col.cost_usd_per_hour <= 0 else math.inf
-    return col.cost_usd_per_hour / dis.cost_usd_per_hour - 1.0
+        return style_lead(dis.n_gpus, col.n_gpus, lower_is_better=True)
+    return style_lead(dis.cost_usd_per_hour, col.cost_usd_per_hour, lower_is_better=True)
 
 
 def _pct(x: float, margin: float) -> str:
@@ -149,8 +148,10 @@ def decide(
     """Apply the DESIGN.md rule; return the verdict and its reasons (sentences with numbers)."""
     reasons: list[str] = []
     where = format_count(inp.gpus, "GPU") if inp.gpus is not None else format_rate(inp.target_rate_rps)
-    col = _colocated_best(inp, best)
+    col = _colocated_best(inp, best)  # the family rule weighs disaggregation against the best colocated
     dis = family_best(inp, best, "disaggregated")
+    pick = colocated_choice(inp, best)  # the colocated style named (model.planner.colocated_rule)
+    named = pick.style
     if col is None and dis is None:
         reasons.append(f"No configuration meets the SLOs ({where}).")
         if inp.target_rate_rps is not None:
@@ -177,10 +178,10 @@ def decide(
             f"Only disaggregated serving meets the SLOs ({where}): no colocated configuration does."
         )
     elif dis is None:
-        verdict = col.style
+        verdict = named
         why = _why_no_disaggregation(inp, goodputs or {})
         reasons.append(
-            f"{col.style} is recommended: no disaggregated configuration meets the SLOs ({where}); {why}."
+            f"{named} is recommended: no disaggregated configuration meets the SLOs ({where}); {why}."
         )
     else:
         gain = _gain(inp, dis, col)
@@ -198,20 +199,24 @@ def decide(
                 f"(decode slowed {intf:.0%}, threshold {INTERFERENCE_MATERIAL:.0%})."
             )
         elif tie_band(inp, best)[0]:
-            verdict = col.style
+            verdict = named
             reasons.append(
                 f"tie within the {inp.margin:.0%} margin: disaggregated changes {measure} by "
-                f"{_pct(gain, inp.margin)} (needs +{inp.margin:.0%}), so {col.style} is recommended "
+                f"{_pct(gain, inp.margin)} (needs +{inp.margin:.0%}), so {named} is recommended "
                 "(neither style is ahead by the margin)."
             )
         else:
-            verdict = col.style
+            verdict = named
             why = (
                 f"disaggregation changes {measure} by only {gain:+.0%} (needs +{inp.margin:.0%})"
                 if gain < inp.margin
                 else f"interference is not material (decode slowed {intf:.0%} < {INTERFERENCE_MATERIAL:.0%})"
             )
-            reasons.append(f"{col.style} is recommended: {why}.")
+            reasons.append(f"{named} is recommended: {why}.")
+    words = choice_words(inp, pick) if verdict == named else None
+    if words:
+        reasons.append(words[:1].upper() + words[1:] + ".")
+    if col is not None and dis is not None:
         reasons.append(
             f"Interference in {col.label} at {format_rate(col.goodput_rps)}: "
             f"TPOT {format_time(col.at_goodput.tpot_mean_s)} "
@@ -359,7 +364,9 @@ def flip_thresholds(
     verdict: str,
 ) -> list[FlipThreshold]:
     """Link bandwidth, prompt-length scale and rate at which the verdict would change (numeric search
-    over the best candidates; interference is held at its current estimate)."""
+    over the best candidates; interference is held at its current estimate). These are flips of the
+    family rule, weighed against the best colocated configuration as in ``decide``; which colocated
+    style is named follows model.planner.colocated_rule."""
     out: list[FlipThreshold] = []
     col = _colocated_best(inp, best)
     dis = family_best(inp, best, "disaggregated")

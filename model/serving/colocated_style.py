@@ -47,7 +47,9 @@ class ColocatedStyle:
 
     @property
     def tie_order(self) -> int:
-        return 0 if self.chunked else 1  # chunking wins a tie: smoother ITL at the same goodput
+        # chunking first: the engines' default, which a colocated verdict keeps unless plain
+        # colocated is ahead by the margin (model.planner.colocated_rule)
+        return 0 if self.chunked else 1
 
     @property
     def cli_flags(self) -> tuple[CliFlag, ...]:
