@@ -332,7 +332,15 @@ def _instance_tables(
     if fits and capacity < longest:
         fits = False
         reason = f"KV cache holds {capacity:,.0f} tokens, less than the longest request ({longest:,.0f})"
-    kv_batch = float(fit.max_batch(max(scn.decode_context_tokens, 1.0)))
+    # The KV a running sequence takes: its prompt and tokens so far under incremental allocation
+    # (pre-emption engines), its whole prompt + output reserved at admission on a colocated replica
+    # under whole-KV admission (policy "none"; the simulator's model.sim.colocated._reserve), where
+    # the cap is the mean number of reservations the cache holds, not rounded down (a cache of
+    # tokens shared by reservations of varying sizes holds more or fewer than that at times).
+    if role == "colocated" and scn.engine.preemption == "none":
+        kv_batch = float(fit.max_batch(max(scn.reserved_context_tokens, 1.0), whole=False))
+    else:
+        kv_batch = float(fit.max_batch(max(scn.decode_context_tokens, 1.0)))
     max_batch = min(kv_batch, float(scn.engine.max_num_seqs_on(gpu))) if fits else 0.0
     # KV offload tiers: the hits whose prefix this instance still holds, and their reload time
     place = prefix_placement(dep, capacity, scn.kv_offload)
