@@ -324,7 +324,11 @@ def _instance_tables(
     elif chunk_tokens is not None:
         batched = chunk_tokens
     else:
-        batched = float(np.max(prompt - cached))
+        # An unchunked prefill step batches prompts up to the engine's token cap (a longer prompt runs
+        # alone), so the engine sizes its activation workspace for max(cap, longest prompt): vLLM's
+        # profile run is a forward pass of max_num_batched_tokens (>= max_model_len unchunked), as the
+        # simulator's instances (model.sim.simulate.simulate: max(prefill_token_cap, longest)).
+        batched = float(max(scn.engine.prefill_token_cap, np.max(prompt)))
     fit = memory_fit(dep, max_batched_tokens=batched, gpu_memory_utilization=scn.gpu_memory_utilization)
     capacity = float(fit.kv_capacity_tokens)
     fits, reason = bool(fit.fits), fit.reason
