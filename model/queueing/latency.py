@@ -252,11 +252,6 @@ class LatencyModel:
     def ttft_cdf(self, t_s: np.ndarray) -> np.ndarray:
         """P(TTFT_ci <= t) for t broadcast against [C, S]."""
         slack = np.asarray(t_s) - self.fixed_s
-        if self.admit_prob is not None and self.admit_cond_mean_s is not None:
-            col = (self.wait_prob, self.wait_cond_mean_s, self.admit_prob, self.admit_cond_mean_s)
-            exceed = two_wait_exceedance(slack, *(np.asarray(v, dtype=float)[:, None] for v in col))
-            cdf = np.where(slack >= 0, 1.0 - exceed, 0.0)
-            return np.where(self.stable[:, None], cdf, 0.0)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             tail = np.where(
                 self.wait_cond_mean_s[:, None] > 0,
@@ -264,6 +259,13 @@ class LatencyModel:
                 0.0,
             )
         exceed = self.wait_prob[:, None] * tail
+        if self.admit_prob is not None and self.admit_cond_mean_s is not None:
+            # candidates with an admission wait: the two waits' sum (the same where q = 0)
+            rows = np.nonzero(np.asarray(self.admit_prob) > 0)[0]
+            if len(rows):
+                col = (self.wait_prob, self.wait_cond_mean_s, self.admit_prob, self.admit_cond_mean_s)
+                sub = (np.asarray(v, dtype=float)[rows, None] for v in col)
+                exceed[rows] = two_wait_exceedance(slack[rows], *sub)
         cdf = np.where(slack >= 0, 1.0 - exceed, 0.0)
         return np.where(self.stable[:, None], cdf, 0.0)
 
