@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from model.hardware.catalog import get_engine, get_gpu
 from model.hardware.engines import with_preemption
@@ -74,6 +76,25 @@ def test_two_waits_by_hand() -> None:
         assert float(np.mean(w + a > t)) == pytest.approx(
             float(two_wait_exceedance(t, 0.5, 1.0, 0.4, 2.0)), abs=0.004
         )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    p=st.floats(0.0, 1.0),
+    m=st.floats(0.01, 100.0),
+    q=st.floats(0.0, 1.0),
+    a=st.floats(0.01, 100.0),
+    t=st.floats(0.0, 500.0),
+)
+def test_two_waits_bounds(p: float, m: float, q: float, a: float, t: float) -> None:
+    """The sum exceeds t at least as often as either wait alone and at most as often as the union
+    bound of each exceeding t, and its tail never rises with t (an exceedance probability)."""
+    both = float(two_wait_exceedance(t, p, m, q, a))
+    one_w, one_a = p * math.exp(-t / m), q * math.exp(-t / a)
+    assert both >= max(one_w, one_a) - 1e-9
+    # W + A > t needs W > t/2 or A > t/2
+    assert both <= p * math.exp(-t / 2 / m) + q * math.exp(-t / 2 / a) + 1e-9
+    assert float(two_wait_exceedance(t + 1.0, p, m, q, a)) <= both + 1e-9
 
 
 def test_admission_tail_in_ttft_by_hand() -> None:
