@@ -64,17 +64,20 @@ class MemoryFit:
     comm_buffer_bytes_per_gpu: float = 0.0
     attention_ranks: int = 1
 
-    def max_batch(self, context_tokens: float | np.ndarray) -> float | np.ndarray:
+    def max_batch(self, context_tokens: float | np.ndarray, whole: bool = True) -> float | np.ndarray:
         """Concurrent sequences of ``context_tokens`` tokens whose KV fits: floor(blocks / blocks per
         sequence) on each attention-DP rank (a sequence's KV lives on one rank), times the ranks,
-        with paged 16-token blocks (a partly filled last block still takes a block)."""
+        with paged 16-token blocks (a partly filled last block still takes a block). ``whole``
+        False: blocks / blocks per sequence unrounded, the mean number of sequences of that mean
+        size a cache shared by sequences of varying sizes holds."""
         ctx = np.asarray(context_tokens, dtype=float)
         if not np.all(np.isfinite(ctx)) or np.any(ctx < 1):
             raise InputError("context_tokens", context_tokens, "numbers >= 1")
         ranks = self.attention_ranks
         blocks = np.floor(np.asarray(self.kv_capacity_tokens, dtype=float) / ranks / KV_BLOCK_TOKENS)
         per_seq = np.ceil(self.kv_tokens(ctx) / KV_BLOCK_TOKENS)
-        return plain(ranks * np.floor(blocks / per_seq))
+        per_rank = blocks / per_seq
+        return plain(ranks * (np.floor(per_rank) if whole else per_rank))
 
 
 def activation_workspace_bytes(dep: Deployment, max_batched_tokens: float | np.ndarray) -> np.ndarray:

@@ -69,6 +69,47 @@ def solve_batch(
     return BatchSolution(batch=b, per_token_s=tau, below_cap=has)
 
 
+@dataclass(frozen=True, eq=False)
+class AdmissionWait:
+    """The KV-admission queue's wait per candidate [C]: mean, P(wait > 0), E[wait | wait > 0] (the
+    exponential-tail form of model.queueing.mgc) and stability; (inf, 1, inf) where unstable."""
+
+    mean_s: np.ndarray
+    prob: np.ndarray
+    cond_mean_s: np.ndarray
+    stable: np.ndarray
+
+
+def admission_queue(
+    rate_per_instance_rps: np.ndarray,
+    mean_output_tokens: float,
+    output_scv: float,
+    max_batch: np.ndarray,
+    per_token_at_cap_s: np.ndarray,
+) -> AdmissionWait:
+    """The admission wait of an instance whose KV cache holds ``max_batch`` sequences.
+
+    The ``max_batch`` slots are the servers of an M/G/c queue with service E[O] x tau(max_batch)
+    and the output-length SCV (docs/queueing.md; Kimura's M/G/c approximation); its wait is an atom
+    at 0 and an exponential tail, P(W > t) = P(W > 0) exp(-t / E[W | W > 0]), P(W > 0) the Erlang C
+    probability (model.queueing.mgc; Tijms 2003, *A First Course in Stochastic Models*, sec. 5.5).
+    A whole ``max_batch`` is a slot count; a fractional one (whole-KV admission: the mean number of
+    reservations a cache of tokens holds, model.serving.phase_tables) is taken as that mean number of
+    servers, with Jagerman's continuous Erlang B (``whole_servers=False``; whole values unchanged).
+    """
+    cap = np.maximum(np.asarray(max_batch, dtype=float), 1.0)
+    service = mean_output_tokens * np.asarray(per_token_at_cap_s, dtype=float)
+    finite = np.isfinite(service)
+    service = np.where(finite, np.maximum(service, 1e-12), 1.0)
+    res = mgc_wait(
+        np.asarray(rate_per_instance_rps, dtype=float), service, output_scv, cap, whole_servers=False
+    )
+    ok = res.stable & finite & (np.asarray(max_batch) >= 1)
+    prob = np.where(ok, np.nan_to_num(res.prob_wait, nan=0.0), 1.0)
+    cond = np.where(ok, np.where(prob > 0, res.cond_mean_wait_s, 0.0), np.inf)
+    return AdmissionWait(np.where(ok, res.mean_wait_s, np.inf), prob, cond, ok)
+
+
 def admission_wait(
     rate_per_instance_rps: np.ndarray,
     mean_output_tokens: float,
@@ -76,15 +117,8 @@ def admission_wait(
     max_batch: np.ndarray,
     per_token_at_cap_s: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(mean admission wait, stable) for a decode instance whose KV cache holds ``max_batch`` sequences.
-
-    The ``max_batch`` slots are the servers of an M/G/c queue with service E[O] x tau(max_batch)
-    and the output-length SCV (docs/queueing.md; Kimura's M/G/c approximation).
-    """
-    cap = np.maximum(np.floor(np.asarray(max_batch, dtype=float)), 1.0)
-    service = mean_output_tokens * np.asarray(per_token_at_cap_s, dtype=float)
-    finite = np.isfinite(service)
-    service = np.where(finite, np.maximum(service, 1e-12), 1.0)
-    res = mgc_wait(np.asarray(rate_per_instance_rps, dtype=float), service, output_scv, cap)
-    ok = res.stable & finite & (np.asarray(max_batch) >= 1)
-    return np.where(ok, res.mean_wait_s, np.inf), ok
+    """(mean admission wait, stable) of :func:`admission_queue`."""
+    res = admission_queue(
+        rate_per_instance_rps, mean_output_tokens, output_scv, max_batch, per_token_at_cap_s
+    )
+    return res.mean_s, res.stable

@@ -4,7 +4,16 @@ Each candidate configuration c is described by
 - a random queue wait W_c shared by all its requests: P(W > t) = p_c exp(-t / m_c) (the
   exponential-tail form of model.queueing, exact for M/M/c), and a fixed latency d_ci per sampled
   request i (prefill compute, exposed KV transfer, link and admission waits), so
-  TTFT_ci = W_c + d_ci;
+  TTFT_ci = W_c + d_ci; optionally a second, independent wait A_c of the same form,
+  P(A > t) = q_c exp(-t / a_c) (a colocated replica's KV-admission queue,
+  model.queueing.decode_batch.admission_tail), so TTFT_ci = W_c + A_c + d_ci. The sum of the two
+  atom-plus-exponential waits has the tail (convolution of independent variables, Papoulis, sec.
+  6-2; the hypoexponential law of two exponential stages, Ross, "Introduction to Probability
+  Models", sec. 5.2.4)
+
+      P(W + A > t) = p (1 - q) e^{-t/m} + q (1 - p) e^{-t/a} + p q (m e^{-t/m} - a e^{-t/a}) / (m - a)
+
+  ((1 + t / m) e^{-t/m} for the last factor when m = a; :func:`two_wait_exceedance`);
 - a TPOT made of a base step time b_c plus stalls: during its decode a request meets a Poisson
   number N (mean n_ci) of stall events, each the extra time one other prompt's prefill adds to the
   decode steps (the whole prefill when it pre-empts decodes; the slowdown of its mixed iterations
@@ -95,6 +104,28 @@ def stall_events(arrivals: np.ndarray, per_event: np.ndarray, stall_load: np.nda
     return (np.asarray(per_event, dtype=float) / free)[:, None] * np.asarray(arrivals, dtype=float)
 
 
+def two_wait_exceedance(
+    t_s: np.ndarray, p: np.ndarray, m_s: np.ndarray, q: np.ndarray, a_s: np.ndarray
+) -> np.ndarray:
+    """P(W + A > t) for independent W (P(W > 0) = ``p``, exponential of mean ``m_s`` given W > 0) and
+    A (``q``, ``a_s``), broadcast; t < 0 gives 1 (module docstring: the hypoexponential tail of the
+    two exponential stages, Ross sec. 5.2.4, mixed with the atoms at 0)."""
+    t = np.maximum(np.asarray(t_s, dtype=float), 0.0)
+    p, q = np.asarray(p, dtype=float), np.asarray(q, dtype=float)
+    m, a = np.asarray(m_s, dtype=float), np.asarray(a_s, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        em = np.where(m > 0, np.exp(-t / np.where(m > 0, m, 1.0)), 0.0)
+        ea = np.where(a > 0, np.exp(-t / np.where(a > 0, a, 1.0)), 0.0)
+        close = np.abs(m - a) <= 1e-9 * np.maximum(m, a)
+        both = np.where(close, (1.0 + t / np.where(m > 0, m, 1.0)) * em, (m * em - a * ea) / (m - a))
+        both = np.where((m > 0) & (a > 0), both, np.where(m > 0, em, ea))
+        both = np.where(np.isposinf(m) | np.isposinf(a), 1.0, both)  # an unstable wait never ends
+        em = np.where(np.isposinf(m), 1.0, em)
+        ea = np.where(np.isposinf(a), 1.0, ea)
+    out = p * (1.0 - q) * em + q * (1.0 - p) * ea + p * q * both
+    return np.where(np.asarray(t_s) < 0, 1.0, np.clip(out, 0.0, 1.0))
+
+
 def empirical_cdf_rows(sorted_rows: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Row-wise empirical CDF: fraction of ``sorted_rows[c]`` <= y[c, :], for every row c at once.
 
@@ -125,6 +156,8 @@ class LatencyModel:
     stable: np.ndarray  # [C] bool
     spread: TpotSpread | None = None  # decode-batch fluctuation of the base
     stall_load: np.ndarray | None = None  # [C] rho in [0, 1): stalls' share of a request's decode time
+    admit_prob: np.ndarray | None = None  # [C] P(A > 0) of a second wait A (module docstring)
+    admit_cond_mean_s: np.ndarray | None = None  # [C] E[A | A > 0]
 
     @cached_property
     def _gaps(self) -> np.ndarray:
@@ -171,6 +204,8 @@ class LatencyModel:
             self.stable,
             None if self.spread is None else self.spread.requests(mask),
             self.stall_load,
+            self.admit_prob,
+            self.admit_cond_mean_s,
         )
 
     def row(self, i: int) -> LatencyModel:
@@ -190,6 +225,8 @@ class LatencyModel:
             self.stable[idx],
             None if self.spread is None else self.spread.take(idx),
             None if self.stall_load is None else np.asarray(self.stall_load)[idx],
+            None if self.admit_prob is None else np.asarray(self.admit_prob)[idx],
+            None if self.admit_cond_mean_s is None else np.asarray(self.admit_cond_mean_s)[idx],
         )
 
     def percentiles_s(
@@ -203,6 +240,15 @@ class LatencyModel:
         rep = self.take(np.zeros(len(q), dtype=int))
         return rep.ttft_percentile_s(q, masks), rep.tpot_percentile_s(q, masks)
 
+    @property
+    def admit_mean_s(self) -> np.ndarray:
+        """E[A] [C]: the second wait's mean (0 without one; inf where unstable)."""
+        if self.admit_prob is None or self.admit_cond_mean_s is None:
+            return np.zeros(len(self.stable))
+        with np.errstate(invalid="ignore"):
+            mean = np.where(self.admit_prob > 0, self.admit_prob * self.admit_cond_mean_s, 0.0)
+        return np.where(self.stable, mean, np.inf)
+
     def ttft_cdf(self, t_s: np.ndarray) -> np.ndarray:
         """P(TTFT_ci <= t) for t broadcast against [C, S]."""
         slack = np.asarray(t_s) - self.fixed_s
@@ -213,6 +259,13 @@ class LatencyModel:
                 0.0,
             )
         exceed = self.wait_prob[:, None] * tail
+        if self.admit_prob is not None and self.admit_cond_mean_s is not None:
+            # candidates with an admission wait: the two waits' sum (the same where q = 0)
+            rows = np.nonzero(np.asarray(self.admit_prob) > 0)[0]
+            if len(rows):
+                col = (self.wait_prob, self.wait_cond_mean_s, self.admit_prob, self.admit_cond_mean_s)
+                sub = (np.asarray(v, dtype=float)[rows, None] for v in col)
+                exceed[rows] = two_wait_exceedance(slack[rows], *sub)
         cdf = np.where(slack >= 0, 1.0 - exceed, 0.0)
         return np.where(self.stable[:, None], cdf, 0.0)
 
@@ -295,8 +348,11 @@ class LatencyModel:
     def ttft_percentile_s(self, q: float | np.ndarray, masks: np.ndarray | None = None) -> np.ndarray:
         """q-quantile (0 < q < 1; a scalar or one per candidate) of TTFT over requests (those of
         ``masks[c]`` for candidate c when given), per candidate; inf where unstable."""
-        hi = _extreme(self.fixed_s, masks, np.max) + np.where(
-            np.isfinite(self.wait_cond_mean_s), self.wait_cond_mean_s * (np.log(1.0 / (1.0 - q)) + 5.0), 0.0
+        tails = [self.wait_cond_mean_s]
+        if self.admit_cond_mean_s is not None:
+            tails.append(np.asarray(self.admit_cond_mean_s, dtype=float))
+        hi = _extreme(self.fixed_s, masks, np.max) + sum(
+            np.where(np.isfinite(m), m * (np.log(1.0 / (1.0 - q)) + 5.0), 0.0) for m in tails
         )
         lo = _extreme(self.fixed_s, masks, np.min)
         return _bisect(lambda t: _mean(self.ttft_cdf(t[:, None]), masks), lo, hi, q, self.stable)

@@ -90,10 +90,10 @@ def _check_service(mean_service_s: object, field: str = "mean_service_s") -> np.
     return arr
 
 
-def _check_servers(servers: object) -> np.ndarray:
+def _check_servers(servers: object, whole: bool = True) -> np.ndarray:
     arr = _as_float_array(servers, "servers")
-    ok = np.isfinite(arr) & (arr >= 1) & (arr == np.floor(arr))
-    _check(arr, "servers", ok, "an integer number of servers >= 1")
+    ok = np.isfinite(arr) & (arr >= 1) & ((arr == np.floor(arr)) | (not whole))
+    _check(arr, "servers", ok, "an integer number of servers >= 1" if whole else "a number of servers >= 1")
     return arr
 
 
@@ -211,7 +211,9 @@ def erlang_b(servers: object, offered_load_erlangs: object) -> np.ndarray:
     B = exp(log pmf(c; a) - log cdf(c; a)), with the cdf from the regularised incomplete gamma
     function (cdf(c; a) = Q(c+1, a)). This is the identity behind Jagerman (1974), "Some
     properties of the Erlang loss function", Bell Syst. Tech. J. 53(3), sec. 2; working in log
-    space keeps it finite for c up to 10^5 and beyond, where a^c and c! overflow.
+    space keeps it finite for c up to 10^5 and beyond, where a^c and c! overflow. With
+    gamma(c + 1) for c! it is Jagerman's continuous extension in c, which :func:`mgc_wait` uses with
+    ``whole_servers=False`` (a pool whose capacity is a mean number of servers).
     """
     c, a = _servers_and_load(servers, offered_load_erlangs)
     return _erlang_b(c, a)
@@ -228,7 +230,7 @@ def _erlang_b(c: np.ndarray, a: np.ndarray) -> np.ndarray:
     """:func:`erlang_b` of checked, broadcast arrays."""
     with np.errstate(divide="ignore"):
         log_pmf = special.xlogy(c, a) - a - special.gammaln(c + 1.0)
-        log_cdf = np.log(special.pdtr(c, a))
+        log_cdf = np.log(special.gammaincc(c + 1.0, a))  # = pdtr(c, a) for whole c
     return np.exp(log_pmf - log_cdf)
 
 
@@ -259,11 +261,11 @@ def _erlang_c(c: np.ndarray, a: np.ndarray) -> np.ndarray:
 
 
 def _mmc_core(
-    rate_rps: object, mean_service_s: object, servers: object
+    rate_rps: object, mean_service_s: object, servers: object, whole: bool = True
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     rate = _check_rate(rate_rps)
     es = _check_service(mean_service_s)
-    c = _check_servers(servers)
+    c = _check_servers(servers, whole)
     rate, es, c = np.broadcast_arrays(rate, es, c)
     return (rate, es, c, *_mmc_arrays(rate, es, c))
 
@@ -336,6 +338,7 @@ def mgc_wait(
     method: str = "kimura",
     *,
     strict: bool = False,
+    whole_servers: bool = True,
 ) -> WaitResult:
     """Approximate G/G/c wait (mean and percentiles), vectorised.
 
@@ -351,12 +354,15 @@ def mgc_wait(
 
     P(W > 0) is Erlang C; percentiles come from the exponential tail of the module docstring,
     E[W | W > 0] = E[W] / C, so all methods share W_M's exponential shape.
+
+    ``whole_servers`` False admits any real c >= 1: Erlang B by Jagerman's continuous extension
+    (:func:`erlang_b`), Erlang C, W_M and the Kimura / Cosmetatos factors by the same formulas in c.
     """
     if method not in MGC_METHODS:
         raise InputError("method", method, " or ".join(repr(m) for m in MGC_METHODS))
     scv_s = _check_scv(scv_service, "scv_service")
     scv_a = _check_scv(scv_arrival, "scv_arrival")
-    rate, es, c, rho, stable, pw, cond = _mmc_core(rate_rps, mean_service_s, servers)
+    rate, es, c, rho, stable, pw, cond = _mmc_core(rate_rps, mean_service_s, servers, whole_servers)
     rate, es, c, rho, stable, pw, cond, scv_s, scv_a = np.broadcast_arrays(
         rate, es, c, rho, stable, pw, cond, scv_s, scv_a
     )

@@ -44,7 +44,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from model.physics.decode_tokens import tokens_per_decode_step
-from model.queueing.decode_batch import admission_wait, interp_rows, solve_batch
+from model.queueing.decode_batch import admission_queue, interp_rows, solve_batch
 from model.queueing.decode_spread import base_step_occupancy, tpot_spread
 from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel, stall_events
@@ -245,7 +245,7 @@ def evaluate_colocated(
     packed = 1.0 - 1.0 / k
     t_dec = interp_rows(b, BATCH_GRID, dec)
     tau_cap = interp_rows(max_batch, BATCH_GRID, tau)
-    adm_mean, adm_ok = admission_wait(rate_r, eo, scv_o, max_batch, tau_cap)
+    adm = admission_queue(rate_r, eo, scv_o, max_batch, tau_cap)
     service, shareable = packed_parts(b)
     # A prompt's share of its server: its time alone less the shared part's (1 - 1/k).
     share = service - shareable * packed[:, None]
@@ -300,7 +300,7 @@ def evaluate_colocated(
     events = stall_events(
         replica_arrivals(router, rate_r, window + decode_s, replicas, exposure), per_event, stall_load
     )
-    below_cap = sol.below_cap & adm_ok
+    below_cap = sol.below_cap & adm.stable
     stable = fits & (busy < 1) & queue.stable & below_cap & (rate > 0) & (max_batch >= 1)
     reasons = first_reason(
         [
@@ -315,11 +315,8 @@ def evaluate_colocated(
     # + the engine's per-request client overhead (tokenise, HTTP; model.hardware.overheads)
     # prefill-first: the prompts packed behind it in its step end with it (model.serving.packing)
     behind = np.zeros((n, 1)) if chunked else packed_behind_s(k, service, shareable)
-    fixed = (
-        service
-        + behind
-        + (residual + np.where(np.isfinite(adm_mean), adm_mean, 0.0) + scn.engine.request_s)[:, None]
-    )
+    # the KV-admission wait enters the TTFT law as its own atom + exponential tail (LatencyModel)
+    fixed = service + behind + (residual + scn.engine.request_s)[:, None]
     spread = tpot_spread(occ, out_tokens)
     # incremental KV with pre-emption (engine policy "recompute" / "swap"): the resumes' TPOT share
     resume = colocated_resume(scn, tables, table_index, (rate_r, tau, max_batch, b), service, spread.mean_s)
@@ -334,6 +331,8 @@ def evaluate_colocated(
         stable=stable,
         spread=spread,
         stall_load=stall_load,
+        admit_prob=adm.prob,
+        admit_cond_mean_s=adm.cond_mean_s,
     )
     zeros = np.zeros(n)
     decode_busy = np.minimum(busy + (1.0 - np.minimum(busy, 1.0)) * busy_fraction(b), 1.0)
@@ -344,7 +343,7 @@ def evaluate_colocated(
         prefill_mean_s=service.mean(axis=1) + residual,
         transfer_mean_s=zeros,
         link_wait_mean_s=zeros,
-        admission_wait_mean_s=adm_mean,
+        admission_wait_mean_s=adm.mean_s,
         batch=b,
         max_batch=max_batch,
         tpot_mean_s=latency.mean_tpot_s(),

@@ -42,7 +42,10 @@ class StyleResult:
 
     @property
     def ttft_mean_s(self) -> np.ndarray:
-        return np.where(self.stable, self.latency.fixed_s.mean(axis=1) + self.queue_wait_mean_s, np.inf)
+        lat = self.latency
+        return np.where(
+            self.stable, lat.fixed_s.mean(axis=1) + self.queue_wait_mean_s + lat.admit_mean_s, np.inf
+        )
 
 
 def stack(tables: Sequence[InstanceTables], attr: str) -> np.ndarray:

@@ -324,7 +324,11 @@ def _instance_tables(
     elif chunk_tokens is not None:
         batched = chunk_tokens
     else:
-        batched = float(np.max(prompt - cached))
+        # An unchunked prefill step batches prompts up to the engine's token cap (a longer prompt runs
+        # alone), so the engine sizes its activation workspace for max(cap, longest prompt): vLLM's
+        # profile run is a forward pass of max_num_batched_tokens (>= max_model_len unchunked), as the
+        # simulator's instances (model.sim.simulate.simulate: max(prefill_token_cap, longest)).
+        batched = float(max(scn.engine.prefill_token_cap, np.max(prompt)))
     fit = memory_fit(dep, max_batched_tokens=batched, gpu_memory_utilization=scn.gpu_memory_utilization)
     capacity = float(fit.kv_capacity_tokens)
     fits, reason = bool(fit.fits), fit.reason
@@ -332,7 +336,15 @@ def _instance_tables(
     if fits and capacity < longest:
         fits = False
         reason = f"KV cache holds {capacity:,.0f} tokens, less than the longest request ({longest:,.0f})"
-    kv_batch = float(fit.max_batch(max(scn.decode_context_tokens, 1.0)))
+    # The KV a running sequence takes: its prompt and tokens so far under incremental allocation
+    # (pre-emption engines), its whole prompt + output reserved at admission on a colocated replica
+    # under whole-KV admission (policy "none"; the simulator's model.sim.colocated._reserve), where
+    # the cap is the mean number of reservations the cache holds, not rounded down (a cache of
+    # tokens shared by reservations of varying sizes holds more or fewer than that at times).
+    if role == "colocated" and scn.engine.preemption == "none":
+        kv_batch = float(fit.max_batch(max(scn.reserved_context_tokens, 1.0), whole=False))
+    else:
+        kv_batch = float(fit.max_batch(max(scn.decode_context_tokens, 1.0)))
     max_batch = min(kv_batch, float(scn.engine.max_num_seqs_on(gpu))) if fits else 0.0
     # KV offload tiers: the hits whose prefix this instance still holds, and their reload time
     place = prefix_placement(dep, capacity, scn.kv_offload)

@@ -174,6 +174,15 @@ class Scenario:
         p, o = self.requests
         return float(np.sum(o * (p + o / 2.0)) / np.sum(o))
 
+    @cached_property
+    def reserved_context_tokens(self) -> float:
+        """KV tokens a running sequence holds reserved under whole-KV admission (engine policy "none",
+        TensorRT-LLM's GUARANTEED_NO_EVICT): its whole prompt + output from admission to completion,
+        weighted by the O steps it stays (Little's law, as :attr:`decode_context_tokens`):
+        E[O (P + O)] / E[O]. The length bias makes it exceed E[P + O] (long outputs stay longer)."""
+        p, o = self.requests
+        return float(np.sum(o * (p + o)) / np.sum(o))
+
     @property
     def kv_bytes_per_token(self) -> float:
         """KV-cache bytes one token adds, at the resolved KV dtype (model.llm.arch.kv_bytes_per_token)."""
