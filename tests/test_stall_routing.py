@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from scipy.stats import poisson
 
 from model.hardware.engines import Router
-from model.queueing.routing import cluster_load, pair_moment, replica_arrivals, stall_exposure
+from model.queueing.routing import pair_moment, replica_arrivals, stall_exposure
 
 LEAST = Router("least-loaded", 4.0)
 ROUTERS = [LEAST, Router("least-kv"), Router("cache-aware"), Router("random"), Router("round-robin")]
@@ -50,55 +50,6 @@ def test_replica_arrivals_by_hand():
     assert replica_arrivals(Router("random"), lam, w, r, x)[0, 0] == pytest.approx(2.0)
     assert replica_arrivals(Router("round-robin"), lam, w, r, x)[0, 0] == pytest.approx(1.625)
     assert replica_arrivals(LEAST, lam, w, r, x)[0, 0] == pytest.approx(0.5)
-
-
-def test_cluster_load_by_hand():
-    """The follow-on load of a prefill stall (docs/queueing.md, "Clusters behind a levelling router").
-    Two replicas behind least-loaded at lambda = 10 req/s (lambda_r = 5), prefill busy fraction
-    u = 0.6 (a prompt's share 0.12 s), exposure x = 0.9: the mean count keeps rho = x u = 0.54. While
-    replica A is stalled none of its requests leave and B's leave at its balance rate 5 req/s, so the
-    pair's count grows at 10 - 5 = 5 req/s, shared by levelling 2.5 / 2.5: A takes 2.5 req/s =
-    lambda_r / 2 of the arrivals, load 2.5 x 0.12 = 0.3 = u / 2. Eight replicas: 0.6 / 8 = 0.075;
-    capped at rho (x = 0.2: 0.12 < 0.3). One replica, random and round-robin routers: rho (the old
-    law: every arrival during the stall joins at the replica's own rate)."""
-    u = np.array([0.6, 0.6, 0.6])
-    rho = np.array([0.54, 0.54, 0.12])
-    r = np.array([2.0, 8.0, 2.0])
-    assert cluster_load(LEAST, u, rho, r).tolist() == pytest.approx([0.3, 0.075, 0.12])
-    assert cluster_load(LEAST, u, rho, np.ones(3)).tolist() == pytest.approx(rho.tolist())
-    for name in ("random", "round-robin", "shared-queue"):
-        assert cluster_load(Router(name), u, rho, r).tolist() == pytest.approx(rho.tolist())
-
-
-def test_two_replica_clusters_keep_the_mean_count_and_thin_its_variance():
-    """The latency model with the mean count n = 2 stalls of 40 ms (rho = 0.54 in the mean, passed in
-    as stall_events) and the clusters at rho_c: the primaries are Poisson(n (1 - rho_c)), each a cluster
-    of mean 40 / (1 - rho_c) ms. One replica (rho_c = rho = 0.54, the old law): P(no stall) =
-    exp(-2 x 0.46) = 0.39852; the 2-replica case above (rho_c = 0.3): exp(-2 x 0.7) = 0.24660. The
-    mean stall total is n x 40 ms = 80 ms either way (mean TPOT 10 + 80 / 100 = 10.8 ms over 100
-    gaps); its variance n (1 - rho_c) E[s^2] / (1 - rho_c)^3 = n E[s^2] / (1 - rho_c)^2 falls from
-    2 x 1600 / 0.2116 = 15,123 to 2 x 1600 / 0.49 = 6,531 ms^2, so the p90 TPOT falls."""
-    from model.queueing.latency import LatencyModel
-
-    def lat(load: float) -> LatencyModel:
-        return LatencyModel(
-            wait_prob=np.array([0.0]),
-            wait_cond_mean_s=np.array([0.0]),
-            fixed_s=np.array([[0.1]]),
-            tpot_base_s=np.array([0.010]),
-            stall_events=np.array([[2.0]]),
-            stall_sizes_s=np.array([[0.040]]),
-            output_tokens=np.array([101.0]),
-            stable=np.array([True]),
-            stall_load=np.array([load]),
-        )
-
-    one, two = lat(0.54), lat(0.3)
-    at_base = np.array([[0.010 + 1e-9]])
-    assert one.tpot_cdf(at_base)[0, 0] == pytest.approx(0.39852, abs=1e-5)
-    assert two.tpot_cdf(at_base)[0, 0] == pytest.approx(0.24660, abs=1e-5)
-    assert one.mean_tpot_s()[0] == pytest.approx(0.0108) == two.mean_tpot_s()[0]
-    assert two.tpot_percentile_s(0.9)[0] < one.tpot_percentile_s(0.9)[0]
 
 
 def _poisson_pool(per_replica: float, replicas: int) -> tuple[np.ndarray, np.ndarray]:

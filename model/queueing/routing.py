@@ -48,7 +48,6 @@ from model.queueing.mgc import WaitResult, mgc_mean_wait_unchecked, mgc_wait
 __all__ = [
     "SHARED_QUEUE",
     "blend_weight",
-    "cluster_load",
     "leg_inputs",
     "pair_moment",
     "replica_arrivals",
@@ -199,34 +198,6 @@ def stall_exposure(router: Router, batch: np.ndarray, prob: np.ndarray, replicas
     with np.errstate(divide="ignore", invalid="ignore"):
         x = np.where(mean > 0, pairs / np.where(mean > 0, mean, 1.0) ** 2, 0.0)
     return np.where(r > 1, np.clip(x, 0.0, 1.0), ones)
-
-
-def cluster_load(
-    router: Router, prefill_busy: np.ndarray, stall_load: np.ndarray, replicas: np.ndarray
-) -> np.ndarray:
-    """rho_c [C]: the load of the prompts that join a replica *during* one of its prefill stalls (the
-    follow-on stalls that extend a stall into a cluster, model.queueing.latency), against
-    ``stall_load`` rho [C] (its share over a running request's whole decode, exposure x u).
-
-    Random, round-robin, the shared queue and any router with one replica: rho (the prompts arriving
-    during the stall join at the replica's own rate; round-robin kept at rho, conservative). The
-    levelling routers with R > 1 (join-the-shortest-queue; Eschenfeldt & Gamarnik 2018, see
-    :func:`stall_exposure`): a prompt joins the stalled replica only when every other replica is at
-    least as loaded, and the router keeps the counts level. During the stall the stalled replica
-    serves no decode, so none of its requests leave, while the other R - 1 keep leaving at their
-    balance rate lambda / R each; the fleet's count so grows at lambda - (R - 1) lambda / R = lambda / R
-    (the departures the stalled replica does not make), and levelling shares that growth equally, so
-    the stalled replica takes lambda / R^2 = lambda_r / R of the arrivals (ours: fluid flow balance;
-    the same in the discrete level picture, where a fleet arrival meets a level fleet, every other
-    replica as loaded as the stalled one, one time in R and then picks it one time in R). Its
-    follow-on load is u / R, ``prefill_busy`` u [C] the replica's prefill busy fraction (1 - t_dec /
-    tau), at most rho. R = 1: u = rho, today's law."""
-    rho = np.asarray(stall_load, dtype=float)
-    r = np.asarray(replicas, dtype=float) * np.ones_like(rho)
-    if router.policy not in _LEVELLING:
-        return rho
-    follow = np.asarray(prefill_busy, dtype=float) / np.maximum(r, 1.0)
-    return np.where(r > 1, np.minimum(follow, rho), rho)
 
 
 def replica_arrivals(

@@ -48,7 +48,7 @@ from model.queueing.decode_batch import admission_wait, interp_rows, solve_batch
 from model.queueing.decode_spread import base_step_occupancy, tpot_spread
 from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel, stall_events
-from model.queueing.routing import cluster_load, replica_arrivals, routed_wait, stall_exposure
+from model.queueing.routing import replica_arrivals, routed_wait, stall_exposure
 from model.serving.common import StyleResult, busy_fraction, first_reason, moments, stack, wait_tail
 from model.serving.packing import packed_behind_s, prefill_batch, prompts_per_step
 from model.serving.phase_tables import BATCH_GRID, InstanceTables
@@ -294,10 +294,7 @@ def evaluate_colocated(
     # them (model.queueing.routing.replica_arrivals; a levelling router's exposure also scales the
     # stall load), one stall per packed step without chunking (model.queueing.latency.stall_events).
     exposure = stall_exposure(router, occ.batch, occ.prob, replicas)
-    prefill_busy, stall_load = stall_load, exposure * stall_load
-    # prefill-first: the follow-on stalls a levelling router sends a stalled replica (the clusters'
-    # load, model.queueing.routing.cluster_load); the mean count keeps stall_load
-    clusters = stall_load if chunked else cluster_load(router, prefill_busy, stall_load, replicas)
+    stall_load = exposure * stall_load
     window = service if chunked else stalls
     decode_s = t_dec[:, None] * (out_tokens[None, :] - 1.0)
     events = stall_events(
@@ -336,7 +333,7 @@ def evaluate_colocated(
         output_tokens=out_tokens,
         stable=stable,
         spread=spread,
-        stall_load=clusters,
+        stall_load=stall_load,
     )
     zeros = np.zeros(n)
     decode_busy = np.minimum(busy + (1.0 - np.minimum(busy, 1.0)) * busy_fraction(b), 1.0)
