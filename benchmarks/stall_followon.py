@@ -10,7 +10,12 @@ on the grid's seeds and run length (benchmarks.validate_grid), from the simulato
 * the mean back-to-back cluster (prefill steps that start as the previous one ends);
 * per measured request, its stalls (the prefill steps that start on its replica from its first token
   to its end) and its primaries (those that open a cluster, or the first in that window), their
-  variance / mean within quintiles of output length.
+  variance / mean within quintiles of output length;
+* the router's view at each prompt that joins a replica during its prefill step: the replica's score
+  (4 x waiting + prefilling + running, rebuilt from the records just before the arrival, the
+  simulator's vLLM rule with its lowest-index tie-break) against the lowest of the others': tied,
+  strictly lowest, and the share that only the waiting weight sent there (above the others' minimum
+  with every request weighted 1).
 
 Usage: ``PYTHONPATH=. python -m benchmarks.stall_followon 84,80,73``.
 """
@@ -28,6 +33,30 @@ def _steps(rec, replica: int) -> np.ndarray:
     """[n, 2] (start, end) of the prefill steps of ``replica``, in time order."""
     m = (rec.instance == replica) & np.isfinite(rec.prefill_start_s) & np.isfinite(rec.prefill_end_s)
     return np.unique(np.stack([rec.prefill_start_s[m], rec.prefill_end_s[m]], axis=1), axis=0)
+
+
+def _router_view(rec, warm: int, replicas: int, weight: float) -> str:
+    """Shares of the follow-on joins that found their replica tied with / below the others' minimum
+    score, and above it on plain counts (module docstring)."""
+    a, inst, ps, pe, end = rec.arrival_s, rec.instance, rec.prefill_start_s, rec.prefill_end_s, rec.end_s
+    gaps, plain = [], []
+    for r in range(warm, len(a)):
+        t, i = a[r], inst[r]
+        if i < 0:
+            continue
+        prev = np.arange(r)
+        live = prev[~(end[prev] <= t)]
+        if not np.any((inst[live] == i) & (ps[live] <= t) & (pe[live] > t)):
+            continue  # not during a prefill step of its replica
+        score = np.bincount(inst[live], weights=np.where(ps[live] > t, weight, 1.0), minlength=replicas)
+        count = np.bincount(inst[live], minlength=replicas)
+        gaps.append(np.delete(score, i).min() - score[i])
+        plain.append(np.delete(count, i).min() - count[i])
+    g, c = np.array(gaps), np.array(plain)
+    return (
+        f"follow-on joins {len(g)}: tied {np.mean(g == 0):.2f}, strictly lowest {np.mean(g >= 1):.2f}, "
+        f"two or more below {np.mean(g >= 2):.2f}, above on plain counts {np.mean(c < 0):.2f}"
+    )
 
 
 def trace(index: int) -> str:
@@ -87,7 +116,8 @@ def trace(index: int) -> str:
         f"cell {index} {b.config.label()} at {b.goodput_rps:.3f} req/s: u {u:.3f}; follow-on factor "
         f"{joins / (lam_r * busy_s):.3f} (1 / R = {1 / replicas:.3f}); mean cluster {np.mean(clusters):.3f}; "
         f"stalls per request {np.nanmean(stalls[ok]):.2f}, variance / mean by output quintile "
-        f"{dispersion(stalls)}; primaries {dispersion(primaries)}"
+        f"{dispersion(stalls)}; primaries {dispersion(primaries)}; "
+        + _router_view(rec, warm, replicas, scn.engine.router.waiting_weight)
     )
 
 
