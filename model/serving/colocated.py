@@ -44,14 +44,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from model.physics.decode_tokens import tokens_per_decode_step
+from model.physics.steps import mixed_step_cost
 from model.queueing.decode_batch import admission_wait, interp_rows, solve_batch
 from model.queueing.decode_spread import base_step_occupancy, tpot_spread
 from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel, stall_events
+from model.queueing.mixed_share import MixedShare, alternation, mixed_share
 from model.queueing.routing import replica_arrivals, routed_wait, stall_exposure
 from model.serving.common import StyleResult, busy_fraction, first_reason, moments, stack, wait_tail
 from model.serving.packing import packed_behind_s, prefill_batch, prompts_per_step
-from model.serving.phase_tables import BATCH_GRID, InstanceTables
+from model.serving.phase_tables import BATCH_GRID, MIN_CHUNK_FRACTION, InstanceTables
 from model.serving.preemption import colocated_resume
 from model.workload.scenario import Scenario
 
@@ -76,6 +78,51 @@ def _chunked_rows(
 def _emitted(t: InstanceTables) -> float:
     """Tokens a decoding sequence gains per iteration (1 without speculative decoding)."""
     return tokens_per_decode_step(t.dep).emitted
+
+
+def _full_iteration_s(
+    scn: Scenario, tables: Sequence[InstanceTables], table_index: np.ndarray, batch: np.ndarray
+) -> np.ndarray:
+    """[C] one full chunked iteration at decode batch b: a chunk filling the room max(c - b, c / 16)
+    (model.serving.phase_tables) at the mean prefix of a prompt's chunks, max(u - room, 0) / 2 past
+    its cached part, with b decodes (model.physics.steps.mixed_step_cost, the tables' step)."""
+    out = np.empty(len(table_index))
+    uncached = scn.prompt_tokens - scn.cached_tokens
+    for t_i in np.unique(table_index):
+        rows = np.nonzero(table_index == t_i)[0]
+        t = tables[t_i]
+        b = np.maximum(np.floor(batch[rows]), 1.0)
+        room = np.maximum(t.chunk_tokens - b, t.chunk_tokens * MIN_CHUNK_FRACTION)
+        prefix = (
+            float(scn.cached_tokens.mean())
+            + np.maximum(uncached[None, :] - room[:, None], 0.0).mean(axis=1) / 2
+        )
+        cost = mixed_step_cost(
+            t.dep,
+            chunk_tokens=room,
+            chunk_prefix_tokens=prefix,
+            decode_batch=b,
+            decode_context_tokens=max(scn.decode_context_tokens, 1.0),
+        )
+        out[rows] = np.asarray(cost.time_s, dtype=float)
+    return out
+
+
+def _mixed_share(
+    rate_r: np.ndarray,
+    share_moments_s: tuple[np.ndarray, np.ndarray],
+    iteration_s: tuple[np.ndarray, np.ndarray, np.ndarray],
+    emitted: np.ndarray,
+    out_tokens: np.ndarray,
+) -> MixedShare:
+    """The chunked replicas' TPOT excess over the plain step [C, S] (model.queueing.mixed_share): F
+    the mixed share of the request's (O - 1) / e iterations, its mixed iterations' mean time rising
+    from the mean mixed iteration T_mix at F = E[F] to a full iteration T_full at F = 1.
+    ``iteration_s`` = (T_dec, T_mix, T_full) [C]."""
+    t_dec, t_mix, t_full = iteration_s
+    alt = alternation(rate_r, share_moments_s, t_dec, t_mix)
+    mean, alpha, beta = mixed_share(alt, (out_tokens[None, :] - 1.0) / emitted[:, None])
+    return MixedShare.build(mean, alpha, beta, (t_dec / emitted, t_mix / emitted, t_full / emitted))
 
 
 _GRID_MEANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -249,7 +296,7 @@ def evaluate_colocated(
     service, shareable = packed_parts(b)
     # A prompt's share of its server: its time alone less the shared part's (1 - 1/k).
     share = service - shareable * packed[:, None]
-    es, _es2, scv = moments(share)
+    es, es2, scv = moments(share)
     busy = rate_r * es
 
     if chunked:
@@ -321,6 +368,13 @@ def evaluate_colocated(
         + (residual + np.where(np.isfinite(adm_mean), adm_mean, 0.0) + scn.engine.request_s)[:, None]
     )
     spread = tpot_spread(occ, out_tokens)
+    mixed = None
+    if chunked:
+        # The TPOT above the plain step comes from the mixed share F of the request's iterations
+        # (model.queueing.mixed_share), in place of the stall clusters.
+        t_full = _full_iteration_s(scn, tables, table_index, b)
+        mixed = _mixed_share(rate_r, (es, es2), (step, t_mix * emitted, t_full), emitted, out_tokens)
+        events = np.zeros_like(events)
     # incremental KV with pre-emption (engine policy "recompute" / "swap"): the resumes' TPOT share
     resume = colocated_resume(scn, tables, table_index, (rate_r, tau, max_batch, b), service, spread.mean_s)
     latency = LatencyModel(
@@ -334,6 +388,7 @@ def evaluate_colocated(
         stable=stable,
         spread=spread,
         stall_load=stall_load,
+        mixed=mixed,
     )
     zeros = np.zeros(n)
     decode_busy = np.minimum(busy + (1.0 - np.minimum(busy, 1.0)) * busy_fraction(b), 1.0)
