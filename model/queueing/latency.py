@@ -52,6 +52,10 @@ decode time is the router's (model.queueing.routing.replica_arrivals): a Poisson
 (random), every R-th after its own (round-robin), or the share a levelling router leaves a running
 request (least-loaded: model.queueing.routing.stall_exposure, which also scales the stall load).
 
+Chunked replicas (``mixed``, model.queueing.mixed_share) replace the stalls by the mixed share F of
+the request's iterations: TPOT = b + s D + excess(F), F ~ Beta per request, its law averaged over
+MIXED_STRATA strata of D (the same convolution).
+
 Attainment is the sample mean of P(TTFT_ci <= T) P(TPOT_ci <= P) (TTFT and TPOT treated as
 independent); a percentile is found by bisection on the sample-mean CDF.
 """

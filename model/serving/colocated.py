@@ -26,8 +26,11 @@ with the packing k tabulated on the same grid.
 
 The TPOT's base is the plain decode step t_dec(N) at the replica's fluctuating batch N (the
 birth-death occupancy of model.queueing.decode_spread, sequences leaving at tau; the R replicas
-behind the least-loaded router as one pool), and the prefill stalls come on top: the latency model
-convolves the two (model.queueing.latency; Papoulis sec. 6-2). The stalls are those of the prompts
+behind the least-loaded router as one pool), and the prefill's share comes on top: the latency model
+convolves the two (model.queueing.latency; Papoulis sec. 6-2). With chunking it is the mixed share F
+of the request's iterations (model.queueing.mixed_share: the replica's prefill busy / idle
+alternation over the request's decode window, its mixed iterations rising from the mean mixed
+iteration to full ones with F). Without chunking it is the stalls, which are those of the prompts
 arriving at the request's replica while it decodes, plus those that arrived during its own TTFT and
 are still queued at its first token (prefill-first: during its packed step; chunked: during its
 prefill iterations), served first thing in its decode; how many of the fleet's prompts join the
