@@ -79,7 +79,8 @@ is exact; on the broad grid's cells 4 strata moved no planned goodput by more th
 every cell on the same side of the [0.9, 1.1] band, at ~10% more planner time per stratum."""
 MIXED_STRATA = 4
 """Equiprobable strata of D over which the chunked replicas' mixed-share law is averaged (the same
-midpoint rule; D at 1/8, 3/8, 5/8, 7/8)."""
+midpoint rule; D at 1/8, 3/8, 5/8, 7/8). With 2, as SPREAD_STRATA, the 8B chunk-512 speculation
+cell's planned goodput moved 31.5 -> 32.4 req/s against the simulator's 31.2."""
 MAX_STALL_LOAD = 0.95
 """Largest stall load rho the feedback uses (the moments grow as 1 / (1 - rho)^3; a decode that
 stalls 95% of its time is far past any SLO anyway)."""

@@ -73,8 +73,9 @@ def _window_factors(window: np.ndarray, corr_time: np.ndarray) -> tuple[np.ndarr
         h_big, g_big = (1.0 - e) / x, 2.0 * (x - 1.0 + e) / (x * x)
     small = x < 1e-3
     finite = np.isfinite(x)
-    h = np.where(small, 1.0 - x / 2.0 + x * x / 6.0, np.where(finite, h_big, 0.0))
-    g = np.where(small, 1.0 - x / 3.0 + x * x / 12.0, np.where(finite, g_big, 0.0))
+    xs = np.where(small, x, 0.0)
+    h = np.where(small, 1.0 - xs / 2.0 + xs * xs / 6.0, np.where(finite, h_big, 0.0))
+    g = np.where(small, 1.0 - xs / 3.0 + xs * xs / 12.0, np.where(finite, g_big, 0.0))
     return np.clip(h, 0.0, 1.0), np.clip(g, 0.0, 1.0)
 
 

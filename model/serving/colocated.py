@@ -376,7 +376,10 @@ def evaluate_colocated(
         # The TPOT above the plain step comes from the mixed share F of the request's iterations
         # (model.queueing.mixed_share), in place of the stall clusters.
         t_full = _full_iteration_s(scn, tables, table_index, b)
-        mixed = _mixed_share(rate_r, (es, es2), (step, t_mix * emitted, t_full), emitted, out_tokens)
+        # the prompts that join a running request's replica: exposure x lambda_r (the router levels them)
+        mixed = _mixed_share(
+            rate_r * exposure, (es, es2), (step, t_mix * emitted, t_full), emitted, out_tokens
+        )
         events = np.zeros_like(events)
     # incremental KV with pre-emption (engine policy "recompute" / "swap"): the resumes' TPOT share
     resume = colocated_resume(scn, tables, table_index, (rate_r, tau, max_batch, b), service, spread.mean_s)
