@@ -42,10 +42,11 @@ mean as before). Its variance over a window of n iterations started at a random 
 F is taken Beta with that mean and variance (a moment match on [0, 1]: alpha + beta = 1 / g - 1).
 
 The mixed iterations a request sees are not all the mean one: a window with a high F lies inside
-long busy periods, where each prompt's partial last chunk is packed full with the next queued
-prompt, so its mixed iterations approach full ones (t_full per token). :class:`MixedShare` takes
-their mean time linear in F, t_mix at F = E[F] and t_full at F = 1 (an interpolation, traced on the
-simulator: docs/model.md, "Chunked TPOT: the mixed share"), so the TPOT above the plain step is
+long busy periods, where each prompt's partial last chunk is packed with the next queued prompts,
+so its mixed iterations approach a busy period's iteration (t_full per token: the prompts in system
+given busy, up to the chunk's room; model.serving.colocated). :class:`MixedShare` takes their mean
+time linear in F, t_mix at F = E[F] and t_full at F = 1 (an interpolation, traced on the simulator:
+docs/model.md, "Chunked TPOT: the mixed share"), so the TPOT above the plain step is
 F (t_mix - t_dec + q (F - E[F])), q = (t_full - t_mix) / (1 - E[F]).
 """
 

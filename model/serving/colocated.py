@@ -30,7 +30,7 @@ behind the least-loaded router as one pool), and the prefill's share comes on to
 convolves the two (model.queueing.latency; Papoulis sec. 6-2). With chunking it is the mixed share F
 of the request's iterations (model.queueing.mixed_share: the replica's prefill busy / idle
 alternation over the request's decode window, its mixed iterations rising from the mean mixed
-iteration to full ones with F). Without chunking it is the stalls, which are those of the prompts
+iteration to a busy period's with F). Without chunking it is the stalls, which are those of the prompts
 arriving at the request's replica while it decodes, plus those that arrived during its own TTFT and
 are still queued at its first token (prefill-first: during its packed step; chunked: during its
 prefill iterations), served first thing in its decode; how many of the fleet's prompts join the
@@ -83,12 +83,18 @@ def _emitted(t: InstanceTables) -> float:
     return tokens_per_decode_step(t.dep).emitted
 
 
-def _full_iteration_s(
-    scn: Scenario, tables: Sequence[InstanceTables], table_index: np.ndarray, batch: np.ndarray
+def _busy_iteration_s(
+    scn: Scenario,
+    tables: Sequence[InstanceTables],
+    table_index: np.ndarray,
+    batch: np.ndarray,
+    queued: np.ndarray,
 ) -> np.ndarray:
-    """[C] one full chunked iteration at decode batch b: a chunk filling the room max(c - b, c / 16)
-    (model.serving.phase_tables) at the mean prefix of a prompt's chunks, max(u - room, 0) / 2 past
-    its cached part, with b decodes (model.physics.steps.mixed_step_cost, the tables' step)."""
+    """[C] a chunked iteration inside a busy period at decode batch b: it carries the prompts queued
+    then, ``queued`` = L / u of them (the M/G/1 number in system given it is busy; Little: L =
+    lambda_r (W + E[S])), E[u] uncached tokens each, up to the room max(c - b, c / 16)
+    (model.serving.phase_tables), at the mean prefix of a prompt's chunks (max(u - room, 0) / 2 past its
+    cached part), with b decodes (model.physics.steps.mixed_step_cost, the tables' step)."""
     out = np.empty(len(table_index))
     uncached = scn.prompt_tokens - scn.cached_tokens
     for t_i in np.unique(table_index):
@@ -96,13 +102,14 @@ def _full_iteration_s(
         t = tables[t_i]
         b = np.maximum(np.floor(batch[rows]), 1.0)
         room = np.maximum(t.chunk_tokens - b, t.chunk_tokens * MIN_CHUNK_FRACTION)
+        tokens = np.clip(float(uncached.mean()) * np.maximum(queued[rows], 1.0), 1.0, room)
         prefix = (
             float(scn.cached_tokens.mean())
             + np.maximum(uncached[None, :] - room[:, None], 0.0).mean(axis=1) / 2
         )
         cost = mixed_step_cost(
             t.dep,
-            chunk_tokens=room,
+            chunk_tokens=tokens,
             chunk_prefix_tokens=prefix,
             decode_batch=b,
             decode_context_tokens=max(scn.decode_context_tokens, 1.0),
@@ -120,7 +127,7 @@ def _mixed_share(
 ) -> MixedShare:
     """The chunked replicas' TPOT excess over the plain step [C, S] (model.queueing.mixed_share): F
     the mixed share of the request's (O - 1) / e iterations, its mixed iterations' mean time rising
-    from the mean mixed iteration T_mix at F = E[F] to a full iteration T_full at F = 1.
+    from the mean mixed iteration T_mix at F = E[F] to a busy period's iteration T_full at F = 1.
     ``iteration_s`` = (T_dec, T_mix, T_full) [C]."""
     t_dec, t_mix, t_full = iteration_s
     alt = alternation(rate_r, share_moments_s, t_dec, t_mix)
@@ -375,7 +382,15 @@ def evaluate_colocated(
     if chunked:
         # The TPOT above the plain step comes from the mixed share F of the request's iterations
         # (model.queueing.mixed_share), in place of the stall clusters.
-        t_full = _full_iteration_s(scn, tables, table_index, b)
+        # prompts in system while the replica is busy, L / u (L = lambda_r (W + E[S]), Little)
+        in_busy = np.where(
+            busy > 0,
+            rate_r
+            * (np.where(np.isfinite(queue.mean_wait_s), queue.mean_wait_s, 0.0) + es)
+            / np.maximum(busy, 1e-12),
+            1.0,
+        )
+        t_full = _busy_iteration_s(scn, tables, table_index, b, in_busy)
         # the prompts that join a running request's replica: exposure x lambda_r (the router levels them)
         mixed = _mixed_share(
             rate_r * exposure, (es, es2), (step, t_mix * emitted, t_full), emitted, out_tokens
