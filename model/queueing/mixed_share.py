@@ -36,7 +36,8 @@ mean as before). Its variance over a window of n iterations started at a random 
   u (wall utilisation), not Fbar. The start's weight in the window's mean decays as in the two-state
   chain, E[F] = Fbar + (u - Fbar) h(n), h = (1 - e^-x) / x (Papoulis sec. 9-5 with the same
   correlation);
-- Var[F] = E[F] (1 - E[F]) g(n): Bernoulli(u) for windows much shorter than a period (the request
+- Var[F] = E[F] (1 - E[F]) g(n) (an approximation for the departure start, exact at both ends):
+  Bernoulli(u) for windows much shorter than a period (the request
   decodes wholly inside a busy or an idle period, the all-mixed or the plain TPOT), Fbar for long ones.
 
 F is taken Beta with that mean and variance (a moment match on [0, 1]: alpha + beta = 1 / g - 1).
