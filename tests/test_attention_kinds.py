@@ -328,8 +328,9 @@ def test_kv_and_flops_invariants(name: str, ctx: int, more: int) -> None:
 def test_hybrid_model_plan_transfer_is_cheap() -> None:
     """`plan` for a hybrid-attention model against a full-attention one of the same class (MoE, ~3B
     active) on 8 x H100 joined by 25 GbE, summarization prompts, TTFT 3 s, TPOT 25 ms. Direction: the
-    hybrid's disaggregated deployment keeps about twice the full-attention model's goodput (82.1
-    against 41.25 req/s: 1.99x) and comes within the tie band's reach of colocated (-8% vs -43%).
+    hybrid's disaggregated deployment keeps about twice the full-attention model's goodput (84.25
+    against 41.25 req/s: 2.04x) and comes within the tie band's reach of colocated (-6% vs -40%; -42%
+    before session 9's chunked mixed-share TPOT moved the full model's chunked goodput 71.4 -> 68.5).
     Physics: a request's KV crosses
     the 3.125 GB/s link after its prefill; Qwen3-30B-A3B's 48 full layers store 98,304 B per prompt
     token, Qwen3.5-35B-A3B's 10 full layers 20,480 B per token plus a fixed 64.4 MB of linear-attention
@@ -346,7 +347,7 @@ def test_hybrid_model_plan_transfer_is_cheap() -> None:
     dh, df = hybrid.best["disaggregated"].goodput_rps, full.best["disaggregated"].goodput_rps
     ch, cf = hybrid.best["colocated-chunked"].goodput_rps, full.best["colocated-chunked"].goodput_rps
     assert dh > 1.9 * df
-    assert dh / ch > 0.8 > 0.6 > df / cf
+    assert dh / ch > 0.8 > 0.65 > df / cf
     per_token = [kv_bytes_per_token(get_model(m)) for m in ("qwen3-30b-a3b", "qwen3.5-35b-a3b")]
     assert per_token == [98_304, 20_480]
 

@@ -24,10 +24,10 @@ KW = dict(workload="chat", ttft_slo_s=0.5, tpot_slo_s=0.05, gpus=16, node="hgx-h
 
 @pytest.fixture(scope="module")
 def near_tie():
-    # disaggregated +6.7% at a 60 ms TPOT target (tests/test_tieband.py) against a 6% margin: the
-    # verdict sits on the edge (with the 10% default margin the measured error since issue 16 makes
-    # the tie about 90% sure)
-    return model.plan("llama-3.1-70b", "h100-sxm", margin=0.06, **{**KW, "tpot_slo_s": 0.06})
+    # disaggregated +5.9% at a 72 ms TPOT target (tests/test_tieband.py; +6.7% at 60 ms before session
+    # 9's chunked mixed-share TPOT, +12.8% there since) against a 6% margin: the verdict sits on the
+    # edge (with the 10% default margin the measured error since issue 16 makes the tie about 90% sure)
+    return model.plan("llama-3.1-70b", "h100-sxm", margin=0.06, **{**KW, "tpot_slo_s": 0.072})
 
 
 def test_error_file_is_fresh():

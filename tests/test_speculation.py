@@ -185,9 +185,10 @@ KW = dict(gpus=16, node="hgx-h100-8", workload="chat", ttft_slo_s=0.5, tpot_slo_
 def test_speculation_flips_the_verdict_and_says_why():
     """Llama-3.1-70B, chat, 16 x H100, 500 ms / 40 ms: colocated is TPOT-bound (prefill interference
     slows decode), disaggregated TTFT-bound. EAGLE k = 3 at 0.8 cuts the per-token decode time about
-    1.6x, which lets colocated-chunked carry more load under the same TPOT target (+21%: 24.7 -> 29.9
-    req/s; +30% before issue 16's engine overheads, whose per-kernel floor each draft pass pays too),
-    while the disaggregated split stays limited by its prefill pool: the verdict flips to colocated."""
+    1.6x, which lets colocated-chunked carry more load under the same TPOT target (+24%: 26.7 -> 32.9
+    req/s since session 9's chunked mixed-share TPOT, model.queueing.mixed_share; the simulator holds
+    32.6 req/s on that 4 x TP4 chunk 4096 with EAGLE), while the disaggregated split (35.0 req/s)
+    stays limited by its prefill pool: the verdict flips to colocated (a tie within the band)."""
     off = model.plan("llama-3.1-70b", "h100-sxm", **KW)
     on = model.plan("llama-3.1-70b", "h100-sxm", speculation=EAGLE3, **KW)
     assert off.verdict == "disaggregated"

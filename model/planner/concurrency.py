@@ -130,10 +130,13 @@ class ConcurrencyPlan:
 def mean_response_s(res: StyleResult) -> np.ndarray:
     """Mean end-to-end latency per candidate: mean TTFT plus the mean decode time, request i
     decoding for (O_i - 1) x base step + n_i x mean stall (the TPOT model of
-    model.queueing.latency: its stall total spread over the O_i - 1 gaps); inf where unstable."""
+    model.queueing.latency: its stall total spread over the O_i - 1 gaps; chunked, the mean mixed
+    share's extra per gap); inf where unstable."""
     lat = res.latency
     gaps = np.maximum(lat.output_tokens - 1.0, 0.0)[None, :]
     decode = (gaps * lat.tpot_base_s[:, None] + lat.stall_events * lat.stall_m1_s[:, None]).mean(axis=1)
+    if lat.mixed is not None:  # chunked: the mixed share's mean extra per gap (model.queueing.mixed_share)
+        decode = decode + (gaps * lat.mixed.mean_extra_s()).mean(axis=1)
     return np.where(res.stable, res.ttft_mean_s + decode, np.inf)
 
 

@@ -26,8 +26,11 @@ with the packing k tabulated on the same grid.
 
 The TPOT's base is the plain decode step t_dec(N) at the replica's fluctuating batch N (the
 birth-death occupancy of model.queueing.decode_spread, sequences leaving at tau; the R replicas
-behind the least-loaded router as one pool), and the prefill stalls come on top: the latency model
-convolves the two (model.queueing.latency; Papoulis sec. 6-2). The stalls are those of the prompts
+behind the least-loaded router as one pool), and the prefill's share comes on top: the latency model
+convolves the two (model.queueing.latency; Papoulis sec. 6-2). With chunking it is the mixed share F
+of the request's iterations (model.queueing.mixed_share: the replica's prefill busy / idle
+alternation over the request's decode window, its mixed iterations rising from the mean mixed
+iteration to a busy period's with F). Without chunking it is the stalls, which are those of the prompts
 arriving at the request's replica while it decodes, plus those that arrived during its own TTFT and
 are still queued at its first token (prefill-first: during its packed step; chunked: during its
 prefill iterations), served first thing in its decode; how many of the fleet's prompts join the
@@ -44,14 +47,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from model.physics.decode_tokens import tokens_per_decode_step
+from model.physics.steps import mixed_step_cost
 from model.queueing.decode_batch import admission_queue, interp_rows, solve_batch
 from model.queueing.decode_spread import base_step_occupancy, tpot_spread
 from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel, stall_events
+from model.queueing.mixed_share import MixedShare, alternation, mixed_share
 from model.queueing.routing import replica_arrivals, routed_wait, stall_exposure
 from model.serving.common import StyleResult, busy_fraction, first_reason, moments, stack, wait_tail
 from model.serving.packing import packed_behind_s, prefill_batch, prompts_per_step
-from model.serving.phase_tables import BATCH_GRID, InstanceTables
+from model.serving.phase_tables import BATCH_GRID, MIN_CHUNK_FRACTION, InstanceTables
 from model.serving.preemption import colocated_resume
 from model.workload.scenario import Scenario
 
@@ -76,6 +81,58 @@ def _chunked_rows(
 def _emitted(t: InstanceTables) -> float:
     """Tokens a decoding sequence gains per iteration (1 without speculative decoding)."""
     return tokens_per_decode_step(t.dep).emitted
+
+
+def _busy_iteration_s(
+    scn: Scenario,
+    tables: Sequence[InstanceTables],
+    table_index: np.ndarray,
+    batch: np.ndarray,
+    queued: np.ndarray,
+) -> np.ndarray:
+    """[C] a chunked iteration inside a busy period at decode batch b: it carries the prompts queued
+    then, ``queued`` = L / u of them (the M/G/1 number in system given it is busy; Little: L =
+    lambda_r (W + E[S])), E[u] uncached tokens each, up to the room max(c - b, c / 16)
+    (model.serving.phase_tables), at the mean prefix of a prompt's chunks (max(u - room, 0) / 2 past its
+    cached part), with b decodes (model.physics.steps.mixed_step_cost, the tables' step)."""
+    out = np.empty(len(table_index))
+    uncached = scn.prompt_tokens - scn.cached_tokens
+    for t_i in np.unique(table_index):
+        rows = np.nonzero(table_index == t_i)[0]
+        t = tables[t_i]
+        b = np.maximum(np.floor(batch[rows]), 1.0)
+        room = np.maximum(t.chunk_tokens - b, t.chunk_tokens * MIN_CHUNK_FRACTION)
+        tokens = np.clip(float(uncached.mean()) * np.maximum(queued[rows], 1.0), 1.0, room)
+        prefix = (
+            float(scn.cached_tokens.mean())
+            + np.maximum(uncached[None, :] - room[:, None], 0.0).mean(axis=1) / 2
+        )
+        cost = mixed_step_cost(
+            t.dep,
+            chunk_tokens=tokens,
+            chunk_prefix_tokens=prefix,
+            decode_batch=b,
+            decode_context_tokens=max(scn.decode_context_tokens, 1.0),
+        )
+        out[rows] = np.asarray(cost.time_s, dtype=float)
+    return out
+
+
+def _mixed_share(
+    rate_r: np.ndarray,
+    share_moments_s: tuple[np.ndarray, np.ndarray],
+    iteration_s: tuple[np.ndarray, np.ndarray, np.ndarray],
+    emitted: np.ndarray,
+    out_tokens: np.ndarray,
+) -> MixedShare:
+    """The chunked replicas' TPOT excess over the plain step [C, S] (model.queueing.mixed_share): F
+    the mixed share of the request's (O - 1) / e iterations, its mixed iterations' mean time rising
+    from the mean mixed iteration T_mix at F = E[F] to a busy period's iteration T_full at F = 1.
+    ``iteration_s`` = (T_dec, T_mix, T_full) [C]."""
+    t_dec, t_mix, t_full = iteration_s
+    alt = alternation(rate_r, share_moments_s, t_dec, t_mix)
+    mean, alpha, beta = mixed_share(alt, (out_tokens[None, :] - 1.0) / emitted[:, None])
+    return MixedShare.build(mean, alpha, beta, (t_dec / emitted, t_mix / emitted, t_full / emitted))
 
 
 _GRID_MEANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -249,7 +306,7 @@ def evaluate_colocated(
     service, shareable = packed_parts(b)
     # A prompt's share of its server: its time alone less the shared part's (1 - 1/k).
     share = service - shareable * packed[:, None]
-    es, _es2, scv = moments(share)
+    es, es2, scv = moments(share)
     busy = rate_r * es
 
     if chunked:
@@ -318,6 +375,24 @@ def evaluate_colocated(
     # the KV-admission wait enters the TTFT law as its own atom + exponential tail (LatencyModel)
     fixed = service + behind + (residual + scn.engine.request_s)[:, None]
     spread = tpot_spread(occ, out_tokens)
+    mixed = None
+    if chunked:
+        # The TPOT above the plain step comes from the mixed share F of the request's iterations
+        # (model.queueing.mixed_share), in place of the stall clusters.
+        # prompts in system while the replica is busy, L / u (L = lambda_r (W + E[S]), Little)
+        in_busy = np.where(
+            busy > 0,
+            rate_r
+            * (np.where(np.isfinite(queue.mean_wait_s), queue.mean_wait_s, 0.0) + es)
+            / np.maximum(busy, 1e-12),
+            1.0,
+        )
+        t_full = _busy_iteration_s(scn, tables, table_index, b, in_busy)
+        # the prompts that join a running request's replica: exposure x lambda_r (the router levels them)
+        mixed = _mixed_share(
+            rate_r * exposure, (es, es2), (step, t_mix * emitted, t_full), emitted, out_tokens
+        )
+        events = np.zeros_like(events)
     # incremental KV with pre-emption (engine policy "recompute" / "swap"): the resumes' TPOT share
     resume = colocated_resume(scn, tables, table_index, (rate_r, tau, max_batch, b), service, spread.mean_s)
     latency = LatencyModel(
@@ -333,6 +408,7 @@ def evaluate_colocated(
         stall_load=stall_load,
         admit_prob=adm.prob,
         admit_cond_mean_s=adm.cond_mean_s,
+        mixed=mixed,
     )
     zeros = np.zeros(n)
     decode_busy = np.minimum(busy + (1.0 - np.minimum(busy, 1.0)) * busy_fraction(b), 1.0)

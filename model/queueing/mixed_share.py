@@ -1,0 +1,203 @@
+"""The share of a request's decode iterations that carry prefill work on a chunked-prefill replica.
+
+With chunked prefill (Sarathi-Serve, Agrawal et al. OSDI 2024) a running request never stops: each
+iteration is either decode-only (per emitted token t_dec) or mixed, carrying prompt chunks too (per
+emitted token t_mix). Its TPOT is therefore
+
+    TPOT = t_dec + F (t_mix - t_dec),
+
+F the fraction of its decode iterations that are mixed (docs/model.md, "Chunked TPOT: the mixed
+share"). The replica alternates between prefill busy periods (mixed iterations) and idle periods
+(decode-only), and F is the *occupation fraction* of the busy state over the request's window of
+n = (O - 1) / e iterations (e tokens per iteration: speculative decoding). Counted in iterations:
+
+- busy periods of the M/G/1 prefill queue (Poisson arrivals at lambda_r, service the prompt's share
+  S): mean E[S] / (1 - u) and second moment E[S^2] / (1 - u)^3 in wall time (Kleinrock 1975,
+  *Queueing Systems* vol. 1, sec. 5.8; u = lambda_r E[S], the prefill wall utilisation), i.e.
+  / T_mix (T_mix = e t_mix per mixed iteration) in iterations;
+- idle periods exponential with mean 1 / lambda_r (memoryless arrivals), / T_dec in iterations.
+
+So the mean of F is m_B / (m_B + m_I) = (u / t_mix) / (u / t_mix + (1 - u) / t_dec): the iteration
+share whose mean TPOT is the harmonic per-token time tau of model.queueing.interference (the same
+mean as before). Its variance over a window of n iterations started at a random time:
+
+- long windows: the renewal-reward central limit theorem for an alternating renewal process gives
+  Var[F] ~ (m_I^2 s_B^2 + m_B^2 s_I^2) / ((m_B + m_I)^3 n) (Takacs 1957, Acta Math. Acad. Sci.
+  Hungar. 8, "On certain sojourn time problems"; Cox 1962, *Renewal Theory*, sec. 7.4);
+- the window's variance factor g(n) = 2 (x - 1 + e^-x) / x^2, x = n / theta, the exact variance of
+  the time average of a two-state Markov (exponential on / off) process (Pedler 1971, "Occupation
+  times for two state Markov chains", J. Appl. Prob. 8, 381-390; Papoulis, sec. 9-5, with the
+  correlation e^-t/theta), theta set so that the long-window limit 2 theta / n matches the renewal
+  variance above: theta = (m_I^2 s_B^2 + m_B^2 s_I^2) / (2 (m_B + m_I) m_B m_I) (for exponential
+  busy periods, the Markov chain's own 1 / (1 / m_B + 1 / m_I));
+- the window does not start at a random time: it starts when the request's own prefill ends, and an
+  M/G/1 departure leaves a non-empty queue with the probability an arrival finds one, u (PASTA and
+  level crossing: Kleinrock 1975, vol. 1, sec. 5.6), so the first iteration is mixed with probability
+  u (wall utilisation), not Fbar. The start's weight in the window's mean decays as in the two-state
+  chain, E[F] = Fbar + (u - Fbar) h(n), h = (1 - e^-x) / x (Papoulis sec. 9-5 with the same
+  correlation);
+- Var[F] = E[F] (1 - E[F]) g(n) (an approximation for the departure start, exact at both ends):
+  Bernoulli(u) for windows much shorter than a period (the request
+  decodes wholly inside a busy or an idle period, the all-mixed or the plain TPOT), Fbar for long ones.
+
+F is taken Beta with that mean and variance (a moment match on [0, 1]: alpha + beta = 1 / g - 1).
+
+The mixed iterations a request sees are not all the mean one: a window with a high F lies inside
+long busy periods, where each prompt's partial last chunk is packed with the next queued prompts,
+so its mixed iterations approach a busy period's iteration (t_full per token: the prompts in system
+given busy, up to the chunk's room; model.serving.colocated). :class:`MixedShare` takes their mean
+time linear in F, t_mix at F = E[F] and t_full at F = 1 (an interpolation, traced on the simulator:
+docs/model.md, "Chunked TPOT: the mixed share"), so the TPOT above the plain step is
+F (t_mix - t_dec + q (F - E[F])), q = (t_full - t_mix) / (1 - E[F]).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import betainc
+
+__all__ = ["Alternation", "MixedShare", "alternation", "mixed_share", "window_variance_factor"]
+
+_MIN_CONCENTRATION = 1e-6  # alpha + beta floor: a Beta this concentrated is Bernoulli to 1e-6
+
+
+def _window_factors(window: np.ndarray, corr_time: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(h, g) at x = window / corr_time: h = (1 - e^-x) / x, the weight of the start state in the
+    window's mean, and g = 2 (x - 1 + e^-x) / x^2, the variance factor (module docstring). Both 1
+    at x = 0; 1 / x and 2 / x for long windows. Series below x = 1e-3."""
+    w = np.asarray(window, dtype=float)
+    th = np.asarray(corr_time, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        x = np.where(th > 0, w / np.where(th > 0, th, 1.0), np.inf)
+        e = np.exp(-np.minimum(x, 700.0))
+        h_big, g_big = (1.0 - e) / x, 2.0 * (x - 1.0 + e) / (x * x)
+    small = x < 1e-3
+    finite = np.isfinite(x)
+    xs = np.where(small, x, 0.0)
+    h = np.where(small, 1.0 - xs / 2.0 + xs * xs / 6.0, np.where(finite, h_big, 0.0))
+    g = np.where(small, 1.0 - xs / 3.0 + xs * xs / 12.0, np.where(finite, g_big, 0.0))
+    return np.clip(h, 0.0, 1.0), np.clip(g, 0.0, 1.0)
+
+
+def window_variance_factor(window: np.ndarray, corr_time: np.ndarray) -> np.ndarray:
+    """g = 2 (x - 1 + e^-x) / x^2, x = window / corr_time: the variance of a window average of a
+    stationary process with correlation e^-t/theta, relative to its pointwise variance (module
+    docstring; 1 at x = 0, 2 / x for long windows)."""
+    return _window_factors(window, corr_time)[1]
+
+
+@dataclass(frozen=True, eq=False)
+class MixedShare:
+    """F_ci ~ Beta(alpha_ci, beta_ci), the mixed share of request i's iterations on candidate c, and
+    its TPOT above the plain decode base, excess(F) = F (lin + quad (F - E[F])) per emitted token:
+    ``lin_s`` [C] = t_mix - t_dec (the mean mixed iteration), ``quad_s`` [C] = (t_full - t_mix) /
+    (1 - E[F]) the rise of the mixed iterations towards full ones with F (module docstring), capped
+    at lin / E[F] so excess(F) increases on [0, 1]."""
+
+    mean: np.ndarray  # [C, S] E[F] over request i's window
+    alpha: np.ndarray  # [C, S]
+    beta: np.ndarray  # [C, S]
+    lin_s: np.ndarray  # [C, S]
+    quad_s: np.ndarray  # [C, S]
+
+    @classmethod
+    def build(
+        cls, mean: np.ndarray, alpha: np.ndarray, beta: np.ndarray, per_token_s: tuple[np.ndarray, ...]
+    ) -> MixedShare:
+        """From the per-token times (t_dec, t_mix, t_full) [C] (t_mix at least t_dec, t_full at least
+        t_mix)."""
+        t_dec, t_mix, t_full = (np.asarray(v, dtype=float)[:, None] for v in per_token_s)
+        lin = np.maximum(t_mix - t_dec, 0.0) + 0.0 * mean
+        with np.errstate(divide="ignore", invalid="ignore"):
+            quad = np.maximum(t_full - t_mix, 0.0) / np.maximum(1.0 - mean, 1e-12)
+            quad = np.minimum(quad, np.where(mean > 0, lin / np.where(mean > 0, mean, 1.0), np.inf))
+        return cls(mean, alpha, beta, lin, np.where(np.isfinite(quad), quad, 0.0))
+
+    def excess_s(self, f: np.ndarray) -> np.ndarray:
+        """excess(F) = F (lin + quad (F - E[F])) at shares ``f`` [C, S]."""
+        return f * (self.lin_s + self.quad_s * (f - self.mean))
+
+    def excess_cdf(self, excess_s: np.ndarray, repeats: int = 1) -> np.ndarray:
+        """P(excess(F) <= y) for ``excess_s`` y [repeats x C, S] (rows stacked ``repeats`` times): the
+        Beta CDF at the root F* of quad F^2 + (lin - quad E[F]) F = y in [0, 1]."""
+        y = np.asarray(excess_s, dtype=float)
+        a, b = np.tile(self.alpha, (repeats, 1)), np.tile(self.beta, (repeats, 1))
+        q = np.tile(self.quad_s, (repeats, 1))
+        p = np.tile(self.lin_s, (repeats, 1)) - q * np.tile(self.mean, (repeats, 1))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            disc = np.sqrt(np.maximum(p * p + 4.0 * q * np.maximum(y, 0.0), 0.0))
+            root_q = 2.0 * np.maximum(y, 0.0) / (p + disc)  # the stable form of (-p + disc) / (2 q)
+            f = np.where(p + disc > 0, root_q, np.where(y >= 0, 1.0, -1.0))
+        f = np.where(y < 0, -1.0, f)
+        inside = betainc(a, b, np.clip(f, 0.0, 1.0))
+        return np.where(f >= 1.0, 1.0, np.where(f < 0.0, 0.0, inside))
+
+    def mean_extra_s(self) -> np.ndarray:
+        """E[excess(F)] = E[F] lin + quad Var[F] per candidate and request [C, S]."""
+        var = self.mean * (1.0 - self.mean) / (self.alpha + self.beta + 1.0)
+        return self.mean * self.lin_s + self.quad_s * var
+
+    def top_s(self) -> np.ndarray:
+        """The largest excess, excess(1), per candidate [C]."""
+        return self.excess_s(np.ones_like(self.mean)).max(axis=1)
+
+    def requests(self, mask: np.ndarray) -> MixedShare:
+        """The same candidates restricted to the sampled requests ``mask``."""
+        return MixedShare(*(v[:, mask] for v in self._fields()))
+
+    def take(self, idx: np.ndarray) -> MixedShare:
+        """Candidates ``idx`` along the leading axis."""
+        return MixedShare(*(v[idx] for v in self._fields()))
+
+    def _fields(self) -> tuple[np.ndarray, ...]:
+        return (self.mean, self.alpha, self.beta, self.lin_s, self.quad_s)
+
+
+@dataclass(frozen=True)
+class Alternation:
+    """The prefill busy / idle alternation of C replicas, in iterations (module docstring): mean
+    occupation ``fbar``, start probability ``u`` (the wall utilisation) and correlation time
+    ``theta`` [C each]."""
+
+    fbar: np.ndarray
+    u: np.ndarray
+    theta: np.ndarray
+
+
+def alternation(
+    rate_per_replica: np.ndarray,
+    share_moments_s: tuple[np.ndarray, np.ndarray],
+    decode_iteration_s: np.ndarray,
+    mixed_iteration_s: np.ndarray,
+) -> Alternation:
+    """The alternation from the arrival rate per replica, a prompt's share (E[S], E[S^2]) [C] and
+    the per-iteration times T_dec, T_mix [C] (module docstring)."""
+    lam = np.asarray(rate_per_replica, dtype=float)
+    m1, m2 = (np.asarray(v, dtype=float) for v in share_moments_s)
+    t_dec = np.maximum(np.asarray(decode_iteration_s, dtype=float), 1e-12)
+    t_mix = np.maximum(np.asarray(mixed_iteration_s, dtype=float), t_dec)
+    u = np.clip(lam * m1, 0.0, 0.999)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        m_b = m1 / (1.0 - u) / t_mix  # busy period, in iterations
+        var_b = np.maximum(m2 / (1.0 - u) ** 3 / t_mix**2 - m_b * m_b, 0.0)
+        m_i = 1.0 / (np.maximum(lam, 1e-300) * t_dec)  # idle period (exponential), in iterations
+        cycle = m_b + m_i
+        fbar = np.where((lam > 0) & (m1 > 0), m_b / cycle, 0.0)
+        theta = (m_i * m_i * var_b + m_b * m_b * m_i * m_i) / (2.0 * cycle * m_b * m_i)
+        theta = np.where(np.isfinite(theta) & (fbar > 0), theta, 0.0)
+    return Alternation(fbar, np.where(fbar > 0, u, 0.0), theta)
+
+
+def mixed_share(alt: Alternation, window_iterations: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(E[F], alpha, beta) [C, S] of the mixed share over each request's window of n iterations ([S]
+    or [C, S]), which starts in a busy period with probability u (module docstring)."""
+    h, g = _window_factors(np.atleast_2d(np.asarray(window_iterations, dtype=float)), alt.theta[:, None])
+    fbar = alt.fbar[:, None]
+    mean = np.where(fbar > 0, fbar + (alt.u[:, None] - fbar) * h, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        conc = np.maximum(np.where(g > 0, 1.0 / g - 1.0, np.inf), _MIN_CONCENTRATION)
+    conc = np.minimum(conc, 1e12)
+    fb = np.clip(mean, 1e-12, 1.0 - 1e-12)
+    return mean, fb * conc, (1.0 - fb) * conc

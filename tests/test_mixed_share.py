@@ -1,0 +1,171 @@
+"""The chunked replicas' mixed-share law (model.queueing.mixed_share): hand-derived limits and a
+small Monte Carlo of the prefill busy / idle alternation in iterations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from model.queueing.mixed_share import MixedShare, alternation, mixed_share, window_variance_factor
+
+# Hand example: lambda_r = 1 /s, exponential shares E[S] = 0.5 s (E[S^2] = 2 x 0.25), T_dec = T_mix
+# = 0.1 s. u = 0.5; busy period E[B] = 0.5 / 0.5 = 1 s = 10 iterations, E[B^2] = 0.5 / 0.5^3 = 4 s^2
+# = 400 it^2 (var 300); idle exponential, 1 s = 10 iterations (var 100); Fbar = 10 / 20 = 0.5;
+# theta = (10^2 x 300 + 10^2 x 10^2) / (2 x 20 x 10 x 10) = 10 iterations.
+HAND = dict(
+    rate=np.array([1.0]), moments=(np.array([0.5]), np.array([0.5])), t=(np.array([0.1]), np.array([0.1]))
+)
+
+
+def _alt(rate=HAND["rate"], moments=HAND["moments"], t=HAND["t"]):
+    return alternation(rate, moments, *t)
+
+
+def test_alternation_hand_values() -> None:
+    alt = _alt()
+    assert alt.u[0] == pytest.approx(0.5)
+    assert alt.fbar[0] == pytest.approx(0.5)
+    assert alt.theta[0] == pytest.approx(10.0)
+
+
+def test_window_factor_limits() -> None:
+    # g = 2 (x - 1 + e^-x) / x^2: 1 at x = 0, 2 e^-1 at x = 1, 2 / x for long windows
+    g = window_variance_factor(np.array([0.0, 1e-5, 10.0, 1e4]), np.array([10.0, 10.0, 10.0, 10.0]))
+    assert g[0] == pytest.approx(1.0)
+    assert g[1] == pytest.approx(1.0, abs=1e-6)
+    assert g[2] == pytest.approx(2.0 * math.exp(-1.0))
+    assert g[3] == pytest.approx(2.0 / 1e3, rel=2e-3)
+
+
+def test_long_window_variance_is_the_renewal_limit() -> None:
+    # Var[F] -> (m_I^2 s_B^2 + m_B^2 s_I^2) / ((m_B + m_I)^3 n) = (100 x 300 + 100 x 100) / (8000 n) = 5 / n
+    n = 1e5
+    mean, a, b = mixed_share(_alt(), np.array([n]))
+    var = mean * (1 - mean) / (a + b + 1)
+    assert mean[0, 0] == pytest.approx(0.5, abs=1e-3)  # the start's weight h ~ theta / n is gone
+    assert var[0, 0] == pytest.approx(5.0 / n, rel=1e-3)
+
+
+def test_short_window_is_bernoulli_of_the_wall_utilisation() -> None:
+    # T_mix = 4 T_dec: u = 0.5 in wall time, Fbar = (0.5 / 4) / (0.5 / 4 + 0.5) = 0.2 in iterations;
+    # a one-iteration window starts in a busy period with probability u: F ~ Bernoulli(0.5)
+    alt = _alt(t=(np.array([0.1]), np.array([0.4])))
+    assert alt.fbar[0] == pytest.approx(0.2)
+    mean, a, b = mixed_share(alt, np.array([1e-6]))
+    assert mean[0, 0] == pytest.approx(0.5, abs=1e-5)
+    share = MixedShare.build(mean, a, b, (np.array([0.01]), np.array([0.04]), np.array([0.04])))
+    # half the requests see no mixed iteration, half only mixed ones: P(excess <= 0.5 x 0.03) = 1/2
+    assert share.excess_cdf(np.array([[0.015]]))[0, 0] == pytest.approx(0.5, abs=1e-3)
+    assert share.excess_cdf(np.array([[1e-9]]))[0, 0] == pytest.approx(0.5, abs=1e-3)
+
+
+def test_utilisation_limits() -> None:
+    # rho_p -> 0: no mixed iterations, the plain step; rho_p -> 1: (almost) all mixed
+    low = _alt(rate=np.array([1e-9]))
+    mean, _a, _b = mixed_share(low, np.array([50.0]))
+    assert mean[0, 0] < 1e-8
+    high = _alt(rate=np.array([1.9999]))
+    mean, _a, _b = mixed_share(high, np.array([50.0]))
+    assert high.u[0] == pytest.approx(0.999)
+    assert mean[0, 0] > 0.99
+
+
+def test_quadratic_excess_inverts_exactly() -> None:
+    # excess(F) = F (lin + quad (F - E[F])) is increasing; P(excess <= excess(f0)) = I_f0(alpha, beta)
+    from scipy.special import betainc
+
+    mean, a, b = np.array([[0.3]]), np.array([[1.2]]), np.array([[2.8]])
+    share = MixedShare.build(mean, a, b, (np.array([0.01]), np.array([0.03]), np.array([0.05])))
+    assert share.lin_s[0, 0] == pytest.approx(0.02)
+    assert share.quad_s[0, 0] == pytest.approx(0.02 / 0.7)
+    for f0 in (0.05, 0.3, 0.8, 0.99):
+        y = share.excess_s(np.array([[f0]]))
+        assert share.excess_cdf(y)[0, 0] == pytest.approx(betainc(1.2, 2.8, f0), abs=1e-9)
+    # at F = 1 the mixed iterations are full ones: excess(1) = t_full - t_dec
+    assert share.excess_s(np.ones((1, 1)))[0, 0] == pytest.approx(0.04)
+    # E[excess] = E[F] lin + quad Var[F], Var = m (1 - m) / (a + b + 1) = 0.21 / 5
+    assert share.mean_extra_s()[0, 0] == pytest.approx(0.3 * 0.02 + 0.02 / 0.7 * 0.21 / 5)
+
+
+def _simulate_alternation(rng, lam, t_dec, t_mix, iterations, share):
+    """Mixed indicator per iteration and the iterations at which a prompt's prefill ends: Poisson
+    arrivals at ``lam``; queued prefill work is served t_mix per (mixed) iteration, FCFS."""
+    mixed = np.zeros(iterations, dtype=bool)
+    ends: list[int] = []
+    work: list[float] = []  # remaining work of each queued prompt
+    t = 0.0
+    next_arrival = rng.exponential(1 / lam)
+    for k in range(iterations):
+        dt = t_mix if work else t_dec
+        mixed[k] = bool(work)
+        left = dt if work else 0.0
+        while work and left > 0:
+            used = min(work[0], left)
+            work[0] -= used
+            left -= used
+            if work[0] <= 1e-12:
+                work.pop(0)
+                ends.append(k + 1)  # its decode starts with the next iteration
+        t += dt
+        while next_arrival <= t:
+            work.append(share(rng))
+            next_arrival += rng.exponential(1 / lam)
+    return mixed, np.array(ends)
+
+
+def test_monte_carlo_of_the_alternation() -> None:
+    """Mean and spread of F over windows that start at prefill ends, against a simulation of the
+    busy / idle alternation: shares of a geometric number of whole mixed iterations (p = 0.4, so
+    E[S] = T_mix / p, E[S^2] = T_mix^2 (2 - p) / p^2), T_mix = 3 T_dec, u = 0.6, Fbar = 1/3."""
+    rng = np.random.default_rng(7)
+    t_dec, t_mix, p = 0.02, 0.06, 0.4
+    es = t_mix / p
+    lam = 0.6 / es
+    mixed, ends = _simulate_alternation(rng, lam, t_dec, t_mix, 200_000, lambda r: t_mix * r.geometric(p))
+    moments = (np.array([es]), np.array([t_mix * t_mix * (2 - p) / p**2]))
+    alt = alternation(np.array([lam]), moments, np.array([t_dec]), np.array([t_mix]))
+    assert alt.fbar[0] == pytest.approx(1 / 3)
+    assert mixed.mean() == pytest.approx(1 / 3, abs=0.01)
+    assert mixed[ends[ends < len(mixed)]].mean() == pytest.approx(0.6, abs=0.03)  # starts busy w.p. u
+    cum = np.concatenate([[0], np.cumsum(mixed)])
+    for n in (1, 3, 10, 30, 100, 300):
+        starts = ends[ends + n <= len(mixed)]
+        f = (cum[starts + n] - cum[starts]) / n
+        mean, a, b = mixed_share(alt, np.array([float(n)]))
+        sd = math.sqrt(mean[0, 0] * (1 - mean[0, 0]) / (a[0, 0] + b[0, 0] + 1))
+        assert f.mean() == pytest.approx(mean[0, 0], abs=0.03), n
+        assert f.std() == pytest.approx(sd, rel=0.1), n
+
+
+def test_planner_tpot_percentiles_match_the_simulator() -> None:
+    """Llama-3.1-70B on 1 x TP4 H100, chunk 2048, EAGLE k = 3 (the speculation cell traced in
+    docs/validation.md, session 9), 2,000 Poisson chat requests: the planner's p50 / p90 TPOT within
+    8% of the simulator's at 5 and 7 req/s (prefill wall utilisation ~0.45 and ~0.65). Simulated
+    p50 / p90 12.3 / 18.0 and 17.9 / 30.8 ms; planned 11.9 / 17.9 and 16.8 / 29.5 ms (with the stall
+    clusters it replaced: 11.8 / 16.6 and 16.4 / 24.9, the p90 at 7 req/s 19% low)."""
+    import dataclasses
+
+    from model.hardware.catalog import get_gpu
+    from model.physics.speculation import Speculation
+    from model.planner.goodput import build_set
+    from model.serving.configs import ColocatedConfig
+    from model.sim.simulate import SimOptions, SimRequests, poisson_requests, simulate
+    from model.workload.arrivals import scale_to_rate
+    from model.workload.scenario import Scenario
+    from model.workload.slo import SLO
+
+    eagle = Speculation("eagle", 3, (0.8,))
+    cfg = ColocatedConfig(get_gpu("h100-sxm"), 4, 1, 2048)
+    scn = dataclasses.replace(Scenario.build("llama-3.1-70b", "chat", SLO(1.0, 0.03)), speculation=eagle)
+    base = poisson_requests("chat", 1.0, 2000, seed=0)
+    for rate in (5.0, 7.0):
+        _, planned = build_set(scn, [cfg]).evaluate(np.array([rate])).latency.percentiles_s((0.5, 0.9))
+        req = SimRequests(scale_to_rate(base.arrival_s, rate), base.prompt_tokens, base.output_tokens)
+        rec = simulate(
+            cfg, "llama-3.1-70b", req, options=SimOptions(warmup_requests=500), speculation=eagle
+        ).records
+        done = rec.measured & rec.completed & (rec.output_tokens >= 2)
+        simulated = np.percentile(rec.tpot_s[done], [50, 90])
+        assert planned == pytest.approx(simulated, rel=0.08), rate
