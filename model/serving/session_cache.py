@@ -63,7 +63,10 @@ def floored(h: np.ndarray) -> np.ndarray:
 def limited_rates(scn: Scenario, rate_per_instance_rps: np.ndarray, capacity_tokens: np.ndarray, kind: str):
     """Floored capacity-limited hit rates [C] of ``kind`` "colocated", "prefill_pool" or "decode"."""
     implied = getattr(cached_implied_hit_rates(scn.workload.sessions), kind)
-    h = capacity_hit_rates(scn.workload.sessions, rate_per_instance_rps, capacity_tokens, implied)
+    holds_output = kind != "prefill_pool"  # a prefill instance holds prompts, not answers
+    h = capacity_hit_rates(
+        scn.workload.sessions, rate_per_instance_rps, capacity_tokens, implied, holds_output
+    )
     return np.minimum(floored(h), implied)
 
 

@@ -24,6 +24,7 @@ from model.llm.attention import kv_bytes_per_request
 from model.llm.catalog import get_model
 from model.physics.speculation import Speculation
 from model.workload.presets import Workload, get_workload
+from model.workload.sessions import cached_implied_hit_rates, history_split_cached_tokens
 from model.workload.slo import SLO
 
 DEFAULT_SAMPLES = 384
@@ -146,7 +147,13 @@ class Scenario:
         """Prompt tokens a disaggregated prefill instance finds cached: it holds earlier prompts but
         not answers decoded elsewhere (workload ``prefill_pool_hit_rate``; None: ``cached_tokens``)."""
         h = self.workload.prefill_pool_hit_rate
-        return self.cached_tokens if h is None else cached_prompt_tokens(self.prompt_tokens, h)
+        if h is None:
+            return self.cached_tokens
+        shape = self.workload.sessions
+        if shape is not None:  # below the implied rate, whole histories miss (capacity-limited)
+            implied = cached_implied_hit_rates(shape).prefill_pool
+            return history_split_cached_tokens(shape, self.prompt_tokens, h, implied)
+        return cached_prompt_tokens(self.prompt_tokens, h)
 
     @cached_property
     def decode_cached_tokens(self) -> np.ndarray:

@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import gammainc
 
 from model.errors import InputError, check_whole
 from model.workload.lengths import LengthDist, check_rng
@@ -42,6 +43,8 @@ __all__ = [
     "cached_implied_hit_rates",
     "capacity_hit_rate",
     "capacity_hit_rates",
+    "history_hit_probability",
+    "history_split_cached_tokens",
     "implied_hit_rates",
     "session_rows",
     "session_trace",
@@ -228,31 +231,42 @@ def implied_hit_rates(
     return HitRates(h_col, h_pre, h_col, sys / prompt_sum)
 
 
-# Fixed-point iterations of the characteristic-time hit rate (converges in a few).
-_CHE_ITERATIONS = 20
+# Midpoint quantiles per factor of the gap between a session's turns (answer streaming x think time:
+# GAP_QUANTILES^2 stratified gaps) over which the hit probability is averaged.
+GAP_QUANTILES = 8
 
 
 def capacity_hit_rate(
-    shape: SessionShape, rate_per_instance_rps: float, capacity_tokens: float, implied: float | None = None
+    shape: SessionShape,
+    rate_per_instance_rps: float,
+    capacity_tokens: float,
+    implied: float | None = None,
+    holds_output: bool = True,
 ) -> float:
     """The hit rate where a session's turns return to one instance whose LRU cache holds
     ``capacity_tokens``, at ``rate_per_instance_rps`` requests per second on it.
 
     Characteristic-time approximation of LRU (Che, Tung and Wang, IEEE JSAC 20(7), 2002; Fricker,
-    Robert and Roberts, ITC 2012): a block survives if it is used again within T_C, the time the
-    instance takes to insert ``capacity_tokens`` new tokens: T_C = C / (lambda_i x (E[P] (1 - h) +
-    E[O])) (every request inserts its uncached prompt tokens and its answer). A session's history was
-    last used by its previous turn, a gap of a = E[O] x answer_s_per_token plus an exponential think
-    time of mean theta ago: it survives with probability s = 1 - exp(-(T_C - a) / theta) (0 when
-    T_C <= a). The system prompt, used by every request, always survives: h = h_sys + s (h_implied -
-    h_sys), solved by fixed-point iteration (h_implied: the colocated rate unless given).
+    Robert and Roberts, ITC 2012), with the session histories as the cached objects: an LRU cache
+    holds exactly the objects referenced within the last T_C, so T_C solves C = sum over objects of
+    size x P(last reference < T_C ago). A history is referenced by each turn and again by the next
+    turn after a gap G = a + Exp(theta) (a = E[O] x answer_s_per_token, theta the think time); after
+    a session's last turn it stays until evicted. By Little's law on token-seconds the cache then
+    holds C - S_sys = lambda_i E[(S_t - S_sys) w_t(T_C)], S_t the history after turn t (its prompt,
+    plus its answer where the answer was decoded here: ``holds_output``), S_sys the shared system
+    prompt's cached blocks, w_t(T) = E[min(G, T)] = min(T, a) + theta (1 - exp(-(T - a)^+ / theta))
+    for a turn with a successor and T for a last turn (the turn sample of
+    :func:`implied_hit_rates`). A turn finds its history with probability s = P(G < T_C) =
+    1 - exp(-(T_C - a) / theta) (0 when T_C <= a), and the system prompt always:
+    h = h_sys + s (h_implied - h_sys) (h_implied: the colocated rate unless given).
     """
     lam = float(rate_per_instance_rps)
     if not (math.isfinite(lam) and lam >= 0 and math.isfinite(capacity_tokens) and capacity_tokens >= 0):
         raise InputError(
             "rate_per_instance_rps / capacity_tokens", (lam, capacity_tokens), "finite values >= 0"
         )
-    return float(capacity_hit_rates(shape, np.array([lam]), np.array([float(capacity_tokens)]), implied)[0])
+    cap = np.array([float(capacity_tokens)])
+    return float(capacity_hit_rates(shape, np.array([lam]), cap, implied, holds_output)[0])
 
 
 def capacity_hit_rates(
@@ -260,34 +274,116 @@ def capacity_hit_rates(
     rate_per_instance_rps: np.ndarray,
     capacity_tokens: np.ndarray,
     implied: float | None = None,
+    holds_output: bool = True,
 ) -> np.ndarray:
     """:func:`capacity_hit_rate` over arrays of rates and capacities (same shape; rates >= 0,
     capacities >= 0; a rate of 0 keeps the implied rate), for the planner's vectorised evaluation."""
-    rates, (mean_p, mean_o) = _implied_and_lengths(shape)
+    rates, _ = _implied_and_lengths(shape)
     h_full = rates.colocated if implied is None else float(implied)
     h_sys = min(rates.system, h_full)
     lam, cap = np.broadcast_arrays(
         np.asarray(rate_per_instance_rps, dtype=float), np.asarray(capacity_tokens, dtype=float)
     )
-    a = mean_o * shape.answer_s_per_token
-    theta = shape.think_time_s
-    h = np.full(lam.shape, h_full)
-    live = lam > 0
-    for _ in range(_CHE_ITERATIONS):
-        with np.errstate(divide="ignore"):
-            t_c = np.where(live, cap / np.maximum(lam * (mean_p * (1.0 - h) + mean_o), 1e-300), np.inf)
-        gap = t_c - a  # time left for thinking before the history is evicted
-        if theta > 0:
-            with np.errstate(invalid="ignore"):
-                s = np.where(gap > 0, -np.expm1(-np.maximum(gap, 0.0) / theta), 0.0)
-        else:
-            s = (gap > 0).astype(float)
-        h = 0.5 * h + 0.5 * (h_sys + s * (h_full - h_sys))
-    return np.where(live, h, h_full)
+    s = history_hit_probability(shape, lam, cap, holds_output)
+    return np.where(lam > 0, h_sys + s * (h_full - h_sys), h_full)
 
 
-# Implied rates and mean turn lengths per session shape (each a 2,000-session loop), by identity.
-_SHAPE_CACHE: dict[int, tuple[SessionShape, HitRates, tuple[float, float]]] = {}
+def history_hit_probability(
+    shape: SessionShape, rate_per_instance_rps: np.ndarray, capacity_tokens: np.ndarray, holds_output: bool
+) -> np.ndarray:
+    """P(a turn finds its session's history cached), 1 at a rate of 0.
+
+    A turn whose history was last referenced a gap G ago finds it iff the histories referenced since
+    then fit in the cache: F(G) <= C - S_sys (LRU order). The turns form a marked Poisson process
+    (rate lambda_i; marks: history size S and holding time D = min(G', t), G' the turn's own gap to
+    its successor, D = t after a session's last turn), so the footprint F(t) of the histories
+    referenced within t is shot noise with, by Campbell's theorem (Kingman, "Poisson Processes",
+    1993, sec. 3.2), mean lambda_i E[S D] and variance lambda_i E[S^2 D] (:func:`_footprint_moments`).
+    Taking F(t) normal (a sum over the live sessions), s = E_G[Phi((C - S_sys - E F(G)) / sd F(G))]
+    over GAP_QUANTILES^2 stratified gaps. With many small histories sd F -> 0 and s -> P(G < T_C), Che et
+    al.'s characteristic-time rate; an instance's cache holds a few tens of agent histories, where the
+    footprint's spread smooths that cliff."""
+    lam, cap = np.broadcast_arrays(
+        np.asarray(rate_per_instance_rps, dtype=float), np.asarray(capacity_tokens, dtype=float)
+    )
+    m1, m2 = _footprint_moments(shape, holds_output)
+    sys_cached = float((shape.system_tokens // shape.block_tokens) * shape.block_tokens)
+    room = (cap - sys_cached)[..., None]  # the system prompt's blocks are held once, for every session
+    rate = lam[..., None]
+    mean, var = rate * m1, np.maximum(rate * m2, 1e-300)
+    s = np.mean(gammainc(mean * mean / var, np.maximum(room, 0.0) * mean / var), axis=-1)
+    s = np.where(room[..., 0] > 0, s, 0.0)
+    return np.where(lam > 0, s, 1.0)
+
+
+def turn_gaps_s(shape: SessionShape, output_tokens: np.ndarray, exp_quantiles: np.ndarray) -> np.ndarray:
+    """Gaps between a session's turns [len(output_tokens), len(exp_quantiles)]: the answer's
+    streaming, O x answer_s_per_token, then a think time at each given quantile of Exp(think_time_s)
+    (the generator's law, :func:`session_trace`)."""
+    think = -shape.think_time_s * np.log1p(-np.asarray(exp_quantiles, dtype=float))
+    return np.asarray(output_tokens, dtype=float)[:, None] * shape.answer_s_per_token + think[None, :]
+
+
+def _footprint_moments(shape: SessionShape, holds_output: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(E[S D(g)], E[S^2 D(g)]) per turn at each stratified gap g (:func:`history_hit_probability`):
+    the gaps' answer part at the midpoint quantiles of the sampled answers (of turns with a
+    successor), crossed with midpoint quantiles of the think time; D(g) = E[min(G', g)] over the
+    turn's own think time for a turn with a successor (G' = its answer's streaming + Exp(theta)), g
+    for a session's last turn."""
+    key = (id(shape), holds_output)
+    hit = _MOMENT_CACHE.get(key)
+    if hit is not None and hit[0] is shape:
+        return hit[1], hit[2]
+    size, out, succ = _cached(shape)[3]
+    x = size[:, 1 if holds_output else 0]
+    k = GAP_QUANTILES
+    u = (np.arange(k) + 0.5) / k
+    answers = np.quantile(out[succ] if succ.any() else out, u)  # one-turn sessions: any answer
+    g = turn_gaps_s(shape, answers, u).reshape(-1)  # [k * k] stratified gaps
+    lead = out[succ][:, None] * shape.answer_s_per_token
+    theta = float(shape.think_time_s)
+    if theta > 0:
+        d = np.minimum(g[None, :], lead) + theta * -np.expm1(-np.maximum(g[None, :] - lead, 0.0) / theta)
+    else:
+        d = np.minimum(g[None, :], lead)
+    n = len(x)
+    xs, xl = x[succ], x[~succ]
+    m1 = (xs @ d + xl.sum() * g) / n
+    m2 = ((xs * xs) @ d + (xl * xl).sum() * g) / n
+    if len(_MOMENT_CACHE) > 64:
+        _MOMENT_CACHE.clear()
+    _MOMENT_CACHE[key] = (shape, m1, m2)
+    return m1, m2
+
+
+_MOMENT_CACHE: dict[tuple[int, bool], tuple[SessionShape, np.ndarray, np.ndarray]] = {}
+
+
+def history_split_cached_tokens(
+    shape: SessionShape, prompt_tokens: np.ndarray, hit_rate: float, implied: float
+) -> np.ndarray:
+    """Cached prompt tokens per sampled request at a capacity-limited ``hit_rate`` below the
+    ``implied`` one: an LRU evicts a history from its first block on, so a turn either finds its
+    whole history (then floor(h_implied x P)) or only the system prompt's blocks (:func:`capacity_hit_rate`:
+    h = h_sys + s (h_implied - h_sys)). The share 1 - s of the requests that miss is taken
+    deterministically and evenly over the prompt-length ranks (the miss does not depend on the
+    turn's length in that law), so the prefill service's mean and second moment are those of the
+    hit / miss mixture: E[t] = s E[t_hit] + (1 - s) E[t_miss], E[t^2] likewise."""
+    p = np.asarray(prompt_tokens, dtype=float)
+    h_sys = min(cached_implied_hit_rates(shape).system, implied)
+    if hit_rate >= implied or implied <= h_sys:
+        return np.minimum(np.floor(p * hit_rate), p - 1.0)
+    miss = max(0.0, min(1.0, 1.0 - (hit_rate - h_sys) / (implied - h_sys)))
+    rank = np.empty(len(p), dtype=float)
+    rank[np.argsort(p, kind="stable")] = np.arange(len(p))
+    missed = np.floor((rank + 1.0) * miss + 1e-9) > np.floor(rank * miss + 1e-9)  # n x miss, evenly
+    sys_cached = float((shape.system_tokens // shape.block_tokens) * shape.block_tokens)
+    hit = np.floor(p * implied)
+    return np.minimum(np.where(missed, sys_cached, hit), p - 1.0)
+
+
+# Implied rates, mean turn lengths and history token means per shape (2,000-session loops), by identity.
+_SHAPE_CACHE: dict[int, tuple[SessionShape, HitRates, tuple[float, float], tuple]] = {}
 
 
 def cached_implied_hit_rates(shape: SessionShape) -> HitRates:
@@ -297,13 +393,33 @@ def cached_implied_hit_rates(shape: SessionShape) -> HitRates:
 
 def _implied_and_lengths(shape: SessionShape) -> tuple[HitRates, tuple[float, float]]:
     """(implied_hit_rates(shape), _mean_turn_lengths(shape)), computed once per shape object."""
+    hit = _cached(shape)
+    return hit[1], hit[2]
+
+
+def _cached(shape: SessionShape) -> tuple[SessionShape, HitRates, tuple[float, float], tuple]:
     hit = _SHAPE_CACHE.get(id(shape))
     if hit is None or hit[0] is not shape:
-        hit = (shape, implied_hit_rates(shape), _mean_turn_lengths(shape))
+        hit = (shape, implied_hit_rates(shape), _mean_turn_lengths(shape), _history_sample(shape))
         if len(_SHAPE_CACHE) > 64:
             _SHAPE_CACHE.clear()
         _SHAPE_CACHE[id(shape)] = hit
-    return hit[1], hit[2]
+    return hit
+
+
+def _history_sample(shape: SessionShape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per turn of the seeded sample of :func:`implied_hit_rates`: ([n, 2] history tokens beyond the
+    system prompt's blocks, whole blocks of the prompt and of prompt + answer; [n] answer tokens;
+    [n] whether the session has a next turn)."""
+    b = shape.block_tokens
+    sys_cached = (shape.system_tokens // b) * b
+    size, out, succ = [], [], []
+    for rows in session_rows(shape, IMPLIED_SAMPLE_SESSIONS, np.random.default_rng(0)):
+        for t, (p, o, _) in enumerate(rows):
+            size.append((max((p // b) * b - sys_cached, 0), max(((p + o) // b) * b - sys_cached, 0)))
+            out.append(o)
+            succ.append(t < len(rows) - 1)
+    return np.array(size, dtype=float), np.array(out, dtype=float), np.array(succ, dtype=bool)
 
 
 def _mean_turn_lengths(shape: SessionShape) -> tuple[float, float]:
