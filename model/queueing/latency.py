@@ -344,11 +344,12 @@ class LatencyModel:
         shape = self.stall_events.shape
         y = np.broadcast_to(x - self.tpot_base_s[:, None], shape)
         if self.spread is None:
-            cdf = self.mixed.excess_cdf(y)
+            cdf = self.mixed.excess_cdf(y, rows=self.stable)
         else:
             d = self.spread.strata_s(MIXED_STRATA).T  # [M, C]
             y_m = (y[None] - d[:, :, None] * self.spread.shrink[None]).reshape(-1, shape[1])
-            cdf = self.mixed.excess_cdf(y_m, MIXED_STRATA).reshape(MIXED_STRATA, *shape).mean(axis=0)
+            cdf = self.mixed.excess_cdf(y_m, MIXED_STRATA, self.stable)
+            cdf = cdf.reshape(MIXED_STRATA, *shape).mean(axis=0)
         return np.where(self.stable[:, None], np.minimum(cdf, 1.0), 0.0)
 
     @cached_property

@@ -119,9 +119,12 @@ class MixedShare:
         """excess(F) = F (lin + quad (F - E[F])) at shares ``f`` [C, S]."""
         return f * (self.lin_s + self.quad_s * (f - self.mean))
 
-    def excess_cdf(self, excess_s: np.ndarray, repeats: int = 1) -> np.ndarray:
+    def excess_cdf(
+        self, excess_s: np.ndarray, repeats: int = 1, rows: np.ndarray | None = None
+    ) -> np.ndarray:
         """P(excess(F) <= y) for ``excess_s`` y [repeats x C, S] (rows stacked ``repeats`` times): the
-        Beta CDF at the root F* of quad F^2 + (lin - quad E[F]) F = y in [0, 1]."""
+        Beta CDF at the root F* of quad F^2 + (lin - quad E[F]) F = y in [0, 1]. ``rows`` [C] bool:
+        only those candidates are computed (the others read 0: an unstable candidate's CDF is 0)."""
         y = np.asarray(excess_s, dtype=float)
         a, b = np.tile(self.alpha, (repeats, 1)), np.tile(self.beta, (repeats, 1))
         q = np.tile(self.quad_s, (repeats, 1))
@@ -131,7 +134,10 @@ class MixedShare:
             root_q = 2.0 * np.maximum(y, 0.0) / (p + disc)  # the stable form of (-p + disc) / (2 q)
             f = np.where(p + disc > 0, root_q, np.where(y >= 0, 1.0, -1.0))
         f = np.where(y < 0, -1.0, f)
-        inside = betainc(a, b, np.clip(f, 0.0, 1.0))
+        want = (f > 0.0) & (f < 1.0)
+        if rows is not None:
+            want &= np.tile(np.asarray(rows, dtype=bool), repeats)[:, None]
+        inside = betainc(a, b, np.clip(f, 0.0, 1.0), out=np.zeros(f.shape), where=want)
         return np.where(f >= 1.0, 1.0, np.where(f < 0.0, 0.0, inside))
 
     def mean_extra_s(self) -> np.ndarray:

@@ -48,6 +48,7 @@ def scaled_tables(t: InstanceTables, prefill_factor: float, decode_factor: float
         chunked_prefill_s=times(t.chunked_prefill_s, prefill_factor),
         chunked_fixed_s=times(t.chunked_fixed_s, prefill_factor),
         decode_step_s=t.decode_step_s * decode_factor,
+        chunk_time_factor=t.chunk_time_factor * prefill_factor,
     )
 
 

@@ -65,16 +65,24 @@ def _chunked_rows(
     tables: Sequence[InstanceTables], table_index: np.ndarray, batch: np.ndarray, attr: str
 ) -> np.ndarray:
     """A chunked table ``attr`` [Gc, S] per sampled request [C, S] at each candidate's decode batch
-    (linear in B between grid points)."""
+    (linear in B between grid points). Tables of one deployment and chunk budget that differ only by
+    their ``chunk_time_factor`` (a robustness world's scaled copies, model.serving.candidates
+    .scaled_tables) are read once and scaled per row (``attr`` a time; "chunked_free" is a fraction)."""
     out = np.empty((len(table_index), tables[0].prefill_s.shape[0]))
+    groups: dict[tuple[int, int | None], list[int]] = {}
     for t_i in np.unique(table_index):
-        rows = np.nonzero(table_index == t_i)[0]
-        t = tables[t_i]
+        groups.setdefault((id(tables[t_i].dep), tables[t_i].chunk_tokens), []).append(int(t_i))
+    for members in groups.values():
+        rows = np.nonzero(np.isin(table_index, members))[0]
+        t = tables[members[0]]
         grid, table = t.chunk_batch_grid, getattr(t, attr)
         b = np.clip(batch[rows], grid[0], grid[-1])
         idx = np.clip(np.searchsorted(grid, b, side="right") - 1, 0, len(grid) - 2)
         w = np.clip((b - grid[idx]) / (grid[idx + 1] - grid[idx]), 0.0, 1.0)[:, None]
         out[rows] = table[idx] * (1.0 - w) + table[idx + 1] * w
+        if len(members) > 1 and attr != "chunked_free":
+            factor = np.array([tables[i].chunk_time_factor for i in table_index[rows]])
+            out[rows] *= (factor / t.chunk_time_factor)[:, None]
     return out
 
 
@@ -94,12 +102,17 @@ def _busy_iteration_s(
     then, ``queued`` = L / u of them (the M/G/1 number in system given it is busy; Little: L =
     lambda_r (W + E[S])), E[u] uncached tokens each, up to the room max(c - b, c / 16)
     (model.serving.phase_tables), at the mean prefix of a prompt's chunks (max(u - room, 0) / 2 past its
-    cached part), with b decodes (model.physics.steps.mixed_step_cost, the tables' step)."""
+    cached part), with b decodes (model.physics.steps.mixed_step_cost, the tables' step, times the
+    tables' ``chunk_time_factor``). One cost call per deployment and chunk budget: the scaled tables
+    of a robustness world share their deployment."""
     out = np.empty(len(table_index))
     uncached = scn.prompt_tokens - scn.cached_tokens
+    groups: dict[tuple[int, int | None], list[int]] = {}
     for t_i in np.unique(table_index):
-        rows = np.nonzero(table_index == t_i)[0]
-        t = tables[t_i]
+        groups.setdefault((id(tables[t_i].dep), tables[t_i].chunk_tokens), []).append(int(t_i))
+    for members in groups.values():
+        rows = np.nonzero(np.isin(table_index, members))[0]
+        t = tables[members[0]]
         b = np.maximum(np.floor(batch[rows]), 1.0)
         room = np.maximum(t.chunk_tokens - b, t.chunk_tokens * MIN_CHUNK_FRACTION)
         tokens = np.clip(float(uncached.mean()) * np.maximum(queued[rows], 1.0), 1.0, room)
@@ -114,7 +127,8 @@ def _busy_iteration_s(
             decode_batch=b,
             decode_context_tokens=max(scn.decode_context_tokens, 1.0),
         )
-        out[rows] = np.asarray(cost.time_s, dtype=float)
+        factor = np.array([tables[i].chunk_time_factor for i in table_index[rows]])
+        out[rows] = np.asarray(cost.time_s, dtype=float) * factor
     return out
 
 

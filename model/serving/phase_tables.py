@@ -60,6 +60,9 @@ class InstanceTables:
         None  # [Gc, S] fraction of the last iteration's room left to other prompts
     )
     prefix: PrefixPlacement | None = None  # where the reused prefixes live (model.physics.kv_tiers)
+    # the factor its chunked times were scaled by (a robustness world, model.serving.candidates
+    # .scaled_tables): costs computed from ``dep`` directly take it too
+    chunk_time_factor: float = 1.0
 
     @property
     def decode_token_s(self) -> np.ndarray:
