@@ -22,7 +22,9 @@ as service (Pollaczek-Khinchine mean wait, model.queueing.mgc.mg1_wait); both wa
 either end at utilisation >= 1 is unstable. The decode pool is n_d continuous-batching instances:
 B = (lambda / n_d) E[O] t_dec(B), capped by KV capacity and the engine's max running sequences, with
 the slot admission queue of model.decode_batch; a request's TPOT follows the batch's fluctuation
-around B (model.queueing.decode_spread), not the step at B alone.
+around B (model.queueing.decode_spread), not the step at B alone, and its first token gap holds the
+residual of the iteration in flight when its KV lands (it joins at the next iteration boundary;
+model.queueing.latency, "Join residual").
 """
 
 from __future__ import annotations
@@ -173,6 +175,10 @@ def evaluate_disaggregated(
         output_tokens=out_tokens,
         stable=stable,
         spread=spread,
+        # the join residual: the KV lands in a busy iteration (P = the instance's busy fraction) of the
+        # step at the mean batch (model.queueing.latency, "Join residual")
+        join_busy=busy_fraction(sol.batch),
+        join_step_s=interp_rows(sol.batch, BATCH_GRID, stack(decode_tables, "decode_step_s")[di]),
     )
     return StyleResult(
         latency=latency,
