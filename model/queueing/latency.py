@@ -338,19 +338,33 @@ class LatencyModel:
         cdf = p0 * atom + p1 * one + p2 * two
         return np.where(self.stable[:, None], np.minimum(cdf, 1.0), 0.0)
 
-    def _mixed_cdf(self, x: np.ndarray) -> np.ndarray:
+    def _mixed_cdf(self, x: np.ndarray, bounds: bool = False) -> np.ndarray | tuple[np.ndarray, ...]:
         """P(b + s D + F extra <= x) on a chunked replica (model.queueing.mixed_share): F's Beta law
-        exact, D (the batch's fluctuation, independent) at MIXED_STRATA equiprobable strata."""
+        exact, D (the batch's fluctuation, independent) at MIXED_STRATA equiprobable strata.
+        ``bounds``: (lower, upper) bounds on it instead (MixedShare.excess_cdf_bounds)."""
         shape = self.stall_events.shape
         y = np.broadcast_to(x - self.tpot_base_s[:, None], shape)
+        law = self.mixed.excess_cdf_bounds if bounds else self.mixed.excess_cdf
         if self.spread is None:
-            cdf = self.mixed.excess_cdf(y, rows=self.stable)
+            cdfs = law(y, 1, self.stable)
         else:
             d = self.spread.strata_s(MIXED_STRATA).T  # [M, C]
             y_m = (y[None] - d[:, :, None] * self.spread.shrink[None]).reshape(-1, shape[1])
-            cdf = self.mixed.excess_cdf(y_m, MIXED_STRATA, self.stable)
-            cdf = cdf.reshape(MIXED_STRATA, *shape).mean(axis=0)
-        return np.where(self.stable[:, None], np.minimum(cdf, 1.0), 0.0)
+            cdfs = law(y_m, MIXED_STRATA, self.stable)
+        out = []
+        for cdf in cdfs if bounds else (cdfs,):
+            if self.spread is not None:
+                cdf = cdf.reshape(MIXED_STRATA, *shape).mean(axis=0)
+            out.append(np.where(self.stable[:, None], np.minimum(cdf, 1.0), 0.0))
+        return tuple(out) if bounds else out[0]
+
+    def tpot_cdf_bounds(self, x_s: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """(lower, upper) bounds on :meth:`tpot_cdf` at ``x_s`` that need no Beta CDF (chunked
+        replicas: the mixed share's Cantelli bounds, model.queueing.mixed_share), or None where the
+        law has no such bounds here (stalls, or no prefill share)."""
+        if self.mixed is None:
+            return None
+        return self._mixed_cdf(np.asarray(x_s, dtype=float), bounds=True)
 
     @cached_property
     def _one_stall_rows(self) -> tuple[np.ndarray, np.ndarray]:

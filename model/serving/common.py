@@ -113,6 +113,31 @@ def check_slo(latency: LatencyModel, stable: np.ndarray, slo: SLO) -> SLOCheck:
     return SLOCheck(np.where(stable, both, 0.0), ttft_ok, tpot_ok, ok)
 
 
+BOUND_MARGIN = 1e-9
+"""How far the bounds of :func:`slo_ok` must clear a target (attainment or percentile level) to
+decide a candidate: far above the rounding of the CDFs, so a decided candidate's outcome is the
+exact test's."""
+
+
 def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
-    """Per candidate: stable, attainment >= target, and both percentiles within their targets."""
-    return check_slo(res.latency, res.stable, slo).ok
+    """Per candidate: stable, attainment >= target, and both percentiles within their targets
+    (:func:`check_slo`'s ``ok``). Where the latency model bounds the TPOT law cheaply
+    (LatencyModel.tpot_cdf_bounds: a chunked replica's mixed share), candidates the bounds already
+    decide (the TPOT test passed, or failed, whatever the exact law inside them) skip the exact law;
+    the others take :func:`check_slo` itself, so every outcome is the exact test's."""
+    lat, stable = res.latency, np.asarray(res.stable, dtype=bool)
+    shape = np.shape(stable)
+    bounds = lat.tpot_cdf_bounds(np.full(shape, slo.tpot_s)[:, None])
+    if bounds is None:
+        return check_slo(lat, stable, slo).ok
+    q = slo.percentile / 100.0
+    ttft_cdf = lat.ttft_cdf(np.full(shape, slo.ttft_s)[:, None])
+    ttft_ok = stable & (ttft_cdf.mean(axis=1) >= q)
+    (lo, hi), eps = bounds, BOUND_MARGIN
+    passes = (lo.mean(axis=1) >= q + eps) & ((ttft_cdf * lo).mean(axis=1) >= slo.attainment + eps)
+    fails = (hi.mean(axis=1) < q - eps) | ((ttft_cdf * hi).mean(axis=1) < slo.attainment - eps)
+    ok = ttft_ok & passes
+    rest = np.nonzero(ttft_ok & ~passes & ~fails)[0]
+    if len(rest):
+        ok[rest] = check_slo(lat.take(rest), stable[rest], slo).ok
+    return ok
