@@ -71,6 +71,7 @@ independent); a percentile is found by bisection on the sample-mean CDF.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -338,33 +339,48 @@ class LatencyModel:
         cdf = p0 * atom + p1 * one + p2 * two
         return np.where(self.stable[:, None], np.minimum(cdf, 1.0), 0.0)
 
-    def _mixed_cdf(self, x: np.ndarray, bounds: bool = False) -> np.ndarray | tuple[np.ndarray, ...]:
+    def _mixed_cdf(self, x: np.ndarray) -> np.ndarray:
         """P(b + s D + F extra <= x) on a chunked replica (model.queueing.mixed_share): F's Beta law
-        exact, D (the batch's fluctuation, independent) at MIXED_STRATA equiprobable strata.
-        ``bounds``: (lower, upper) bounds on it instead (MixedShare.excess_cdf_bounds)."""
+        exact, D (the batch's fluctuation, independent) at MIXED_STRATA equiprobable strata."""
+        f, want = self._mixed_roots(x)
+        return self._mixed_rows(self.mixed.cdf_at(f, want, len(f) // len(self.stable)), self.stable)
+
+    def _mixed_roots(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The mixed share's roots F* (MixedShare.roots) for the TPOT ``x``, strata stacked along the
+        rows ([M x C, S] with a spread, [C, S] without)."""
         shape = self.stall_events.shape
         y = np.broadcast_to(x - self.tpot_base_s[:, None], shape)
-        law = self.mixed.excess_cdf_bounds if bounds else self.mixed.excess_cdf
         if self.spread is None:
-            cdfs = law(y, 1, self.stable)
-        else:
-            d = self.spread.strata_s(MIXED_STRATA).T  # [M, C]
-            y_m = (y[None] - d[:, :, None] * self.spread.shrink[None]).reshape(-1, shape[1])
-            cdfs = law(y_m, MIXED_STRATA, self.stable)
-        out = []
-        for cdf in cdfs if bounds else (cdfs,):
-            if self.spread is not None:
-                cdf = cdf.reshape(MIXED_STRATA, *shape).mean(axis=0)
-            out.append(np.where(self.stable[:, None], np.minimum(cdf, 1.0), 0.0))
-        return tuple(out) if bounds else out[0]
+            return self.mixed.roots(y, 1, self.stable)
+        d = self.spread.strata_s(MIXED_STRATA).T  # [M, C]
+        y_m = (y[None] - d[:, :, None] * self.spread.shrink[None]).reshape(-1, shape[1])
+        return self.mixed.roots(y_m, MIXED_STRATA, self.stable)
 
-    def tpot_cdf_bounds(self, x_s: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """(lower, upper) bounds on :meth:`tpot_cdf` at ``x_s`` that need no Beta CDF (chunked
-        replicas: the mixed share's Cantelli bounds, model.queueing.mixed_share), or None where the
-        law has no such bounds here (stalls, or no prefill share)."""
+    def _mixed_rows(self, cdf: np.ndarray, stable: np.ndarray) -> np.ndarray:
+        """The strata's CDFs [M x C', S] averaged (a midpoint quadrature over D), capped at 1, 0 where
+        not ``stable`` [C']."""
+        if self.spread is not None:
+            cdf = cdf.reshape(MIXED_STRATA, len(stable), -1).mean(axis=0)
+        return np.where(stable[:, None], np.minimum(cdf, 1.0), 0.0)
+
+    def tpot_cdf_bounds(self, x_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, Callable] | None:
+        """(lower, upper, exact): bounds on :meth:`tpot_cdf` at ``x_s`` that need no Beta CDF
+        (chunked replicas: the mixed share's Cantelli bounds, MixedShare.bounds_at), and ``exact(rows)``
+        the exact :meth:`tpot_cdf` of candidates ``rows`` from the same roots (entry for entry those of
+        :meth:`tpot_cdf`); None where the law has no such bounds (stalls)."""
         if self.mixed is None:
             return None
-        return self._mixed_cdf(np.asarray(x_s, dtype=float), bounds=True)
+        f, want = self._mixed_roots(np.asarray(x_s, dtype=float))
+        m = len(f) // len(self.stable)
+        lo, hi = (self._mixed_rows(v, self.stable) for v in self.mixed.bounds_at(f, want, m))
+        n = len(self.stable)
+
+        def exact(rows: np.ndarray) -> np.ndarray:
+            strata = (np.arange(m)[:, None] * n + rows[None, :]).ravel()
+            cdf = self.mixed.take(rows).cdf_at(f[strata], want[strata], m)
+            return self._mixed_rows(cdf, self.stable[rows])
+
+        return lo, hi, exact
 
     @cached_property
     def _one_stall_rows(self) -> tuple[np.ndarray, np.ndarray]:

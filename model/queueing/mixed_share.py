@@ -95,16 +95,21 @@ def distinct_columns(*arrays: np.ndarray) -> tuple[np.ndarray, np.ndarray] | Non
     weighted sum of their entries and each group checked entry by entry against its first column,
     so an elementwise function computed on the distinct columns and spread back is exactly the
     function on all of them (any collision of the sums falls back to None)."""
-    stacked = np.concatenate([np.asarray(a, dtype=float).reshape(-1, np.shape(a)[-1]) for a in arrays])
-    weights = np.sin(np.arange(1.0, stacked.shape[0] + 1.0))  # fixed, incommensurate weights
+    mats = [np.asarray(a, dtype=float).reshape(-1, np.shape(a)[-1]) for a in arrays]
+    key = np.zeros(mats[0].shape[1])
+    start = 1.0
     with np.errstate(invalid="ignore", over="ignore"):
-        key = weights @ np.where(np.isfinite(stacked), stacked, 0.0)
+        for m in mats:  # fixed, incommensurate weights per row
+            key += np.sin(np.arange(start, start + len(m))) @ np.where(np.isfinite(m), m, 0.0)
+            start += len(m)
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    if len(first) == stacked.shape[1] or not np.array_equal(
-        stacked[:, first][:, inverse], stacked, equal_nan=True
-    ):
+    if len(first) == len(key):
         return None
-    return first, inverse.reshape(-1)
+    inverse = inverse.reshape(-1)
+    rep = first[inverse]
+    if not all(np.array_equal(m[:, rep], m, equal_nan=True) for m in mats):
+        return None
+    return first, inverse
 
 
 def window_variance_factor(window: np.ndarray, corr_time: np.ndarray) -> np.ndarray:
@@ -150,47 +155,11 @@ class MixedShare:
     ) -> np.ndarray:
         """P(excess(F) <= y) for ``excess_s`` y [repeats x C, S] (rows stacked ``repeats`` times): the
         Beta CDF at the root F* of quad F^2 + (lin - quad E[F]) F = y in [0, 1]. ``rows`` [C] bool:
-        only those candidates are computed (the others read 0: an unstable candidate's CDF is 0).
-        Requests whose (alpha, beta, F*) columns repeat another's (equal outputs: the same window
-        and shrink) take that column's values, computed once (:func:`distinct_columns`)."""
-        f, want = self._roots(excess_s, repeats, rows)
-        cols = distinct_columns(self.alpha, self.beta, f)
-        pick = slice(None) if cols is None else cols[0]
-        a, b = (np.tile(v[:, pick], (repeats, 1)) for v in (self.alpha, self.beta))
-        fc, wc = f[:, pick], want[:, pick]
-        inside = betainc(a, b, np.clip(fc, 0.0, 1.0), out=np.zeros(fc.shape), where=wc)
-        if cols is not None:
-            inside = inside[:, cols[1]]
-        return np.where(f >= 1.0, 1.0, np.where(f < 0.0, 0.0, inside))
+        only those candidates are computed (the others read 0: an unstable candidate's CDF is 0)."""
+        return self.cdf_at(*self.roots(excess_s, repeats, rows), repeats)
 
-    def excess_cdf_bounds(
+    def roots(
         self, excess_s: np.ndarray, repeats: int = 1, rows: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(lower, upper) bounds on :meth:`excess_cdf` at the same arguments, without the Beta CDF:
-        exact where F* is outside (0, 1), and inside it Cantelli's one-sided Chebyshev inequality on
-        F (mean m = alpha / (alpha + beta), variance s^2 = m (1 - m) / (alpha + beta + 1)):
-        P(F <= F*) >= 1 - s^2 / (s^2 + d^2) for F* = m + d above the mean and <= s^2 / (s^2 + d^2)
-        below it (Cantelli 1928; Grimmett and Stirzaker, *Probability and Random Processes*, 3rd ed.,
-        sec. 7.11, problem 9). The goodput search decides a candidate from these when they already
-        settle its SLO test (model.serving.common.slo_ok)."""
-        f, want = self._roots(excess_s, repeats, rows)
-        a, b = np.tile(self.alpha, (repeats, 1)), np.tile(self.beta, (repeats, 1))
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            conc = a + b
-            m = a / conc
-            var = m * (1.0 - m) / (conc + 1.0)
-            d = f - m
-            tail = var / (var + d * d)
-            lo = np.where(d > 0, 1.0 - tail, 0.0)
-            hi = np.where(d < 0, tail, 1.0)
-        ok = np.isfinite(lo) & np.isfinite(hi)
-        lo, hi = np.where(want & ok, lo, 0.0), np.where(want & ok, hi, np.where(want, 1.0, 0.0))
-        exact = np.where(f >= 1.0, 1.0, 0.0)
-        outside = (f >= 1.0) | (f < 0.0)
-        return np.where(outside, exact, lo), np.where(outside, exact, hi)
-
-    def _roots(
-        self, excess_s: np.ndarray, repeats: int, rows: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray]:
         """(F*, where the Beta CDF is needed) [repeats x C, S] for :meth:`excess_cdf`: F* the root in
         [0, 1] (1 above excess(1), -1 below 0), needed where 0 < F* < 1 on the ``rows`` asked for."""
@@ -206,6 +175,42 @@ class MixedShare:
         if rows is not None:
             want &= np.tile(np.asarray(rows, dtype=bool), repeats)[:, None]
         return f, want
+
+    def cdf_at(self, f: np.ndarray, want: np.ndarray, repeats: int = 1) -> np.ndarray:
+        """:meth:`excess_cdf` from its :meth:`roots`: P(F <= F*), the Beta CDF where ``want``.
+        Requests whose (alpha, beta, F*) columns repeat another's (equal outputs: the same window
+        and shrink) take that column's values, computed once (:func:`distinct_columns`)."""
+        cols = distinct_columns(self.alpha, self.beta, f)
+        pick = slice(None) if cols is None else cols[0]
+        a, b = (np.tile(v[:, pick], (repeats, 1)) for v in (self.alpha, self.beta))
+        fc, wc = f[:, pick], want[:, pick]
+        inside = betainc(a, b, np.clip(fc, 0.0, 1.0), out=np.zeros(fc.shape), where=wc)
+        if cols is not None:
+            inside = inside[:, cols[1]]
+        return np.where(f >= 1.0, 1.0, np.where(f < 0.0, 0.0, inside))
+
+    def bounds_at(self, f: np.ndarray, want: np.ndarray, repeats: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) bounds on :meth:`cdf_at` without the Beta CDF: exact where F* is outside
+        (0, 1), and inside it Cantelli's one-sided Chebyshev inequality on F (mean
+        m = alpha / (alpha + beta), variance s^2 = m (1 - m) / (alpha + beta + 1)):
+        P(F <= F*) >= 1 - s^2 / (s^2 + d^2) for F* = m + d above the mean and <= s^2 / (s^2 + d^2)
+        below it (Cantelli 1928; Grimmett and Stirzaker, *Probability and Random Processes*, 3rd ed.,
+        sec. 7.11, problem 9). The goodput search decides a candidate from these when they already
+        settle its SLO test (model.serving.common.slo_ok)."""
+        a, b = np.tile(self.alpha, (repeats, 1)), np.tile(self.beta, (repeats, 1))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            conc = a + b
+            m = a / conc
+            var = m * (1.0 - m) / (conc + 1.0)
+            d = f - m
+            tail = var / (var + d * d)
+            lo = np.where(d > 0, 1.0 - tail, 0.0)
+            hi = np.where(d < 0, tail, 1.0)
+        use = want & np.isfinite(lo) & np.isfinite(hi)
+        lo, hi = np.where(use, lo, 0.0), np.where(use, hi, np.where(want, 1.0, 0.0))
+        exact = np.where(f >= 1.0, 1.0, 0.0)
+        outside = (f >= 1.0) | (f < 0.0)
+        return np.where(outside, exact, lo), np.where(outside, exact, hi)
 
     def mean_extra_s(self) -> np.ndarray:
         """E[excess(F)] = E[F] lin + quad Var[F] per candidate and request [C, S]."""

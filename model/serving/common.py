@@ -102,10 +102,15 @@ def check_slo(latency: LatencyModel, stable: np.ndarray, slo: SLO) -> SLOCheck:
     requests meet both the TTFT and the TPOT target; pdplan also requires the ``slo.percentile``-th
     percentile of TTFT and of TPOT each to be within its target.
     """
-    q = slo.percentile / 100.0
     shape = np.shape(stable)
     ttft_cdf = latency.ttft_cdf(np.full(shape, slo.ttft_s)[:, None])
     tpot_cdf = latency.tpot_cdf(np.full(shape, slo.tpot_s)[:, None])
+    return _check(ttft_cdf, tpot_cdf, stable, slo)
+
+
+def _check(ttft_cdf: np.ndarray, tpot_cdf: np.ndarray, stable: np.ndarray, slo: SLO) -> SLOCheck:
+    """:func:`check_slo` from the two CDFs at the targets [C, S]."""
+    q = slo.percentile / 100.0
     both = (ttft_cdf * tpot_cdf).mean(axis=1)
     ttft_ok = ttft_cdf.mean(axis=1) >= q
     tpot_ok = tpot_cdf.mean(axis=1) >= q
@@ -124,7 +129,8 @@ def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
     (:func:`check_slo`'s ``ok``). Where the latency model bounds the TPOT law cheaply
     (LatencyModel.tpot_cdf_bounds: a chunked replica's mixed share), candidates the bounds already
     decide (the TPOT test passed, or failed, whatever the exact law inside them) skip the exact law;
-    the others take :func:`check_slo` itself, so every outcome is the exact test's."""
+    the others take the exact test on the exact CDFs of their rows, so every outcome is
+    :func:`check_slo`'s."""
     lat, stable = res.latency, np.asarray(res.stable, dtype=bool)
     shape = np.shape(stable)
     bounds = lat.tpot_cdf_bounds(np.full(shape, slo.tpot_s)[:, None])
@@ -133,11 +139,12 @@ def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
     q = slo.percentile / 100.0
     ttft_cdf = lat.ttft_cdf(np.full(shape, slo.ttft_s)[:, None])
     ttft_ok = stable & (ttft_cdf.mean(axis=1) >= q)
-    (lo, hi), eps = bounds, BOUND_MARGIN
+    lo, hi, exact = bounds
+    eps = BOUND_MARGIN
     passes = (lo.mean(axis=1) >= q + eps) & ((ttft_cdf * lo).mean(axis=1) >= slo.attainment + eps)
     fails = (hi.mean(axis=1) < q - eps) | ((ttft_cdf * hi).mean(axis=1) < slo.attainment - eps)
     ok = ttft_ok & passes
     rest = np.nonzero(ttft_ok & ~passes & ~fails)[0]
     if len(rest):
-        ok[rest] = check_slo(lat.take(rest), stable[rest], slo).ok
+        ok[rest] = _check(ttft_cdf[rest], exact(rest), stable[rest], slo).ok
     return ok
