@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from model.physics.decode_tokens import tokens_per_decode_step
 from model.queueing.latency import LatencyModel
 from model.queueing.mgc import WaitResult
 from model.serving.phase_tables import InstanceTables
@@ -51,6 +52,23 @@ class StyleResult:
 def stack(tables: Sequence[InstanceTables], attr: str) -> np.ndarray:
     """Stack one attribute of every table along a new leading axis."""
     return np.stack([np.asarray(getattr(t, attr), dtype=float) for t in tables])
+
+
+def emitted_rows(tables: Sequence[InstanceTables]) -> np.ndarray:
+    """[T] tokens a decoding sequence gains per step of each table's deployment
+    (model.physics.decode_tokens.tokens_per_decode_step; 1 without speculative decoding), looked
+    up once per deployment (a robustness world's scaled tables share theirs)."""
+    per_dep: dict[int, float] = {}
+    for t in tables:
+        if id(t.dep) not in per_dep:
+            per_dep[id(t.dep)] = float(tokens_per_decode_step(t.dep).emitted)
+    return np.array([per_dep[id(t.dep)] for t in tables])
+
+
+def decode_token_rows(tables: Sequence[InstanceTables]) -> np.ndarray:
+    """``stack(tables, "decode_token_s")``, [T, G]: each table's decode step times over its
+    deployment's tokens per step (:func:`emitted_rows`), the same division row by row."""
+    return stack(tables, "decode_step_s") / emitted_rows(tables)[:, None]
 
 
 def moments(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
