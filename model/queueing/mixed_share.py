@@ -182,9 +182,10 @@ class MixedShare:
         and shrink) take that column's values, computed once (:func:`distinct_columns`)."""
         cols = distinct_columns(self.alpha, self.beta, f)
         pick = slice(None) if cols is None else cols[0]
-        a, b = (np.tile(v[:, pick], (repeats, 1)) for v in (self.alpha, self.beta))
-        fc, wc = f[:, pick], want[:, pick]
-        inside = betainc(a, b, np.clip(fc, 0.0, 1.0), out=np.zeros(fc.shape), where=wc)
+        a, b = self.alpha[:, pick], self.beta[:, pick]  # broadcast over the strata
+        shape = (repeats, *a.shape)
+        fc, wc = f[:, pick].reshape(shape), want[:, pick].reshape(shape)
+        inside = betainc(a, b, np.clip(fc, 0.0, 1.0), out=np.zeros(shape), where=wc).reshape(len(f), -1)
         if cols is not None:
             inside = inside[:, cols[1]]
         return np.where(f >= 1.0, 1.0, np.where(f < 0.0, 0.0, inside))
@@ -197,20 +198,19 @@ class MixedShare:
         below it (Cantelli 1928; Grimmett and Stirzaker, *Probability and Random Processes*, 3rd ed.,
         sec. 7.11, problem 9). The goodput search decides a candidate from these when they already
         settle its SLO test (model.serving.common.slo_ok)."""
-        a, b = np.tile(self.alpha, (repeats, 1)), np.tile(self.beta, (repeats, 1))
+        shape = (repeats, *self.alpha.shape)  # the strata broadcast against [C, S]
+        fr, wr = f.reshape(shape), want.reshape(shape)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            conc = a + b
-            m = a / conc
+            conc = self.alpha + self.beta
+            m = self.alpha / conc
             var = m * (1.0 - m) / (conc + 1.0)
-            d = f - m
+            d = fr - m
             tail = var / (var + d * d)
+            # NaN parameters compare False both ways: the trivial bounds 0 and 1
             lo = np.where(d > 0, 1.0 - tail, 0.0)
             hi = np.where(d < 0, tail, 1.0)
-        use = want & np.isfinite(lo) & np.isfinite(hi)
-        lo, hi = np.where(use, lo, 0.0), np.where(use, hi, np.where(want, 1.0, 0.0))
-        exact = np.where(f >= 1.0, 1.0, 0.0)
-        outside = (f >= 1.0) | (f < 0.0)
-        return np.where(outside, exact, lo), np.where(outside, exact, hi)
+        exact = (fr >= 1.0).astype(float)  # outside (0, 1), or not asked for: cdf_at's 0 or 1
+        return np.where(wr, lo, exact).reshape(f.shape), np.where(wr, hi, exact).reshape(f.shape)
 
     def mean_extra_s(self) -> np.ndarray:
         """E[excess(F)] = E[F] lin + quad Var[F] per candidate and request [C, S]."""
