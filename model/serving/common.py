@@ -145,10 +145,10 @@ exact test's."""
 def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
     """Per candidate: stable, attainment >= target, and both percentiles within their targets
     (:func:`check_slo`'s ``ok``). Where the latency model bounds the TPOT law cheaply
-    (LatencyModel.tpot_cdf_bounds: a chunked replica's mixed share), candidates the bounds already
-    decide (the TPOT test passed, or failed, whatever the exact law inside them) skip the exact law;
-    the others take the exact test on the exact CDFs of their rows, so every outcome is
-    :func:`check_slo`'s."""
+    (LatencyModel.tpot_cdf_bounds: a chunked replica's mixed share), candidates that fail the TTFT
+    test (computed exactly) or that the bounds already decide (the TPOT and attainment tests passed,
+    or failed, whatever the exact law inside them) skip the exact TPOT law; the others take the
+    exact test on the exact CDFs of their rows, so every outcome is :func:`check_slo`'s."""
     lat, stable = res.latency, np.asarray(res.stable, dtype=bool)
     shape = np.shape(stable)
     bounds = lat.tpot_cdf_bounds(np.full(shape, slo.tpot_s)[:, None])
