@@ -71,7 +71,6 @@ independent); a percentile is found by bisection on the sample-mean CDF.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -79,7 +78,7 @@ import numpy as np
 from scipy.special import gammainc
 
 from model.queueing.decode_spread import TpotSpread
-from model.queueing.mixed_share import MixedShare
+from model.queueing.mixed_share import MixedShare, MixedTpot
 
 _BISECT_STEPS = 32  # bracket / 2**32: far below any reported precision
 SPREAD_STRATA = 2
@@ -342,45 +341,20 @@ class LatencyModel:
     def _mixed_cdf(self, x: np.ndarray) -> np.ndarray:
         """P(b + s D + F extra <= x) on a chunked replica (model.queueing.mixed_share): F's Beta law
         exact, D (the batch's fluctuation, independent) at MIXED_STRATA equiprobable strata."""
-        f, want = self._mixed_roots(x)
-        return self._mixed_rows(self.mixed.cdf_at(f, want, len(f) // len(self.stable)), self.stable)
+        return self._mixed_law(x).cdf()
 
-    def _mixed_roots(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The mixed share's roots F* (MixedShare.roots) for the TPOT ``x``, strata stacked along the
-        rows ([M x C, S] with a spread, [C, S] without)."""
-        shape = self.stall_events.shape
-        y = np.broadcast_to(x - self.tpot_base_s[:, None], shape)
+    def _mixed_law(self, x: np.ndarray) -> MixedTpot:
+        """The mixed-share TPOT law at ``x`` [C, 1] (model.queueing.mixed_share.MixedTpot)."""
+        y = np.broadcast_to(x - self.tpot_base_s[:, None], self.stall_events.shape)
         if self.spread is None:
-            return self.mixed.roots(y, 1, self.stable)
+            return MixedTpot.at(self.mixed, y, None, self.stable)
         d = self.spread.strata_s(MIXED_STRATA).T  # [M, C]
-        y_m = (y[None] - d[:, :, None] * self.spread.shrink[None]).reshape(-1, shape[1])
-        return self.mixed.roots(y_m, MIXED_STRATA, self.stable)
+        return MixedTpot.at(self.mixed, y, d[:, :, None] * self.spread.shrink[None], self.stable)
 
-    def _mixed_rows(self, cdf: np.ndarray, stable: np.ndarray) -> np.ndarray:
-        """The strata's CDFs [M x C', S] averaged (a midpoint quadrature over D), capped at 1, 0 where
-        not ``stable`` [C']."""
-        if self.spread is not None:
-            cdf = cdf.reshape(MIXED_STRATA, len(stable), -1).mean(axis=0)
-        return np.where(stable[:, None], np.minimum(cdf, 1.0), 0.0)
-
-    def tpot_cdf_bounds(self, x_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, Callable] | None:
-        """(lower, upper, exact): bounds on :meth:`tpot_cdf` at ``x_s`` that need no Beta CDF
-        (chunked replicas: the mixed share's Cantelli bounds, MixedShare.bounds_at), and ``exact(rows)``
-        the exact :meth:`tpot_cdf` of candidates ``rows`` from the same roots (entry for entry those of
-        :meth:`tpot_cdf`); None where the law has no such bounds (stalls)."""
-        if self.mixed is None:
-            return None
-        f, want = self._mixed_roots(np.asarray(x_s, dtype=float))
-        m = len(f) // len(self.stable)
-        lo, hi = (self._mixed_rows(v, self.stable) for v in self.mixed.bounds_at(f, want, m))
-        n = len(self.stable)
-
-        def exact(rows: np.ndarray) -> np.ndarray:
-            strata = (np.arange(m)[:, None] * n + rows[None, :]).ravel()
-            cdf = self.mixed.take(rows).cdf_at(f[strata], want[strata], m)
-            return self._mixed_rows(cdf, self.stable[rows])
-
-        return lo, hi, exact
+    def tpot_cdf_bounds(self, x_s: np.ndarray) -> MixedTpot | None:
+        """The chunked TPOT law at ``x_s`` with cheap bounds on :meth:`tpot_cdf` (MixedTpot.bounds)
+        and its exact rows (MixedTpot.cdf); None where the law has no such bounds (stalls)."""
+        return None if self.mixed is None else self._mixed_law(np.asarray(x_s, dtype=float))
 
     @cached_property
     def _one_stall_rows(self) -> tuple[np.ndarray, np.ndarray]:

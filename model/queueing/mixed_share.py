@@ -61,6 +61,7 @@ from scipy.special import betainc
 __all__ = [
     "Alternation",
     "MixedShare",
+    "MixedTpot",
     "alternation",
     "distinct_columns",
     "mixed_share",
@@ -231,6 +232,49 @@ class MixedShare:
 
     def _fields(self) -> tuple[np.ndarray, ...]:
         return (self.mean, self.alpha, self.beta, self.lin_s, self.quad_s)
+
+
+@dataclass(frozen=True, eq=False)
+class MixedTpot:
+    """A chunked replica's TPOT law at one target per candidate, P(b + s D + excess(F) <= x)
+    (model.queueing.latency): the roots F* (:meth:`MixedShare.roots`) of every stratum of D, stacked
+    along the rows [M x C, S], and the candidates' ``stable`` [C]."""
+
+    share: MixedShare
+    roots: np.ndarray
+    want: np.ndarray
+    stable: np.ndarray
+
+    @classmethod
+    def at(cls, share: MixedShare, y: np.ndarray, shift: np.ndarray | None, stable: np.ndarray) -> MixedTpot:
+        """At excess ``y`` [C, S] over the plain step, less each stratum's ``shift`` [M, C, S] of D."""
+        if shift is None:
+            return cls(share, *share.roots(y, 1, stable), stable)
+        return cls(share, *share.roots((y[None] - shift).reshape(-1, y.shape[1]), len(shift), stable), stable)
+
+    def cdf(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """The exact CDF [C, S] (of candidates ``rows`` only when given: entry for entry the same)."""
+        if rows is None:
+            return self._average(self.share.cdf_at(self.roots, self.want, self._strata), self.stable)
+        n, m = len(self.stable), self._strata
+        pick = (np.arange(m)[:, None] * n + rows[None, :]).ravel()
+        cdf = self.share.take(rows).cdf_at(self.roots[pick], self.want[pick], m)
+        return self._average(cdf, self.stable[rows])
+
+    def bounds(self) -> tuple[np.ndarray, ...]:
+        """(lower, upper) bounds on :meth:`cdf` (:meth:`MixedShare.bounds_at`), no Beta CDF."""
+        lo_hi = self.share.bounds_at(self.roots, self.want, self._strata)
+        return tuple(self._average(v, self.stable) for v in lo_hi)
+
+    @property
+    def _strata(self) -> int:
+        return len(self.roots) // len(self.stable)
+
+    def _average(self, cdf: np.ndarray, stable: np.ndarray) -> np.ndarray:
+        """The strata averaged (midpoint quadrature over D), capped at 1, 0 where not ``stable``."""
+        if self._strata > 1:
+            cdf = cdf.reshape(self._strata, len(stable), -1).mean(axis=0)
+        return np.where(stable[:, None], np.minimum(cdf, 1.0), 0.0)
 
 
 @dataclass(frozen=True)

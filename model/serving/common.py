@@ -145,10 +145,11 @@ exact test's."""
 def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
     """Per candidate: stable, attainment >= target, and both percentiles within their targets
     (:func:`check_slo`'s ``ok``). Where the latency model bounds the TPOT law cheaply
-    (LatencyModel.tpot_cdf_bounds: a chunked replica's mixed share), candidates that fail the TTFT
-    test (computed exactly) or that the bounds already decide (the TPOT and attainment tests passed,
-    or failed, whatever the exact law inside them) skip the exact TPOT law; the others take the
-    exact test on the exact CDFs of their rows, so every outcome is :func:`check_slo`'s."""
+    (LatencyModel.tpot_cdf_bounds, a MixedTpot: a chunked replica's mixed share), candidates that
+    fail the TTFT test (computed exactly) or that the bounds already decide (the TPOT and
+    attainment tests passed, or failed, whatever the exact law inside them) skip the exact TPOT
+    law; the others take the exact test on the exact CDFs of their rows, so every outcome is
+    :func:`check_slo`'s."""
     lat, stable = res.latency, np.asarray(res.stable, dtype=bool)
     shape = np.shape(stable)
     bounds = lat.tpot_cdf_bounds(np.full(shape, slo.tpot_s)[:, None])
@@ -157,12 +158,12 @@ def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
     q = slo.percentile / 100.0
     ttft_cdf = lat.ttft_cdf(np.full(shape, slo.ttft_s)[:, None])
     ttft_ok = stable & (ttft_cdf.mean(axis=1) >= q)
-    lo, hi, exact = bounds
+    lo, hi = bounds.bounds()
     eps = BOUND_MARGIN
     passes = (lo.mean(axis=1) >= q + eps) & ((ttft_cdf * lo).mean(axis=1) >= slo.attainment + eps)
     fails = (hi.mean(axis=1) < q - eps) | ((ttft_cdf * hi).mean(axis=1) < slo.attainment - eps)
     ok = ttft_ok & passes
     rest = np.nonzero(ttft_ok & ~passes & ~fails)[0]
     if len(rest):
-        ok[rest] = _check(ttft_cdf[rest], exact(rest), stable[rest], slo).ok
+        ok[rest] = _check(ttft_cdf[rest], bounds.cdf(rest), stable[rest], slo).ok
     return ok
