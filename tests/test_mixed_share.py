@@ -169,3 +169,43 @@ def test_planner_tpot_percentiles_match_the_simulator() -> None:
         done = rec.measured & rec.completed & (rec.output_tokens >= 2)
         simulated = np.percentile(rec.tpot_s[done], [50, 90])
         assert planned == pytest.approx(simulated, rel=0.08), rate
+
+
+def test_cantelli_bounds_hold_the_beta_cdf() -> None:
+    """MixedShare.bounds_at brackets the exact Beta CDF (cdf_at) at every root, and is exact where
+    the root is outside (0, 1). Hand value: Beta(2, 2) (mean 1/2, variance 1/20) at F* = 0.9 has
+    Cantelli's lower bound 1 - 0.05 / (0.05 + 0.16) = 16/21, below the exact 0.972."""
+    rng = np.random.default_rng(3)
+    a, b = rng.uniform(0.05, 60.0, (6, 40)), rng.uniform(0.05, 60.0, (6, 40))
+    share = MixedShare(a / (a + b), a, b, np.ones((6, 40)), np.zeros((6, 40)))
+    f = np.concatenate([rng.uniform(-0.2, 1.2, (6, 35)), np.array([[0.0, 1.0, -1.0, 0.5, 1e-9]] * 6)], axis=1)
+    want = (f > 0.0) & (f < 1.0)
+    exact = share.cdf_at(f, want)
+    lo, hi = share.bounds_at(f, want)
+    assert np.all(lo <= exact + 1e-12) and np.all(exact <= hi + 1e-12)
+    outside = (f >= 1.0) | (f < 0.0)
+    assert np.array_equal(lo[outside], exact[outside]) and np.array_equal(hi[outside], exact[outside])
+    hand = MixedShare(
+        np.array([[0.5]]), np.array([[2.0]]), np.array([[2.0]]), np.ones((1, 1)), np.zeros((1, 1))
+    )
+    lo, hi = hand.bounds_at(np.array([[0.9]]), np.array([[True]]))
+    assert lo[0, 0] == pytest.approx(16.0 / 21.0) and hi[0, 0] == 1.0
+    assert hand.cdf_at(np.array([[0.9]]), np.array([[True]]))[0, 0] == pytest.approx(0.972)
+
+
+def test_distinct_columns_reconstruct_exactly() -> None:
+    """distinct_columns: repeated columns are found, every array is its distinct columns spread back
+    entry for entry, and no repeat (or a repeat in one array only) gives None."""
+    from model.queueing.mixed_share import distinct_columns
+
+    base = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, np.inf]])
+    x = base[:, [0, 1, 0, 2, 1]]
+    y = np.array([[7.0, 8.0, 7.0, 9.0, 8.0]])
+    first, inverse = distinct_columns(x, y)
+    assert len(first) == 3
+    for arr in (x, y):
+        assert np.array_equal(arr[:, first][:, inverse], arr)
+    assert distinct_columns(base) is None
+    y_other = np.array([[7.0, 8.0, 6.0, 9.0, 8.0]])  # column 2 differs from column 0 here
+    cols = distinct_columns(x, y_other)
+    assert cols is not None and len(cols[0]) == 4

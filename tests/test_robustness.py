@@ -149,3 +149,23 @@ def test_chunked_world_scales_the_busy_iteration_with_prefill(near_tie):
         inp.scenario, worlds.tables, worlds.table_index, np.full(2, 8.0), np.full(2, 2.0)
     )
     assert t_full[1] == pytest.approx(1.25 * t_full[0], rel=1e-12)
+
+
+def test_bounded_slo_test_is_the_exact_one(near_tie):
+    """slo_ok (Cantelli bounds decide some chunked candidates, model.serving.common) gives check_slo's
+    outcome for every world at rates from far below to far above the goodputs, and decides some of
+    them by the bounds alone (so the test can tell the two paths apart)."""
+    import model.serving.common as common
+
+    inp = near_tie.inputs
+    b = near_tie.best["colocated-chunked"]
+    worlds = build_set(inp.scenario, [b.config]).perturbed(world_factors(error_model(), 16, 1))
+    g = float(b.goodput_rps)
+    decided = 0
+    for scale in (0.05, 0.5, 0.9, 1.0, 1.1, 2.0):
+        res = worlds.evaluate(np.full(16, g * scale))
+        lo, hi = res.latency.tpot_cdf_bounds(np.full((16, 1), inp.scenario.slo.tpot_s)).bounds()
+        decided += int(np.sum((lo.mean(axis=1) >= 0.9 + 1e-9) | (hi.mean(axis=1) < 0.9 - 1e-9)))
+        want = common.check_slo(res.latency, res.stable, inp.scenario.slo).ok
+        assert np.array_equal(common.slo_ok(res, inp.scenario.slo), want)
+    assert decided > 0

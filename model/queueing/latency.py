@@ -89,7 +89,7 @@ import numpy as np
 from scipy.special import gammainc
 
 from model.queueing.decode_spread import TpotSpread
-from model.queueing.mixed_share import MixedShare
+from model.queueing.mixed_share import MixedShare, MixedTpot
 
 _BISECT_STEPS = 32  # bracket / 2**32: far below any reported precision
 SPREAD_STRATA = 2
@@ -390,16 +390,20 @@ class LatencyModel:
     def _mixed_cdf(self, x: np.ndarray) -> np.ndarray:
         """P(b + s D + F extra <= x) on a chunked replica (model.queueing.mixed_share): F's Beta law
         exact, D (the batch's fluctuation, independent) at MIXED_STRATA equiprobable strata."""
-        shape = self.stall_events.shape
-        y = np.broadcast_to(x - self.tpot_base_s[:, None], shape)
+        return self._mixed_law(x).cdf()
+
+    def _mixed_law(self, x: np.ndarray) -> MixedTpot:
+        """The mixed-share TPOT law at ``x`` [C, 1] (model.queueing.mixed_share.MixedTpot)."""
+        y = np.broadcast_to(x - self.tpot_base_s[:, None], self.stall_events.shape)
         if self.spread is None:
-            cdf = self.mixed.excess_cdf(y, rows=self.stable)
-        else:
-            d = self.spread.strata_s(MIXED_STRATA).T  # [M, C]
-            y_m = (y[None] - d[:, :, None] * self.spread.shrink[None]).reshape(-1, shape[1])
-            cdf = self.mixed.excess_cdf(y_m, MIXED_STRATA, self.stable)
-            cdf = cdf.reshape(MIXED_STRATA, *shape).mean(axis=0)
-        return np.where(self.stable[:, None], np.minimum(cdf, 1.0), 0.0)
+            return MixedTpot.at(self.mixed, y, None, self.stable)
+        d = self.spread.strata_s(MIXED_STRATA).T  # [M, C]
+        return MixedTpot.at(self.mixed, y, d[:, :, None] * self.spread.shrink[None], self.stable)
+
+    def tpot_cdf_bounds(self, x_s: np.ndarray) -> MixedTpot | None:
+        """The chunked TPOT law at ``x_s`` with cheap bounds on :meth:`tpot_cdf` (MixedTpot.bounds)
+        and its exact rows (MixedTpot.cdf); None where the law has no such bounds (stalls)."""
+        return None if self.mixed is None else self._mixed_law(np.asarray(x_s, dtype=float))
 
     @cached_property
     def _one_stall_rows(self) -> tuple[np.ndarray, np.ndarray]:

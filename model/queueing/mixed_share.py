@@ -58,7 +58,15 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import betainc
 
-__all__ = ["Alternation", "MixedShare", "alternation", "mixed_share", "window_variance_factor"]
+__all__ = [
+    "Alternation",
+    "MixedShare",
+    "MixedTpot",
+    "alternation",
+    "distinct_columns",
+    "mixed_share",
+    "window_variance_factor",
+]
 
 _MIN_CONCENTRATION = 1e-6  # alpha + beta floor: a Beta this concentrated is Bernoulli to 1e-6
 
@@ -79,6 +87,30 @@ def _window_factors(window: np.ndarray, corr_time: np.ndarray) -> tuple[np.ndarr
     h = np.where(small, 1.0 - xs / 2.0 + xs * xs / 6.0, np.where(finite, h_big, 0.0))
     g = np.where(small, 1.0 - xs / 3.0 + xs * xs / 12.0, np.where(finite, g_big, 0.0))
     return np.clip(h, 0.0, 1.0), np.clip(g, 0.0, 1.0)
+
+
+def distinct_columns(*arrays: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(first, inverse) such that every array equals ``array[:, first][:, inverse]`` entry for entry
+    (columns = sampled requests; two requests with equal outputs have equal columns in a chunked
+    replica's mixed-share law), or None when no column repeats. The columns are grouped by a
+    weighted sum of their entries and each group checked entry by entry against its first column,
+    so an elementwise function computed on the distinct columns and spread back is exactly the
+    function on all of them (any collision of the sums falls back to None)."""
+    mats = [np.asarray(a, dtype=float).reshape(-1, np.shape(a)[-1]) for a in arrays]
+    key = np.zeros(mats[0].shape[1])
+    start = 1.0
+    with np.errstate(invalid="ignore", over="ignore"):
+        for m in mats:  # fixed, incommensurate weights per row
+            key += np.sin(np.arange(start, start + len(m))) @ np.where(np.isfinite(m), m, 0.0)
+            start += len(m)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    if len(first) == len(key):
+        return None
+    inverse = inverse.reshape(-1)
+    rep = first[inverse]
+    if not all(np.array_equal(m[:, rep], m, equal_nan=True) for m in mats):
+        return None
+    return first, inverse
 
 
 def window_variance_factor(window: np.ndarray, corr_time: np.ndarray) -> np.ndarray:
@@ -125,8 +157,14 @@ class MixedShare:
         """P(excess(F) <= y) for ``excess_s`` y [repeats x C, S] (rows stacked ``repeats`` times): the
         Beta CDF at the root F* of quad F^2 + (lin - quad E[F]) F = y in [0, 1]. ``rows`` [C] bool:
         only those candidates are computed (the others read 0: an unstable candidate's CDF is 0)."""
+        return self.cdf_at(*self.roots(excess_s, repeats, rows), repeats)
+
+    def roots(
+        self, excess_s: np.ndarray, repeats: int = 1, rows: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(F*, where the Beta CDF is needed) [repeats x C, S] for :meth:`excess_cdf`: F* the root in
+        [0, 1] (1 above excess(1), -1 below 0), needed where 0 < F* < 1 on the ``rows`` asked for."""
         y = np.asarray(excess_s, dtype=float)
-        a, b = np.tile(self.alpha, (repeats, 1)), np.tile(self.beta, (repeats, 1))
         q = np.tile(self.quad_s, (repeats, 1))
         p = np.tile(self.lin_s, (repeats, 1)) - q * np.tile(self.mean, (repeats, 1))
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -137,8 +175,43 @@ class MixedShare:
         want = (f > 0.0) & (f < 1.0)
         if rows is not None:
             want &= np.tile(np.asarray(rows, dtype=bool), repeats)[:, None]
-        inside = betainc(a, b, np.clip(f, 0.0, 1.0), out=np.zeros(f.shape), where=want)
+        return f, want
+
+    def cdf_at(self, f: np.ndarray, want: np.ndarray, repeats: int = 1) -> np.ndarray:
+        """:meth:`excess_cdf` from its :meth:`roots`: P(F <= F*), the Beta CDF where ``want``.
+        Requests whose (alpha, beta, F*) columns repeat another's (equal outputs: the same window
+        and shrink) take that column's values, computed once (:func:`distinct_columns`)."""
+        cols = distinct_columns(self.alpha, self.beta, f)
+        pick = slice(None) if cols is None else cols[0]
+        a, b = self.alpha[:, pick], self.beta[:, pick]  # broadcast over the strata
+        shape = (repeats, *a.shape)
+        fc, wc = f[:, pick].reshape(shape), want[:, pick].reshape(shape)
+        inside = betainc(a, b, np.clip(fc, 0.0, 1.0), out=np.zeros(shape), where=wc).reshape(len(f), -1)
+        if cols is not None:
+            inside = inside[:, cols[1]]
         return np.where(f >= 1.0, 1.0, np.where(f < 0.0, 0.0, inside))
+
+    def bounds_at(self, f: np.ndarray, want: np.ndarray, repeats: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) bounds on :meth:`cdf_at` without the Beta CDF: exact where F* is outside
+        (0, 1), and inside it Cantelli's one-sided Chebyshev inequality on F (mean
+        m = alpha / (alpha + beta), variance s^2 = m (1 - m) / (alpha + beta + 1)):
+        P(F <= F*) >= 1 - s^2 / (s^2 + d^2) for F* = m + d above the mean and <= s^2 / (s^2 + d^2)
+        below it (Cantelli 1928; Grimmett and Stirzaker, *Probability and Random Processes*, 3rd ed.,
+        sec. 7.11, problem 9). The goodput search decides a candidate from these when they already
+        settle its SLO test (model.serving.common.slo_ok)."""
+        shape = (repeats, *self.alpha.shape)  # the strata broadcast against [C, S]
+        fr, wr = f.reshape(shape), want.reshape(shape)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            conc = self.alpha + self.beta
+            m = self.alpha / conc
+            var = m * (1.0 - m) / (conc + 1.0)
+            d = fr - m
+            tail = var / (var + d * d)
+            # NaN parameters compare False both ways: the trivial bounds 0 and 1
+            lo = np.where(d > 0, 1.0 - tail, 0.0)
+            hi = np.where(d < 0, tail, 1.0)
+        exact = (fr >= 1.0).astype(float)  # outside (0, 1), or not asked for: cdf_at's 0 or 1
+        return np.where(wr, lo, exact).reshape(f.shape), np.where(wr, hi, exact).reshape(f.shape)
 
     def mean_extra_s(self) -> np.ndarray:
         """E[excess(F)] = E[F] lin + quad Var[F] per candidate and request [C, S]."""
@@ -159,6 +232,49 @@ class MixedShare:
 
     def _fields(self) -> tuple[np.ndarray, ...]:
         return (self.mean, self.alpha, self.beta, self.lin_s, self.quad_s)
+
+
+@dataclass(frozen=True, eq=False)
+class MixedTpot:
+    """A chunked replica's TPOT law at one target per candidate, P(b + s D + excess(F) <= x)
+    (model.queueing.latency): the roots F* (:meth:`MixedShare.roots`) of every stratum of D, stacked
+    along the rows [M x C, S], and the candidates' ``stable`` [C]."""
+
+    share: MixedShare
+    roots: np.ndarray
+    want: np.ndarray
+    stable: np.ndarray
+
+    @classmethod
+    def at(cls, share: MixedShare, y: np.ndarray, shift: np.ndarray | None, stable: np.ndarray) -> MixedTpot:
+        """At excess ``y`` [C, S] over the plain step, less each stratum's ``shift`` [M, C, S] of D."""
+        if shift is None:
+            return cls(share, *share.roots(y, 1, stable), stable)
+        return cls(share, *share.roots((y[None] - shift).reshape(-1, y.shape[1]), len(shift), stable), stable)
+
+    def cdf(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """The exact CDF [C, S] (of candidates ``rows`` only when given: entry for entry the same)."""
+        if rows is None:
+            return self._average(self.share.cdf_at(self.roots, self.want, self._strata), self.stable)
+        n, m = len(self.stable), self._strata
+        pick = (np.arange(m)[:, None] * n + rows[None, :]).ravel()
+        cdf = self.share.take(rows).cdf_at(self.roots[pick], self.want[pick], m)
+        return self._average(cdf, self.stable[rows])
+
+    def bounds(self) -> tuple[np.ndarray, ...]:
+        """(lower, upper) bounds on :meth:`cdf` (:meth:`MixedShare.bounds_at`), no Beta CDF."""
+        lo_hi = self.share.bounds_at(self.roots, self.want, self._strata)
+        return tuple(self._average(v, self.stable) for v in lo_hi)
+
+    @property
+    def _strata(self) -> int:
+        return len(self.roots) // len(self.stable)
+
+    def _average(self, cdf: np.ndarray, stable: np.ndarray) -> np.ndarray:
+        """The strata averaged (midpoint quadrature over D), capped at 1, 0 where not ``stable``."""
+        if self._strata > 1:
+            cdf = cdf.reshape(self._strata, len(stable), -1).mean(axis=0)
+        return np.where(stable[:, None], np.minimum(cdf, 1.0), 0.0)
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from model.physics.decode_tokens import tokens_per_decode_step
 from model.physics.steps import mixed_step_cost
 from model.queueing.decode_batch import admission_queue, interp_rows, solve_batch
 from model.queueing.decode_spread import base_step_occupancy, tpot_spread
@@ -54,7 +53,16 @@ from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel, stall_events
 from model.queueing.mixed_share import MixedShare, alternation, mixed_share
 from model.queueing.routing import replica_arrivals, routed_wait, stall_exposure
-from model.serving.common import StyleResult, busy_fraction, first_reason, moments, stack, wait_tail
+from model.serving.common import (
+    StyleResult,
+    busy_fraction,
+    decode_token_rows,
+    emitted_rows,
+    first_reason,
+    moments,
+    stack,
+    wait_tail,
+)
 from model.serving.packing import packed_behind_s, prefill_batch, prompts_per_step
 from model.serving.phase_tables import BATCH_GRID, MIN_CHUNK_FRACTION, InstanceTables
 from model.serving.preemption import colocated_resume
@@ -84,11 +92,6 @@ def _chunked_rows(
             factor = np.array([tables[i].chunk_time_factor for i in table_index[rows]])
             out[rows] *= (factor / t.chunk_time_factor)[:, None]
     return out
-
-
-def _emitted(t: InstanceTables) -> float:
-    """Tokens a decoding sequence gains per iteration (1 without speculative decoding)."""
-    return tokens_per_decode_step(t.dep).emitted
 
 
 def _busy_iteration_s(
@@ -145,19 +148,21 @@ def _mixed_share(
     ``iteration_s`` = (T_dec, T_mix, T_full) [C]."""
     t_dec, t_mix, t_full = iteration_s
     alt = alternation(rate_r, share_moments_s, t_dec, t_mix)
-    mean, alpha, beta = mixed_share(alt, (out_tokens[None, :] - 1.0) / emitted[:, None])
+    # computed once per distinct output length (a request's law depends on it alone), then spread
+    outputs, inverse = np.unique(out_tokens, return_inverse=True)
+    laws = mixed_share(alt, (outputs[None, :] - 1.0) / emitted[:, None])
+    mean, alpha, beta = (v[:, inverse.reshape(-1)] for v in laws)
     return MixedShare.build(mean, alpha, beta, (t_dec / emitted, t_mix / emitted, t_full / emitted))
 
 
 _GRID_MEANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _chunked_grid_means(t: InstanceTables, prompt: np.ndarray) -> tuple[np.ndarray, ...]:
+def _chunked_grid_means(t: InstanceTables, prompt: np.ndarray, key: bytes) -> tuple[np.ndarray, ...]:
     """A chunked table's means over the sampled requests on BATCH_GRID (inf past its last batch):
     prefill time, iterations (ceil(prompt / room)), shareable part and free room of the last
     iteration. They do not depend on the rate, so they are kept per table (and prompt sample) for the
-    goodput search's many evaluations."""
-    key = prompt.tobytes()
+    goodput search's many evaluations; ``key`` = ``prompt.tobytes()``)."""
     hit = _GRID_MEANS.get(t)
     if hit is not None and hit[0] == key:
         return hit[1]
@@ -193,19 +198,20 @@ def _chunked_per_token(
     iteration's shareable part and free room (``InstanceTables.chunked_fixed_s`` / ``chunked_free``).
     """
     prompt = scn.prompt_tokens - scn.cached_tokens
-    grids = [_chunked_grid_means(t, prompt) for t in tables]
+    key = prompt.tobytes()
+    grids = [_chunked_grid_means(t, prompt, key) for t in tables]
     es, chunks_g, fixed_g, free_g = (np.stack([g[i] for g in grids]) for i in range(4))
     p = np.asarray(packed, dtype=float)
     es, chunks = es[table_index], chunks_g[table_index]
     inside = np.isfinite(es)
     es = np.where(inside, es - p * np.where(inside, fixed_g[table_index], 0.0), np.inf)
     chunks = np.where(inside, chunks - p * np.where(inside, free_g[table_index], 0.0), np.inf)
-    emitted = np.array([_emitted(t) for t in tables])[table_index][:, None]
+    emitted = emitted_rows(tables)[table_index][:, None]
     # per emitted token: a mixed iteration's decodes emit as many tokens as a decode-only step
     # (speculative decoding: model.physics.decode_tokens)
     with np.errstate(invalid="ignore"):
         mix = np.where(np.isfinite(es), es / np.maximum(chunks, 1e-12), np.inf) / emitted
-    dec = stack(tables, "decode_token_s")[table_index]
+    dec = decode_token_rows(tables)[table_index]
     with np.errstate(invalid="ignore", over="ignore"):
         u = np.where(np.isfinite(es), rate_per_replica[:, None] * es, np.inf)
     return shared_token_time_s(dec, u, mix), u, mix
@@ -224,7 +230,7 @@ def _decode_batch(
     prefill load the packing leaves, ``packed`` = 1 - 1/k [C, G] on BATCH_GRID: chunked from the
     tables, prefill-first from the mean prefill alone and its mean per-step part ``prefill_means_s``
     ([C] each; a prompt's share of a packed step is alone - per-step part x (1 - 1/k))."""
-    dec = stack(tables, "decode_token_s")[table_index]
+    dec = decode_token_rows(tables)[table_index]
     if prefill_means_s is None:
         tau, _u, mix_grid = _chunked_per_token(scn, tables, table_index, rate_r, packed)
     else:
@@ -262,10 +268,10 @@ def evaluate_colocated(
     eo = float(out_tokens.mean())
     scv_o = float(out_tokens.var() / eo**2)
     rate_r = rate / replicas
-    dec = stack(tables, "decode_token_s")[table_index]
+    dec = decode_token_rows(tables)[table_index]
     max_batch = stack(tables, "max_batch")[table_index]
     fits = np.array([t.fits for t in tables])[table_index]
-    emitted = np.array([_emitted(t) for t in tables])[table_index]
+    emitted = emitted_rows(tables)[table_index]
     uncached = scn.prompt_tokens - scn.cached_tokens
 
     if chunked:

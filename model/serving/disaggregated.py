@@ -38,7 +38,15 @@ from model.queueing.decode_batch import admission_wait, interp_rows, solve_batch
 from model.queueing.decode_spread import decode_tpot_spread
 from model.queueing.latency import LatencyModel
 from model.queueing.mgc import mg1_wait, mgc_wait
-from model.serving.common import StyleResult, busy_fraction, first_reason, moments, stack, wait_tail
+from model.serving.common import (
+    StyleResult,
+    busy_fraction,
+    decode_token_rows,
+    first_reason,
+    moments,
+    stack,
+    wait_tail,
+)
 from model.serving.packing import packed_behind_s, prefill_batch, step_companions, uncached_prompt_tokens
 from model.serving.phase_tables import BATCH_GRID, InstanceTables
 from model.workload.scenario import Scenario
@@ -135,7 +143,7 @@ def evaluate_disaggregated(
         link_rho = np.maximum(link_rho, rho_end)
         link_wait = link_wait + np.where(eocc == 0, 0.0, np.where(ok_end, end.mean_wait_s, np.inf))
 
-    dec = stack(decode_tables, "decode_token_s")[di]
+    dec = decode_token_rows(decode_tables)[di]
     max_batch = stack(decode_tables, "max_batch")[di]
     rate_d = rate / n_d
     sol = solve_batch(rate_d * eo, BATCH_GRID, dec, max_batch)
