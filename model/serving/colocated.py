@@ -69,6 +69,18 @@ from model.serving.preemption import colocated_resume
 from model.workload.scenario import Scenario
 
 
+def _layout_groups(
+    tables: Sequence[InstanceTables], table_index: np.ndarray
+) -> list[tuple[np.ndarray, InstanceTables]]:
+    """(rows, representative tables) per deployment and chunk budget: the candidates whose tables differ
+    at most by ``chunk_time_factor`` (a robustness world's scaled copies share their deployment,
+    model.serving.candidates.scaled_tables), so per-table work runs once per layout."""
+    groups: dict[tuple[int, int | None], list[int]] = {}
+    for t_i in np.unique(table_index):
+        groups.setdefault((id(tables[t_i].dep), tables[t_i].chunk_tokens), []).append(int(t_i))
+    return [(np.nonzero(np.isin(table_index, m))[0], tables[m[0]]) for m in groups.values()]
+
+
 def _chunked_rows(
     tables: Sequence[InstanceTables], table_index: np.ndarray, batch: np.ndarray, attr: str
 ) -> np.ndarray:
@@ -77,19 +89,14 @@ def _chunked_rows(
     their ``chunk_time_factor`` (a robustness world's scaled copies, model.serving.candidates
     .scaled_tables) are read once and scaled per row (``attr`` a time; "chunked_free" is a fraction)."""
     out = np.empty((len(table_index), tables[0].prefill_s.shape[0]))
-    groups: dict[tuple[int, int | None], list[int]] = {}
-    for t_i in np.unique(table_index):
-        groups.setdefault((id(tables[t_i].dep), tables[t_i].chunk_tokens), []).append(int(t_i))
-    for members in groups.values():
-        rows = np.nonzero(np.isin(table_index, members))[0]
-        t = tables[members[0]]
+    for rows, t in _layout_groups(tables, table_index):
         grid, table = t.chunk_batch_grid, getattr(t, attr)
         b = np.clip(batch[rows], grid[0], grid[-1])
         idx = np.clip(np.searchsorted(grid, b, side="right") - 1, 0, len(grid) - 2)
         w = np.clip((b - grid[idx]) / (grid[idx + 1] - grid[idx]), 0.0, 1.0)[:, None]
         out[rows] = table[idx] * (1.0 - w) + table[idx + 1] * w
-        if len(members) > 1 and attr != "chunked_free":
-            factor = np.array([tables[i].chunk_time_factor for i in table_index[rows]])
+        factor = np.array([tables[i].chunk_time_factor for i in table_index[rows]])
+        if attr != "chunked_free" and np.any(factor != t.chunk_time_factor):
             out[rows] *= (factor / t.chunk_time_factor)[:, None]
     return out
 
@@ -110,12 +117,7 @@ def _busy_iteration_s(
     of a robustness world share their deployment."""
     out = np.empty(len(table_index))
     uncached = scn.prompt_tokens - scn.cached_tokens
-    groups: dict[tuple[int, int | None], list[int]] = {}
-    for t_i in np.unique(table_index):
-        groups.setdefault((id(tables[t_i].dep), tables[t_i].chunk_tokens), []).append(int(t_i))
-    for members in groups.values():
-        rows = np.nonzero(np.isin(table_index, members))[0]
-        t = tables[members[0]]
+    for rows, t in _layout_groups(tables, table_index):
         b = np.maximum(np.floor(batch[rows]), 1.0)
         room = np.maximum(t.chunk_tokens - b, t.chunk_tokens * MIN_CHUNK_FRACTION)
         tokens = np.clip(float(uncached.mean()) * np.maximum(queued[rows], 1.0), 1.0, room)
