@@ -105,10 +105,11 @@ def colocated_choice(inp: PlanInputs, best: Mapping[str, BestConfig]) -> Colocat
     return pick_colocated(values, inp.margin, lower)
 
 
-def _pct(x: float, margin: float) -> str:
-    """A signed percentage; one decimal when whole percent would read as 0 or as the margin."""
+def signed_pct(x: float, *near: float) -> str:
+    """A signed whole percentage, with one decimal where the whole percent would round onto one of
+    ``near`` (fractions: the margin, so +9.6% is not shown as +10% next to "needs +10%"; or 0)."""
     whole = round(abs(x) * 100)
-    return f"{x:+.1%}" if whole in (0, round(margin * 100)) else f"{x:+.0%}"
+    return f"{x:+.1%}" if any(whole == round(v * 100) for v in near) else f"{x:+.0%}"
 
 
 def choice_words(inp: PlanInputs, pick: ColocatedPick, measure: str = "goodput") -> str | None:
@@ -119,7 +120,7 @@ def choice_words(inp: PlanInputs, pick: ColocatedPick, measure: str = "goodput")
     if pick.rival is None or pick.lead is None or pick.style is None or pick.lead <= 0:
         return None
     rival, default = get_style(pick.rival).title, get_style(default_colocated()).title
-    lead = _pct(pick.lead, inp.margin)
+    lead = signed_pct(pick.lead, inp.margin, 0.0)
     if inp.gpus is not None:
         ahead = f"{rival} {lead} {measure}"
     elif inp.objective == "gpus":

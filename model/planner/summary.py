@@ -10,8 +10,8 @@ advantage 1 / (1 + g) - 1 < margin, i.e. 1 / (1 + margin) - 1 < g < margin.
 
 from __future__ import annotations
 
+from model.planner.colocated_rule import signed_pct
 from model.planner.types import Plan
-from model.planner.verdict import _pct as signed_pct
 from model.serving.registry import get_style
 
 

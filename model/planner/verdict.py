@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from model.planner.colocated_rule import choice_words, colocated_choice, style_lead
+from model.planner.colocated_rule import choice_words, colocated_choice, signed_pct, style_lead
 from model.planner.goodput import config_goodput, goodput_rps
 from model.planner.offload_effect import offload_reason, preemption_reason
 from model.planner.prefix import prefix_reason
@@ -82,13 +82,6 @@ def _gain(inp: PlanInputs, dis: BestConfig, col: BestConfig) -> float:
     if inp.objective == "gpus":
         return style_lead(dis.n_gpus, col.n_gpus, lower_is_better=True)
     return style_lead(dis.cost_usd_per_hour, col.cost_usd_per_hour, lower_is_better=True)
-
-
-def _pct(x: float, margin: float) -> str:
-    """A signed percentage; one decimal when whole percent would round onto the margin (+9.6% is
-    not shown as +10% next to "needs +10%")."""
-    whole = f"{x:+.0%}"
-    return f"{x:+.1%}" if round(abs(x) * 100) == round(margin * 100) else whole
 
 
 def tie_band(inp: PlanInputs, best: dict[str, BestConfig]) -> tuple[bool, float | None]:
@@ -202,7 +195,7 @@ def decide(
             verdict = named
             reasons.append(
                 f"tie within the {inp.margin:.0%} margin: disaggregated changes {measure} by "
-                f"{_pct(gain, inp.margin)} (needs +{inp.margin:.0%}), so {named} is recommended "
+                f"{signed_pct(gain, inp.margin)} (needs +{inp.margin:.0%}), so {named} is recommended "
                 "(neither style is ahead by the margin)."
             )
         else:
@@ -352,7 +345,7 @@ def _no_flip_words(always: bool, tie: bool, gain: float | None, margin: float) -
     if tie and gain is not None:
         return (
             f"disaggregation never reaches the +{margin:.0%} margin at any of them "
-            f"(now {_pct(gain, margin)}: a tie within the margin)"
+            f"(now {signed_pct(gain, margin)}: a tie within the margin)"
         )
     return "disaggregation loses at all of them"
 
