@@ -123,8 +123,13 @@ class TpotSpread:
         """[C, points] deviations D at the middles (m + 1/2) / points of ``points`` equiprobable strata of
         the per-token law (its quantiles there): a ``points``-point quadrature of D for the colocated
         styles' convolution with prefill stalls (model.queueing.latency)."""
-        u = (np.arange(points, dtype=float) + 0.5) / points
-        idx = (self.cdf[:, :, None] >= u[None, None, :] - 1e-12).argmax(axis=1)  # [C, points]
+        return self.quantiles_s((np.arange(points, dtype=float) + 0.5) / points)
+
+    def quantiles_s(self, levels: np.ndarray) -> np.ndarray:
+        """[C, len(levels)] deviations D at the probability ``levels`` (the support point where the
+        per-token law's CDF first reaches each level)."""
+        u = np.asarray(levels, dtype=float)
+        idx = (self.cdf[:, :, None] >= u[None, None, :] - 1e-12).argmax(axis=1)  # [C, len(levels)]
         return np.take_along_axis(self.dev_s, idx, axis=1)
 
     def variance_s2(self) -> np.ndarray:

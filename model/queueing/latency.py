@@ -97,7 +97,7 @@ SPREAD_STRATA = 2
 midpoint rule: D at its quartiles 1/4 and 3/4). The no-stall term, which carries the tail of D,
 is exact; on the broad grid's cells 4 strata moved no planned goodput by more than 4.3% and left
 every cell on the same side of the [0.9, 1.1] band, at ~10% more planner time per stratum."""
-MIXED_STRATA = 2
+MIXED_STRATA_EDGES = (0.0, 0.5, 0.75, 0.875, 0.9375, 1.0)
 """Equiprobable strata of D over which the chunked replicas' mixed-share law is averaged (the same
 midpoint rule as SPREAD_STRATA: D at its quartiles 1/4 and 3/4). Each stratum is one Beta CDF per
 candidate and request, which is most of a chunked evaluation's time: with 4 strata (D at 1/8, 3/8,
@@ -397,8 +397,10 @@ class LatencyModel:
         y = np.broadcast_to(x - self.tpot_base_s[:, None], self.stall_events.shape)
         if self.spread is None:
             return MixedTpot.at(self.mixed, y, None, self.stable)
-        d = self.spread.strata_s(MIXED_STRATA).T  # [M, C]
-        return MixedTpot.at(self.mixed, y, d[:, :, None] * self.spread.shrink[None], self.stable)
+        edges = np.asarray(MIXED_STRATA_EDGES, dtype=float)
+        d = self.spread.quantiles_s((edges[:-1] + edges[1:]) / 2.0).T  # [M, C]
+        shift = d[:, :, None] * self.spread.shrink[None]
+        return MixedTpot.at(self.mixed, y, shift, self.stable, np.diff(edges))
 
     def tpot_cdf_bounds(self, x_s: np.ndarray) -> MixedTpot | None:
         """The chunked TPOT law at ``x_s`` with cheap bounds on :meth:`tpot_cdf` (MixedTpot.bounds)

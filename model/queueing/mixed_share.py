@@ -244,13 +244,23 @@ class MixedTpot:
     roots: np.ndarray
     want: np.ndarray
     stable: np.ndarray
+    weights: np.ndarray | None = None  # [M] the strata's probabilities (None: equiprobable)
 
     @classmethod
-    def at(cls, share: MixedShare, y: np.ndarray, shift: np.ndarray | None, stable: np.ndarray) -> MixedTpot:
-        """At excess ``y`` [C, S] over the plain step, less each stratum's ``shift`` [M, C, S] of D."""
+    def at(
+        cls,
+        share: MixedShare,
+        y: np.ndarray,
+        shift: np.ndarray | None,
+        stable: np.ndarray,
+        weights: np.ndarray | None = None,
+    ) -> MixedTpot:
+        """At excess ``y`` [C, S] over the plain step, less each stratum's ``shift`` [M, C, S] of D
+        (stratum m of probability ``weights[m]``; None: 1 / M each)."""
         if shift is None:
             return cls(share, *share.roots(y, 1, stable), stable)
-        return cls(share, *share.roots((y[None] - shift).reshape(-1, y.shape[1]), len(shift), stable), stable)
+        roots = share.roots((y[None] - shift).reshape(-1, y.shape[1]), len(shift), stable)
+        return cls(share, *roots, stable, None if weights is None else np.asarray(weights, dtype=float))
 
     def cdf(self, rows: np.ndarray | None = None) -> np.ndarray:
         """The exact CDF [C, S] (of candidates ``rows`` only when given: entry for entry the same)."""
@@ -271,9 +281,14 @@ class MixedTpot:
         return len(self.roots) // len(self.stable)
 
     def _average(self, cdf: np.ndarray, stable: np.ndarray) -> np.ndarray:
-        """The strata averaged (midpoint quadrature over D), capped at 1, 0 where not ``stable``."""
+        """The strata averaged with their probabilities (midpoint quadrature over D), capped at 1, 0
+        where not ``stable``."""
         if self._strata > 1:
-            cdf = cdf.reshape(self._strata, len(stable), -1).mean(axis=0)
+            cdf = cdf.reshape(self._strata, len(stable), -1)
+            if self.weights is None:
+                cdf = cdf.mean(axis=0)
+            else:
+                cdf = np.tensordot(self.weights, cdf, axes=1)
         return np.where(stable[:, None], np.minimum(cdf, 1.0), 0.0)
 
 

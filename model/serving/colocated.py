@@ -372,7 +372,11 @@ def evaluate_colocated(
     # stretch leaves queued) to the end of its plain decode time (O - 1) t_dec, as the router sends
     # them (model.queueing.routing.replica_arrivals; a levelling router's exposure also scales the
     # stall load), one stall per packed step without chunking (model.queueing.latency.stall_events).
-    exposure = stall_exposure(router, occ.batch, occ.prob, replicas)
+    # The router levels every request a replica holds (waiting, in prefill and decoding: the load
+    # vLLM's router counts, model.sim.colocated.Replica.load), so its count is the decode occupancy
+    # plus the requests before their first token, lambda_r (W + E[S]) per replica (Little).
+    before_first = rate_r * (np.where(np.isfinite(queue.mean_wait_s), queue.mean_wait_s, 0.0) + es)
+    exposure = stall_exposure(router, occ.batch + before_first[:, None], occ.prob, replicas)
     stall_load = exposure * stall_load
     window = service if chunked else stalls
     decode_s = t_dec[:, None] * (out_tokens[None, :] - 1.0)
