@@ -165,7 +165,13 @@ def pair_moment(batch: np.ndarray) -> np.ndarray:
     return k * (k - 1.0 + 2.0 * (y - k))
 
 
-def stall_exposure(router: Router, batch: np.ndarray, prob: np.ndarray, replicas: np.ndarray) -> np.ndarray:
+def stall_exposure(
+    router: Router,
+    batch: np.ndarray,
+    prob: np.ndarray,
+    replicas: np.ndarray,
+    before_first: np.ndarray | float = 0.0,
+) -> np.ndarray:
     """x [C]: the rate of prompts joining a running request's replica over the random router's lambda / R.
 
     Flow balance (ours; across the cut between two levels, as for a birth-death chain, Kleinrock 1975,
@@ -186,13 +192,23 @@ def stall_exposure(router: Router, batch: np.ndarray, prob: np.ndarray, replicas
     running request alone (x = 0); at a whole k per replica x = 1 - 1 / k. Levelling is the best a
     router can do for the stalled request, so x <= 1 (clipped). Random, round-robin (its arrivals are
     every R-th, :func:`replica_arrivals`) and the shared queue (an idle replica takes the next prompt;
-    not modelled: the random law, conservative) and any router with one replica: 1."""
+    not modelled: the random law, conservative) and any router with one replica: 1.
+
+    The count the router levels is every request a replica holds: waiting, in prefill and decoding
+    (vLLM's load, model.sim.colocated.Replica.load), so K is the decode occupancy plus
+    ``before_first`` [C] per replica, the requests before their first token (Little: lambda_r (W +
+    E[S]); a mean shift of the per-replica support, their fluctuation left out). Departures leave
+    from the decoding part; with it the same share theta of every level the balance above gives
+    mu theta E[K (K - 1)] / E[K] per running request against lambda / R = mu theta E[K], the same x.
+    With long prompts (RAG, fixed 8000-token prompts) and under one decode per replica this is the
+    difference between x = 0 (a running request alone) and prompts joining it: docs/validation.md,
+    "Session 10"."""
     r = np.asarray(replicas, dtype=float)
     ones = np.ones(np.broadcast(r, np.asarray(batch)[:, 0]).shape)
     if router.policy not in _LEVELLING:
         return ones
     p = np.asarray(prob, dtype=float)
-    y = np.asarray(batch, dtype=float)
+    y = np.asarray(batch, dtype=float) + np.reshape(np.asarray(before_first, dtype=float), (-1, 1))
     mean = (p * y).sum(axis=1)
     pairs = (p * pair_moment(y)).sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):

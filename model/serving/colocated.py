@@ -374,9 +374,10 @@ def evaluate_colocated(
     # stall load), one stall per packed step without chunking (model.queueing.latency.stall_events).
     # The router levels every request a replica holds (waiting, in prefill and decoding: the load
     # vLLM's router counts, model.sim.colocated.Replica.load), so its count is the decode occupancy
-    # plus the requests before their first token, lambda_r (W + E[S]) per replica (Little).
-    before_first = rate_r * (np.where(np.isfinite(queue.mean_wait_s), queue.mean_wait_s, 0.0) + es)
-    exposure = stall_exposure(router, occ.batch + before_first[:, None], occ.prob, replicas)
+    # plus the requests before their first token, lambda_r (W + E[prefill time]) per replica (Little).
+    wait_s = np.where(np.isfinite(queue.mean_wait_s), queue.mean_wait_s, 0.0)
+    before_first = rate_r * (wait_s + service.mean(axis=1))
+    exposure = stall_exposure(router, occ.batch, occ.prob, replicas, before_first)
     stall_load = exposure * stall_load
     window = service if chunked else stalls
     decode_s = t_dec[:, None] * (out_tokens[None, :] - 1.0)
