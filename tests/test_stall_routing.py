@@ -129,3 +129,16 @@ def test_four_replicas_code_tpot_against_the_simulator(policy, weight, sim_p90_m
     ).summary
     assert sim.tpot_s[1] == pytest.approx(sim_p90_ms * 1e-3, rel=0.02)
     assert ev.tpot_s.p90 == pytest.approx(sim.tpot_s[1], rel=0.06)
+
+
+def test_stall_exposure_counts_requests_before_their_first_token():
+    """The levelling router counts waiting and prefilling requests too (model.sim.colocated.Replica
+    .load): 4 replicas at 0.5 decodes each (prob 1) leave a running request alone, x = 0; with 1.0
+    request per replica before its first token the count is 1.5 (half the replicas hold 2, half 1):
+    E[K (K - 1)] = (2 + 0) / 2 = 1, x = 1 / 1.5^2 = 0.4444; per candidate, [0, 1.0]."""
+    batch, prob = np.array([[0.5, 0.5]] * 2), np.array([[1.0, 0.0]] * 2)
+    r = np.full(2, 4.0)
+    assert stall_exposure(LEAST, batch, prob, r).tolist() == [0.0, 0.0]
+    x = stall_exposure(LEAST, batch, prob, r, np.array([0.0, 1.0]))
+    assert x.tolist() == pytest.approx([0.0, 1.0 / 1.5**2])
+    assert x[1] == pytest.approx(0.4444, abs=1e-4)
