@@ -285,10 +285,7 @@ class MixedTpot:
         where not ``stable``."""
         if self._strata > 1:
             cdf = cdf.reshape(self._strata, len(stable), -1)
-            if self.weights is None:
-                cdf = cdf.mean(axis=0)
-            else:
-                cdf = np.tensordot(self.weights, cdf, axes=1)
+            cdf = cdf.mean(axis=0) if self.weights is None else np.tensordot(self.weights, cdf, axes=1)
         return np.where(stable[:, None], np.minimum(cdf, 1.0), 0.0)
 
 
