@@ -209,34 +209,3 @@ def test_distinct_columns_reconstruct_exactly() -> None:
     y_other = np.array([[7.0, 8.0, 6.0, 9.0, 8.0]])  # column 2 differs from column 0 here
     cols = distinct_columns(x, y_other)
     assert cols is not None and len(cols[0]) == 4
-
-
-def test_tail_refined_strata_of_the_batch_deviation() -> None:
-    """The chunked TPOT law averages the mixed share over strata of the batch deviation D
-    (model.queueing.latency.MIXED_STRATA_EDGES: halves towards the top, 0-1/2, 1/2-3/4, 3/4-7/8,
-    7/8-15/16, 15/16-1, each read at its middle). Hand example: D = 0 with probability 0.85 and 1 ms
-    with 0.15 (a MoE replica at batch 1 or 2), no mixed iterations (excess 0). At 0.5 ms above the
-    plain step the exact CDF is 0.85; the strata read D at the levels 1/4, 5/8, 13/16 (0) and 29/32,
-    31/32 (1 ms), so the CDF is 1/2 + 1/4 + 1/8 = 0.875 < 0.9: the p90 lies at the 1 ms atom, as it
-    does exactly. The two equiprobable strata used before (D at 1/4 and 3/4, both 0) read 1.0 and put
-    the p90 at the plain step (docs/validation.md, "Session 10")."""
-    from model.queueing.decode_spread import TpotSpread
-    from model.queueing.latency import MIXED_STRATA_EDGES
-    from model.queueing.mixed_share import MixedTpot
-
-    dev, cdf = np.array([[0.0, 1e-3]]), np.array([[0.85, 1.0]])
-    one = np.ones((1, 1))
-    spread = TpotSpread(np.zeros(1), dev, cdf, one, one, np.array([1e-3]), np.zeros((1, 2)))
-    edges = np.asarray(MIXED_STRATA_EDGES)
-    levels = (edges[:-1] + edges[1:]) / 2.0
-    assert levels.tolist() == pytest.approx([0.25, 0.625, 0.8125, 0.90625, 0.96875])
-    d = spread.quantiles_s(levels)
-    assert d[0].tolist() == [0.0, 0.0, 0.0, 1e-3, 1e-3]
-    assert spread.strata_s(2)[0].tolist() == [0.0, 0.0]
-    none = MixedShare(np.zeros((1, 1)), one, one, np.zeros((1, 1)), np.zeros((1, 1)))
-    law = MixedTpot.at(none, np.array([[0.5e-3]]), d.T[:, :, None], np.array([True]), np.diff(edges))
-    assert law.cdf()[0, 0] == pytest.approx(0.875)
-    at_top = MixedTpot.at(none, np.array([[1e-3]]), d.T[:, :, None], np.array([True]), np.diff(edges))
-    assert at_top.cdf()[0, 0] == pytest.approx(1.0)
-    two = spread.strata_s(2).T[:, :, None]
-    assert MixedTpot.at(none, np.array([[0.5e-3]]), two, np.array([True])).cdf()[0, 0] == 1.0

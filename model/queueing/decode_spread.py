@@ -47,7 +47,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import gammaln
 
-from model.queueing.decode_batch import interp_rows, whole_batch_rows
+from model.queueing.decode_batch import interp_rows
 
 # Support points of the occupancy law per candidate: integers when the window around the mean batch
 # is narrow, evenly spaced integers (each weighted by the integers it stands for) when wide.
@@ -123,13 +123,8 @@ class TpotSpread:
         """[C, points] deviations D at the middles (m + 1/2) / points of ``points`` equiprobable strata of
         the per-token law (its quantiles there): a ``points``-point quadrature of D for the colocated
         styles' convolution with prefill stalls (model.queueing.latency)."""
-        return self.quantiles_s((np.arange(points, dtype=float) + 0.5) / points)
-
-    def quantiles_s(self, levels: np.ndarray) -> np.ndarray:
-        """[C, len(levels)] deviations D at the probability ``levels`` (the support point where the
-        per-token law's CDF first reaches each level)."""
-        u = np.asarray(levels, dtype=float)
-        idx = (self.cdf[:, :, None] >= u[None, None, :] - 1e-12).argmax(axis=1)  # [C, len(levels)]
+        u = (np.arange(points, dtype=float) + 0.5) / points
+        idx = (self.cdf[:, :, None] >= u[None, None, :] - 1e-12).argmax(axis=1)  # [C, points]
         return np.take_along_axis(self.dev_s, idx, axis=1)
 
     def variance_s2(self) -> np.ndarray:
@@ -245,7 +240,7 @@ def occupancy(
     run = np.diff(n, axis=1, prepend=n[:, :1] - 1.0)  # integers each point stands for (1 at j = 0)
     mid = np.where(run > 0, n - (run - 1.0) / 2.0, n)  # the middle of the run: where its mass sits
     per_instance = np.maximum(mid / inst[:, None], 1.0)
-    tau = whole_batch_rows(np.concatenate([per_instance, c_one[:, None]], axis=1), grid, per_token_s)
+    tau = interp_rows(np.concatenate([per_instance, c_one[:, None]], axis=1), grid, per_token_s)
     tau_mid, tau_c = tau[:, :-1], tau[:, -1]  # at the runs' middles, and at the cap
     rows = np.arange(len(c))
     last = np.argmax(n >= hi[:, None], axis=1)  # the point that reaches hi
@@ -382,5 +377,5 @@ def base_step_occupancy(
     top = np.max(np.where(finite, per_token_s, 0.0), axis=1, keepdims=True)
     tau = np.where(finite, per_token_s, np.where(top > 0, top, 1.0))
     occ = occupancy(demand_tokens_per_s, grid, tau, cap, mean_batch, instances)
-    step = whole_batch_rows(occ.batch, grid, step_s)
+    step = interp_rows(np.maximum(occ.batch, 1.0), grid, step_s)
     return Occupancy(occ.batch, occ.prob, step, occ.elasticity)

@@ -63,7 +63,7 @@ request (least-loaded: model.queueing.routing.stall_exposure, which also scales 
 
 Chunked replicas (``mixed``, model.queueing.mixed_share) replace the stalls by the mixed share F of
 the request's iterations: TPOT = b + s D + excess(F), F ~ Beta per request, its law averaged over
-the strata of D bounded by MIXED_STRATA_EDGES (the same convolution, refined towards D's top).
+MIXED_STRATA strata of D (the same convolution).
 
 Join residual (disaggregated decode, ``join_busy`` / ``join_step_s``): a request whose KV lands on its
 decode instance while an iteration is in flight delivers its first token then but joins the batch at
@@ -97,21 +97,13 @@ SPREAD_STRATA = 2
 midpoint rule: D at its quartiles 1/4 and 3/4). The no-stall term, which carries the tail of D,
 is exact; on the broad grid's cells 4 strata moved no planned goodput by more than 4.3% and left
 every cell on the same side of the [0.9, 1.1] band, at ~10% more planner time per stratum."""
-MIXED_STRATA_EDGES = (0.0, 0.5, 0.75, 0.875, 0.9375, 1.0)
-"""Probability levels bounding the strata of D over which the chunked replicas' mixed-share law is
-averaged, each stratum read at its middle quantile and weighted by its probability (a midpoint rule on
-D's quantile function; Davis and Rabinowitz, *Methods of Numerical Integration*, 2nd ed., sec. 2.2,
-composite midpoint rule on unequal panels): halved towards the top (nodes 1/4, 5/8, 13/16, 29/32,
-31/32) because the SLO reads the law near its 90th percentile, where the integrand P(excess(F) <= y
-- s D) changes fastest on a replica whose TPOT spread is the batch's rather than the prefill's. Two
-equiprobable strata (D at 1/4 and 3/4, session 9) never read D above its 3/4 quantile: on a MoE
-replica under one running request per replica (the experts read grow from batch 1 to 2: Mixtral 1 x
-TP2 H200 4.6 -> 5.9 ms per step in the simulator), the p90 TPOT fell to the 3/4 quantile of the
-plain step (grid 105 chunk 4096: planned p90 6.68 ms, 7.49 with 4 strata, 7.90 with 64, simulator
-7.83). Against 64 equiprobable strata these 5 nodes move the planned goodput of grid cells 105, 43,
-72, 32 and 56 by 4.3%, 1.2%, 2.6%, 1.1% and 0.2% (2 strata: 68%, 9%, 45%, 23%, 1%; 8 equal
-strata: 11%, 2%, 22%, 5%, 0.2%) at 5 Beta CDFs per request instead of 2 (docs/validation.md,
-"Session 10")."""
+MIXED_STRATA = 2
+"""Equiprobable strata of D over which the chunked replicas' mixed-share law is averaged (the same
+midpoint rule as SPREAD_STRATA: D at its quartiles 1/4 and 3/4). Each stratum is one Beta CDF per
+candidate and request, which is most of a chunked evaluation's time: with 4 strata (D at 1/8, 3/8,
+5/8, 7/8) the 64-GPU Llama-3.1-70B chat plan took 0.51 s instead of ~0.40 s (one core, idle), and
+the 8B chunk-512 speculation cell's planned goodput read 31.5 req/s instead of 32.4 (simulator
+31.2-33.0 in two runs): a 3% move inside the model's error, for a quarter of the plan's time."""
 JOIN_STRATA = 8
 """Midpoints r_m = tau (m + 1/2) / JOIN_STRATA of the join residual's uniform law on [0, tau] (module
 docstring, "Join residual"): the CDF of R / (O - 1) is read in steps of 1/JOIN_STRATA of its range,
@@ -397,7 +389,7 @@ class LatencyModel:
 
     def _mixed_cdf(self, x: np.ndarray) -> np.ndarray:
         """P(b + s D + F extra <= x) on a chunked replica (model.queueing.mixed_share): F's Beta law
-        exact, D (the batch's fluctuation, independent) at the strata of MIXED_STRATA_EDGES."""
+        exact, D (the batch's fluctuation, independent) at MIXED_STRATA equiprobable strata."""
         return self._mixed_law(x).cdf()
 
     def _mixed_law(self, x: np.ndarray) -> MixedTpot:
@@ -405,10 +397,8 @@ class LatencyModel:
         y = np.broadcast_to(x - self.tpot_base_s[:, None], self.stall_events.shape)
         if self.spread is None:
             return MixedTpot.at(self.mixed, y, None, self.stable)
-        edges = np.asarray(MIXED_STRATA_EDGES, dtype=float)
-        d = self.spread.quantiles_s((edges[:-1] + edges[1:]) / 2.0).T  # [M, C]
-        shift = d[:, :, None] * self.spread.shrink[None]
-        return MixedTpot.at(self.mixed, y, shift, self.stable, np.diff(edges))
+        d = self.spread.strata_s(MIXED_STRATA).T  # [M, C]
+        return MixedTpot.at(self.mixed, y, d[:, :, None] * self.spread.shrink[None], self.stable)
 
     def tpot_cdf_bounds(self, x_s: np.ndarray) -> MixedTpot | None:
         """The chunked TPOT law at ``x_s`` with cheap bounds on :meth:`tpot_cdf` (MixedTpot.bounds)

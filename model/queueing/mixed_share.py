@@ -244,23 +244,13 @@ class MixedTpot:
     roots: np.ndarray
     want: np.ndarray
     stable: np.ndarray
-    weights: np.ndarray | None = None  # [M] the strata's probabilities (None: equiprobable)
 
     @classmethod
-    def at(
-        cls,
-        share: MixedShare,
-        y: np.ndarray,
-        shift: np.ndarray | None,
-        stable: np.ndarray,
-        weights: np.ndarray | None = None,
-    ) -> MixedTpot:
-        """At excess ``y`` [C, S] over the plain step, less each stratum's ``shift`` [M, C, S] of D
-        (stratum m of probability ``weights[m]``; None: 1 / M each)."""
+    def at(cls, share: MixedShare, y: np.ndarray, shift: np.ndarray | None, stable: np.ndarray) -> MixedTpot:
+        """At excess ``y`` [C, S] over the plain step, less each stratum's ``shift`` [M, C, S] of D."""
         if shift is None:
             return cls(share, *share.roots(y, 1, stable), stable)
-        roots = share.roots((y[None] - shift).reshape(-1, y.shape[1]), len(shift), stable)
-        return cls(share, *roots, stable, None if weights is None else np.asarray(weights, dtype=float))
+        return cls(share, *share.roots((y[None] - shift).reshape(-1, y.shape[1]), len(shift), stable), stable)
 
     def cdf(self, rows: np.ndarray | None = None) -> np.ndarray:
         """The exact CDF [C, S] (of candidates ``rows`` only when given: entry for entry the same)."""
@@ -281,11 +271,9 @@ class MixedTpot:
         return len(self.roots) // len(self.stable)
 
     def _average(self, cdf: np.ndarray, stable: np.ndarray) -> np.ndarray:
-        """The strata averaged with their probabilities (midpoint quadrature over D), capped at 1, 0
-        where not ``stable``."""
+        """The strata averaged (midpoint quadrature over D), capped at 1, 0 where not ``stable``."""
         if self._strata > 1:
-            cdf = cdf.reshape(self._strata, len(stable), -1)
-            cdf = cdf.mean(axis=0) if self.weights is None else np.tensordot(self.weights, cdf, axes=1)
+            cdf = cdf.reshape(self._strata, len(stable), -1).mean(axis=0)
         return np.where(stable[:, None], np.minimum(cdf, 1.0), 0.0)
 
 
