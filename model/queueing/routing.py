@@ -197,7 +197,9 @@ def stall_exposure(
     The count the router levels is every request a replica holds: waiting, in prefill and decoding
     (vLLM's load, model.sim.colocated.Replica.load), so K is the decode occupancy plus
     ``before_first`` [C] per replica, the requests before their first token (Little: lambda_r (W +
-    E[S]); a mean shift of the per-replica support, their fluctuation left out). Departures leave
+    E[prefill time]); a mean shift of the per-replica support, their fluctuation left out; a waiting
+    request counted once, as the balance is in requests, though vLLM's score weighs it
+    ``waiting_weight`` = 4 times, which would level harder still). Departures leave
     from the decoding part; with it the same share theta of every level the balance above gives
     mu theta E[K (K - 1)] / E[K] per running request against lambda / R = mu theta E[K], the same x.
     With long prompts (RAG, fixed 8000-token prompts) and under one decode per replica this is the
