@@ -34,6 +34,28 @@ not its mean. Model (assumptions stated; docs/model.md "Decode-batch fluctuation
    Variables and Stochastic Processes", sec. 9-5, mean of a stationary process over an interval).
    The request's TPOT is modelled as E_q[tau] + sqrt(g(O_i)) (tau(N) - E_q[tau]), N ~ q: its
    spread shrinks with the variance factor and keeps the shape (skew, cap) of the per-token law.
+4. **Light batch: the overlap law** (disaggregated decode pools, ``light=True``). At a batch of a
+   few sequences a request decodes alone most of the time and shares its instance only while
+   another request's decode overlaps its own; its TPOT is the time average of the step over its own
+   lifetime, so it has an atom at the alone step (no overlap at all) and, once shared, a continuous
+   law of the shared time fraction, not a scaled copy of the one-token law (docs/model.md,
+   "Light-batch decode average"). The other requests form an M/G/inf process (Poisson arrivals,
+   sojourns S from the output law); those that overlap a window of length T are a Poisson number of
+   mean lambda (E[S] + T) (the coverage count, Hall 1988; Takacs 1962; model.queueing.overlap), so
+   P(never shared) = exp(-lambda E[S] (1 + T / E[S])). In token units lambda E[S] = m = -ln alpha,
+   alpha the per-token probability of decoding alone (the q-mass at a per-instance batch <= 1; e^{-m}
+   for the M/G/inf, where a running request sees Poisson(m) others), and T / E[S] = (O_i - 1) / E[O]:
+
+       P0_i = alpha^(1 + (O_i - 1) / E[O]).
+
+   The shared time is the compound Poisson of the overlap lengths (model.queueing.overlap: one
+   overlap's law exact, two or more a gamma with the compound Poisson's moments), and the request's
+   TPOT is the alone step plus delta times its shared fraction F (the step linear in the others'
+   count, exact for the M/G/inf count's time integral), delta = lo / ln alpha so that the mean is the
+   model's (lo the alone step's deviation). The request's law is alpha x this law + (1 - alpha) x
+   item 3's law (both of mean E_q[tau]): alpha weights the alone / shared picture by the share of
+   tokens it describes, so the law is the overlap law as the batch -> 0 and item 3's where no token
+   decodes alone (alpha = 0, heavy batch); no threshold switches between them.
 
 So the p90 TPOT lies between the step at the mean batch and the step at the p90 batch, nearer the
 latter for short outputs. Arrays: C candidates, K support points of the occupancy, S sampled requests.
@@ -42,12 +64,13 @@ latter for short outputs. Arrays: C candidates, K support points of the occupanc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
-from scipy.special import gammaln
+from scipy.special import gammainc, gammaln
 
 from model.queueing.decode_batch import interp_rows
+from model.queueing.overlap import OverlapLaw, overlap_law
 
 # Support points of the occupancy law per candidate: integers when the window around the mean batch
 # is narrow, evenly spaced integers (each weighted by the integers it stands for) when wide.
@@ -79,7 +102,10 @@ class TpotSpread:
 
     ``TPOT_ci = mean_s[c] + shrink[c, i] x D_c`` with D_c on the sorted support ``dev_s[c]`` (per-token
     time minus its mean) with cumulative probabilities ``cdf[c]``; ``table`` holds P(D <= lo + m step)
-    on CDF_POINTS uniform points from lo = ``dev_s[c, 0]`` (:meth:`cdf_at`).
+    on CDF_POINTS uniform points from lo = ``dev_s[c, 0]`` (:meth:`cdf_at`). With ``alone`` (alpha [C],
+    the per-token probability of decoding alone) and ``alone_power`` ([S], 1 + (O_i - 1) / E[O]) the
+    law is blended with the light-batch overlap law (module docstring, item 4); None or alpha = 0:
+    item 3's law alone.
     """
 
     mean_s: np.ndarray  # [C] E_q[tau], the per-token time averaged over tokens
@@ -89,9 +115,70 @@ class TpotSpread:
     inv_shrink: np.ndarray  # [C, S] 1 / shrink
     step_s: np.ndarray  # [C] spacing of the uniform table
     table: np.ndarray  # [C, 1 + CDF_POINTS]: 0, then P(D <= dev_s[c, 0] + m step) for m = 0 ..
+    alone: np.ndarray | None = None  # [C] alpha: P(a token decodes at a per-instance batch <= 1)
+    overlap: OverlapLaw | None = None  # [S] the requests' overlap law (model.queueing.overlap)
 
     def excess_cdf(self, excess_s: np.ndarray) -> np.ndarray:
-        """P(TPOT_ci - mean_s[c] <= excess[c]) for excess [C, 1] (or [C, S]), every request i: the
+        """P(TPOT_ci - mean_s[c] <= excess[c]) for excess [C, 1] (or [C, S]), every request i: item 3's
+        law (:meth:`shape_cdf`), blended with the light-batch overlap law where alpha > 0 (module
+        docstring, item 4)."""
+        out = self.shape_cdf(excess_s)
+        light = self._light
+        if light is None or self.overlap is None:
+            return out
+        rows, weight, lo, delta, p0, p1, p2, shape, scale = light
+        # the shared fraction F the request can take: TPOT - alone step = delta F
+        u = (np.asarray(excess_s, dtype=float)[rows] - lo) / delta
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.maximum(u, 0.0) / np.where(scale > 0, scale, 1.0)
+            two = np.where(scale > 0, gammainc(shape, z), 1.0)
+        law = np.where(u >= 0, p0 + p1 * self.overlap.one_cdf(np.broadcast_to(u, p0.shape)) + p2 * two, 0.0)
+        out = np.array(out, dtype=float)  # a writable copy
+        out[rows] = weight * np.minimum(law, 1.0) + (1.0 - weight) * out[rows]
+        return out
+
+    @cached_property
+    def _light(self) -> tuple[np.ndarray, ...] | None:
+        """Item 4's law, parts that do not depend on the threshold: (rows with alpha > 0, alpha [R, 1],
+        the alone step's deviation lo [R, 1], delta [R, 1], P(K = 0), P(K = 1), P(K >= 2) [R, S], and
+        the gamma shape and scale of F given K >= 2 [R, S]); None without any such row.
+
+        m = -ln alpha (the M/G/inf mean of the others a running request sees), mu_i = m power_i; the
+        shared fraction F = sum of K ~ Poisson(mu_i) one-overlap fractions has mean m, and delta, the
+        step's rise per unit of F, matches the model's mean: delta F has mean -lo, so delta =
+        lo / ln alpha. Given K >= 2 the gamma takes the compound Poisson's conditional moments
+        (E[F; K >= 2] = (mu - P1) E[f], E[F^2; K >= 2] = mu E[f^2] + mu^2 E[f]^2 - P1 E[f^2]; Ross,
+        sec. 5.3.3, as the stall totals of model.queueing.latency)."""
+        if self.alone is None or self.overlap is None:
+            return None
+        rows = np.nonzero(self.alone > 0)[0]
+        if len(rows) == 0:
+            return None
+        alpha = self.alone[rows][:, None]
+        lo = self.dev_s[rows, :1]
+        log_alpha = np.log(np.minimum(alpha, 1.0))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            delta = np.where(log_alpha < 0, lo / np.where(log_alpha < 0, log_alpha, -1.0), 1.0)
+        delta = np.maximum(delta, 1e-15)
+        ov = self.overlap
+        mu = -log_alpha * ov.power[None, :]
+        p0 = np.exp(-mu)
+        p1 = mu * p0
+        p2 = np.where(mu < 1e-4, mu * mu / 2.0, np.maximum(1.0 - p0 - p1, 0.0))
+        ef, ef2 = ov.mean_f[None, :], ov.m2_f[None, :]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            first = np.where(p2 > 0, (mu - p1) * ef / np.where(p2 > 0, p2, 1.0), 2.0 * ef)
+            second = np.where(
+                p2 > 0, (mu * ef2 + mu * mu * ef * ef - p1 * ef2) / np.where(p2 > 0, p2, 1.0), 0.0
+            )
+            second = np.where((p2 > 0) & (mu >= 1e-4), second, 2.0 * ef2 + 2.0 * ef * ef)
+            var = np.maximum(second - first * first, 0.0)
+            shape = np.where(var > 0, first * first / np.where(var > 0, var, 1.0), 1.0)
+            scale = np.where((var > 0) & (first > 0), var / np.where(first > 0, first, 1.0), 0.0)
+        return rows, alpha, lo, delta, p0, p1, p2, np.maximum(shape, 1e-12), scale
+
+    def shape_cdf(self, excess_s: np.ndarray) -> np.ndarray:
+        """Item 3's law alone: P(shrink_ci D_c <= excess[c]) for excess [C, 1] (or [C, S]): the
         uniform table read at or below excess / shrink (0 below the support). The planner's hot path."""
         excess = np.asarray(excess_s, dtype=float)
         if excess.ndim == 2 and excess.shape[1] == 1:
@@ -147,6 +234,8 @@ class TpotSpread:
             self.inv_shrink[:, mask],
             self.step_s,
             self.table,
+            self.alone,
+            None if self.overlap is None else self.overlap.requests(mask),
         )
 
     def take(self, idx: np.ndarray) -> TpotSpread:
@@ -159,6 +248,8 @@ class TpotSpread:
             self.inv_shrink[idx],
             self.step_s[idx],
             self.table[idx],
+            None if self.alone is None else self.alone[idx],
+            self.overlap,
         )
 
 
@@ -294,8 +385,9 @@ def _variance_table(output_bytes: bytes) -> tuple[np.ndarray, np.ndarray]:
     return lags, g
 
 
-def tpot_spread(occ: Occupancy, output_tokens: np.ndarray) -> TpotSpread:
-    """The per-request TPOT law (module docstring, items 2 and 3) from the occupancy ``occ``.
+def tpot_spread(occ: Occupancy, output_tokens: np.ndarray, light: bool = False) -> TpotSpread:
+    """The per-request TPOT law (module docstring, items 2 and 3) from the occupancy ``occ``; with
+    ``light`` blended with the light-batch overlap law (item 4).
 
     The step time is taken nondecreasing in the batch (a running maximum over the ascending support
     enforces it), so the support of the per-token time is sorted with the batch's.
@@ -322,7 +414,13 @@ def tpot_spread(occ: Occupancy, output_tokens: np.ndarray) -> TpotSpread:
     rows, inv_rows = _shrink_table(np.ascontiguousarray(output_tokens, dtype=float).tobytes())
     pick = np.rint(occ.elasticity / (_EPS_GRID[1] - _EPS_GRID[0])).astype(np.intp)
     pick = np.clip(pick, 0, len(_EPS_GRID) - 1)
-    return TpotSpread(mean, dev, cdf, rows[pick], inv_rows[pick], step, table)
+    if not light:
+        return TpotSpread(mean, dev, cdf, rows[pick], inv_rows[pick], step, table)
+    # item 4: alpha, the tokens decoded at a per-instance batch <= 1 (a batch below one is a batch-1
+    # step), and the requests' overlap law
+    alone = np.clip(np.where(occ.batch <= 1.0 + 1e-9, q, 0.0).sum(axis=1), 0.0, 1.0)
+    ov = overlap_law(output_tokens)
+    return TpotSpread(mean, dev, cdf, rows[pick], inv_rows[pick], step, table, alone, ov)
 
 
 @lru_cache(maxsize=64)
@@ -348,9 +446,10 @@ def decode_tpot_spread(
     instances: np.ndarray | None = None,
 ) -> TpotSpread:
     """The per-request TPOT law of C decode pools (``instances`` each, behind a least-loaded router;
-    per-instance demand, cap and mean batch): :func:`occupancy` then :func:`tpot_spread`."""
+    per-instance demand, cap and mean batch): :func:`occupancy` then :func:`tpot_spread` with the
+    light-batch overlap law (module docstring, item 4)."""
     occ = occupancy(demand_tokens_per_s, grid, per_token_s, cap, mean_batch, instances)
-    return tpot_spread(occ, output_tokens)
+    return tpot_spread(occ, output_tokens, light=True)
 
 
 def base_step_occupancy(
