@@ -19,8 +19,8 @@ def test_one_overlap_of_two_equal_requests_by_hand():
     # 100 over the remaining 1: P(L <= 50) = 100 / 201, E[L] = S T / (S + T) = 101 x 100 / 201,
     # E[L^2] = (2 x 100^3 / 3 + 1 x 100^2) / 201.
     law = overlap_law(np.array([101.0, 101.0]))
-    assert law.one_cdf(np.array([[0.5, 0.5]]))[0, 0] == pytest.approx(100.0 / 201.0, rel=1e-12)
-    assert law.one_cdf(np.array([[0.999, 1.0]]))[0, 1] == pytest.approx(1.0)
+    assert law.one_cdf(np.array([[0.5, 0.5]]), np.arange(2))[0, 0] == pytest.approx(100.0 / 201.0, rel=1e-12)
+    assert law.one_cdf(np.array([[0.999, 1.0]]), np.arange(2))[0, 1] == pytest.approx(1.0)
     assert law.mean_f[0] == pytest.approx(101.0 / 201.0, rel=1e-12)
     assert law.m2_f[0] == pytest.approx((2e6 / 3.0 + 1e4) / 201.0 / 1e4, rel=1e-12)
     assert law.power[0] == pytest.approx(1.0 + 100.0 / 101.0, rel=1e-12)
@@ -48,7 +48,9 @@ def test_monte_carlo_of_the_mgi_overlaps():
     one = overlap[overlap > 0] / t
     i = 2  # the 300-token request: T = 299
     for f in (0.1, 0.3, 0.6):
-        assert np.mean(one <= f) == pytest.approx(float(law.one_cdf(np.full((1, 4), f))[0, i]), abs=0.01)
+        assert np.mean(one <= f) == pytest.approx(
+            float(law.one_cdf(np.full((1, 4), f), np.arange(4))[0, i]), abs=0.01
+        )
     assert one.mean() == pytest.approx(law.mean_f[i], rel=0.02)
 
 
@@ -70,7 +72,9 @@ def test_atom_at_never_shared_and_the_mean():
     at = light.excess_cdf(np.array([[lo + 1e-12]]))[0]
     p0 = alpha ** (1.0 + (outputs - 1.0) / outputs.mean())
     assert plain.excess_cdf(np.array([[lo + 1e-12]]))[0] == pytest.approx(np.zeros(4))
-    assert at == pytest.approx(alpha * p0, rel=1e-9)
+    assert at == pytest.approx(
+        alpha * p0, rel=1e-6
+    )  # (the K >= 2 gamma, by its cube-root normal, ~1e-8 there)
     # The overlap law has mean 0 deviation (delta = lo / ln alpha): integrating 1 - F over the support
     # (step 1 us), the blend's mean is (1 - alpha) x item 3's own (its table read at or below a point,
     # conservative by up to one table step, here 1.2 ms: a bias of item 3's law, not of this one).

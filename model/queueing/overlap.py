@@ -24,7 +24,7 @@ scale (the step) cancels. model.queueing.decode_spread (item 4) turns them into 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -51,13 +51,21 @@ class OverlapLaw:
         """The sampled requests selected by ``mask``."""
         return OverlapLaw(self.power[mask], self.mean_f[mask], self.m2_f[mask], self.table[mask])
 
-    def one_cdf(self, f: np.ndarray) -> np.ndarray:
-        """P(L / T_i <= f) for f [R, S] (every request i along the last axis), linear in the table."""
+    @cached_property
+    def columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """(first request of each distinct output, each request's distinct output): the law depends on
+        O_i alone, so item 4 of model.queueing.decode_spread is evaluated once per distinct output."""
+        _, first, inverse = np.unique(self.power, return_index=True, return_inverse=True)
+        return first, inverse.ravel()
+
+    def one_cdf(self, f: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """P(L / T_i <= f) for f [R, len(cols)], request i = cols[k] along the last axis, linear in the
+        table."""
         pos = np.clip(np.asarray(f, dtype=float), 0.0, 1.0) * (FRACTION_POINTS - 1)
         lo = np.minimum(pos.astype(np.intp), FRACTION_POINTS - 2)
         w = pos - lo
-        cols = np.arange(self.table.shape[0])[None, :]
-        left, right = self.table[cols, lo], self.table[cols, lo + 1]
+        req = np.asarray(cols)[None, :]
+        left, right = self.table[req, lo], self.table[req, lo + 1]
         return np.where(np.asarray(f) < 0, 0.0, left + w * (right - left))
 
 
