@@ -58,7 +58,8 @@ def _light_case(outputs: np.ndarray):
     # tau(n) = 10 + 5 max(n, 1) ms (a MoE-like jump), lambda E[O] = 8 tokens/s: a light batch
     tau = (0.010 + 0.005 * np.maximum(BATCH_GRID, 1.0))[None, :]
     occ = occupancy(np.array([8.0]), BATCH_GRID, tau, np.array([256.0]), np.array([0.13]))
-    return tpot_spread(occ, outputs, light=True), tpot_spread(occ, outputs)
+    levels = (0.010 + 0.005 * np.arange(1.0, 17.0))[None, :]
+    return tpot_spread(occ, outputs, levels), tpot_spread(occ, outputs)
 
 
 def test_atom_at_never_shared_and_the_mean():
@@ -75,16 +76,18 @@ def test_atom_at_never_shared_and_the_mean():
     assert at == pytest.approx(
         alpha * p0, rel=1e-6
     )  # (the K >= 2 gamma, by its cube-root normal, ~1e-8 there)
-    # The overlap law has mean 0 deviation (delta = lo / ln alpha): integrating 1 - F over the support
-    # (step 1 us), the blend's mean is (1 - alpha) x item 3's own (its table read at or below a point,
-    # conservative by up to one table step, here 1.2 ms: a bias of item 3's law, not of this one).
+    # The overlap law is the step at 1 + F others, F of mean m = -ln alpha; the step is linear here
+    # (5 ms per sequence), so its mean deviation is lo + 5 ms x m. Integrating 1 - F over the support
+    # (step 1 us), the blend's mean is alpha x that + (1 - alpha) x item 3's own (its table read at or
+    # below a point, conservative by up to one table step, here 1.2 ms: a bias of item 3's law). Within
+    # 5 us: the one-overlap table is read linearly between 1/64 points of f.
     x = np.arange(lo - 1e-6, 0.05, 1e-6)
     rows = np.zeros(len(x), dtype=int)
     means = [
         x[0] + ((1.0 - s.take(rows).excess_cdf(x[:, None])[:-1]) * 1e-6).sum(axis=0) for s in (light, plain)
     ]
-    # (within 5 us of a 5.8 ms delta: the one-overlap table is read linearly between 1/64 points of f)
-    assert means[0] == pytest.approx((1.0 - alpha) * means[1], abs=5e-6)
+    want = alpha * (lo + 0.005 * -math.log(alpha)) + (1.0 - alpha) * means[1]
+    assert means[0] == pytest.approx(want, abs=5e-6)
 
 
 def test_heavy_batch_is_item_3_law():
@@ -92,7 +95,8 @@ def test_heavy_batch_is_item_3_law():
     tau = (0.010 + 0.0001 * np.maximum(BATCH_GRID, 1.0))[None, :]
     occ = occupancy(np.array([4000.0]), BATCH_GRID, tau, np.array([1024.0]), np.array([40.0]))
     outputs = np.array([50.0, 200.0, 400.0])
-    light, plain = tpot_spread(occ, outputs, light=True), tpot_spread(occ, outputs)
+    levels = (0.010 + 0.0001 * np.arange(1.0, 17.0))[None, :]
+    light, plain = tpot_spread(occ, outputs, levels), tpot_spread(occ, outputs)
     assert float(light.alone[0]) == 0.0
     x = np.array([[-1e-4], [0.0], [2e-5], [1e-4]])
     rows = np.zeros(4, dtype=int)

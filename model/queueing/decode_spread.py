@@ -48,14 +48,16 @@ not its mean. Model (assumptions stated; docs/model.md "Decode-batch fluctuation
 
        P0_i = alpha^(1 + (O_i - 1) / E[O]).
 
-   The shared time is the compound Poisson of the overlap lengths (model.queueing.overlap: one
-   overlap's law exact, two or more a gamma with the compound Poisson's moments), and the request's
-   TPOT is the alone step plus delta times its shared fraction F (the step linear in the others'
-   count, exact for the M/G/inf count's time integral), delta = lo / ln alpha so that the mean is the
-   model's (lo the alone step's deviation). The request's law is alpha x this law + (1 - alpha) x
-   item 3's law (both of mean E_q[tau]): alpha weights the alone / shared picture by the share of
-   tokens it describes, so the law is the overlap law as the batch -> 0 and item 3's where no token
-   decodes alone (alpha = 0, heavy batch); no threshold switches between them.
+   The others' count integrated over the window is the compound Poisson of the overlap lengths
+   (model.queueing.overlap: one overlap's law exact, two or more a gamma with the compound Poisson's
+   moments), F its time average (mean m), and the request's TPOT is the step at 1 + F others, tau
+   linear between the support's batches: exact when the count spends the window at two adjacent
+   levels (at light batch: alone, or with one other), conservative otherwise (the step is concave in
+   the batch: Jensen), and its mean is E_q[tau] to that order. The request's law is alpha x this law
+   + (1 - alpha) x item 3's law: alpha = e^{-m} weights the alone / overlap picture by the share of
+   tokens it describes, so the law is the overlap law as the batch -> 0 and item 3's (with the cap's
+   waiting states, which the M/G/inf count does not have) where no token decodes alone (alpha = 0,
+   heavy batch); no threshold switches between them.
 
 So the p90 TPOT lies between the step at the mean batch and the step at the p90 batch, nearer the
 latter for short outputs. Arrays: C candidates, K support points of the occupancy, S sampled requests.
@@ -91,6 +93,10 @@ _BELOW_SD, _ABOVE_SD = 6.0, 8.0
 _MAX_ELASTICITY = 0.95
 # Lag grid (in mean outputs) on which the variance factor g is tabulated once per scenario.
 _LAG_GRID = np.concatenate([[0.0], np.geomspace(1e-3, 1e3, 96)])
+# Per-instance batches 1 .. LIGHT_LEVELS at which the light-batch law (item 4) reads the step: the
+# time-average count of others F has mean m = -ln alpha and alpha >= e^-m matters only for m of a few,
+# so F above 15 carries a weight alpha P(F > 15) < e^-m P(Poisson-like F > 15), negligible.
+LIGHT_LEVELS = 16
 # Elasticities at which each sampled request's shrink sqrt(g((1 - eps)(O - 1))) is tabulated once per
 # scenario; a candidate takes the nearest (eps within 0.005: g moves by < 0.2%).
 _EPS_GRID = np.linspace(0.0, _MAX_ELASTICITY, 96)
@@ -117,6 +123,7 @@ class TpotSpread:
     table: np.ndarray  # [C, 1 + CDF_POINTS]: 0, then P(D <= dev_s[c, 0] + m step) for m = 0 ..
     alone: np.ndarray | None = None  # [C] alpha: P(a token decodes at a per-instance batch <= 1)
     overlap: OverlapLaw | None = None  # [S] the requests' overlap law (model.queueing.overlap)
+    levels: np.ndarray | None = None  # [C, LIGHT_LEVELS] step at per-instance batch 1, 2, .. minus mean_s
 
     def excess_cdf(self, excess_s: np.ndarray) -> np.ndarray:
         """P(TPOT_ci - mean_s[c] <= excess[c]) for excess [C, 1] (or [C, S]), every request i: item 3's
@@ -126,7 +133,7 @@ class TpotSpread:
         light = self._light
         if light is None or self.overlap is None:
             return out
-        rows, weight, lo, delta, p0, p1, p2, shape, inv_mean = light
+        rows, weight, p0, p1, p2, shape, inv_mean = light
         first, inverse = self.overlap.columns  # the law is computed once per distinct output O_i
         e = np.asarray(excess_s, dtype=float)[rows]
         cols = first
@@ -137,9 +144,7 @@ class TpotSpread:
             else:  # any threshold: every request
                 p0, p1, p2, shape, inv_mean = (a[:, inverse] for a in (p0, p1, p2, shape, inv_mean))
                 cols, inverse = first[inverse], None
-        # the shared fraction F the request can take: TPOT - alone step = delta F
-        u = (e - lo) / delta
-        u = np.broadcast_to(u, p0.shape)
+        u = np.broadcast_to(self._others_within(rows, e), p0.shape)  # F <= u <=> TPOT <= threshold
         with np.errstate(divide="ignore", invalid="ignore"):
             # the gamma CDF by the Wilson-Hilferty cube root: (F / mean)^(1/3) ~ normal with mean
             # 1 - 1 / (9 k), variance 1 / (9 k) (Johnson, Kotz & Balakrishnan, "Continuous Univariate
@@ -147,36 +152,44 @@ class TpotSpread:
             ratio = np.maximum(u, 0.0) * inv_mean  # F over its mean given K >= 2
             wh = ndtr((np.cbrt(ratio) - 1.0 + 1.0 / (9.0 * shape)) * np.sqrt(9.0 * shape))
             two = np.where(shape > 0, wh, (ratio >= 1.0).astype(float))
-        law = np.where(u >= 0, p0 + p1 * self.overlap.one_cdf(u, cols) + p2 * two, 0.0)
+        one = self.overlap.one_cdf(np.minimum(u, 2.0), cols)
+        law = np.where(u >= 0, p0 + p1 * one + p2 * two, 0.0)
         law = np.minimum(law, 1.0) if inverse is None else np.minimum(law, 1.0)[:, inverse]
         out = np.array(out, dtype=float)  # a writable copy
         out[rows] = weight * law + (1.0 - weight) * out[rows]
         return out
 
+    def _others_within(self, rows: np.ndarray, excess_s: np.ndarray) -> np.ndarray:
+        """u [R, X]: the largest time-average count of others F whose step tau(1 + F) (the per-instance
+        step at integer batches, linear between them) is within ``excess_s`` [R, X] of the mean; -1
+        below the alone step, inf at or above the top level."""
+        dev = self.levels[rows]  # [R, B], nondecreasing
+        k = (dev[:, None, :] <= excess_s[:, :, None]).sum(axis=2) - 1  # last level at or below
+        top = dev.shape[1] - 1
+        kk = np.clip(k, 0, top - 1)
+        d0, d1 = np.take_along_axis(dev, kk, axis=1), np.take_along_axis(dev, kk + 1, axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frac = np.where(d1 > d0, np.clip((excess_s - d0) / (d1 - d0), 0.0, 1.0), 0.0)
+        return np.where(k < 0, -1.0, np.where(k >= top, np.inf, kk + frac))
+
     @cached_property
     def _light(self) -> tuple[np.ndarray, ...] | None:
         """Item 4's law, parts that do not depend on the threshold: (rows with alpha > 0, alpha [R, 1],
-        the alone step's deviation lo [R, 1], delta [R, 1], P(K = 0), P(K = 1), P(K >= 2) [R, S], and
-        the gamma shape and 1 / mean of F given K >= 2, [R, U] over the U distinct outputs
-        (OverlapLaw.columns); None without any such row.
+        P(K = 0), P(K = 1), P(K >= 2), the gamma shape and 1 / mean of F given K >= 2, [R, U] over the
+        U distinct outputs (OverlapLaw.columns)); None without any such row.
 
         m = -ln alpha (the M/G/inf mean of the others a running request sees), mu_i = m power_i; the
-        shared fraction F = sum of K ~ Poisson(mu_i) one-overlap fractions has mean m, and delta, the
-        step's rise per unit of F, matches the model's mean: delta F has mean -lo, so delta =
-        lo / ln alpha. Given K >= 2 the gamma takes the compound Poisson's conditional moments
-        (E[F; K >= 2] = (mu - P1) E[f], E[F^2; K >= 2] = mu E[f^2] + mu^2 E[f]^2 - P1 E[f^2]; Ross,
-        sec. 5.3.3, as the stall totals of model.queueing.latency)."""
+        time-average count F = sum of K ~ Poisson(mu_i) one-overlap fractions has mean m. Given
+        K >= 2 the gamma takes the compound Poisson's conditional moments (E[F; K >= 2] =
+        (mu - P1) E[f], E[F^2; K >= 2] = mu E[f^2] + mu^2 E[f]^2 - P1 E[f^2]; Ross, "Introduction to
+        Probability Models", sec. 5.3.3, as the stall totals of model.queueing.latency)."""
         if self.alone is None or self.overlap is None:
             return None
         rows = np.nonzero(self.alone > 0)[0]
         if len(rows) == 0:
             return None
         alpha = self.alone[rows][:, None]
-        lo = self.dev_s[rows, :1]
         log_alpha = np.log(np.minimum(alpha, 1.0))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            delta = np.where(log_alpha < 0, lo / np.where(log_alpha < 0, log_alpha, -1.0), 1.0)
-        delta = np.maximum(delta, 1e-15)
         ov = self.overlap
         first, _ = ov.columns
         mu = -log_alpha * ov.power[None, first]
@@ -195,7 +208,7 @@ class TpotSpread:
             scale = np.where((var > 0) & (first > 0), var / np.where(first > 0, first, 1.0), 0.0)
         # (shape, 1 / mean) of the gamma; shape 0: the K >= 2 part is a point at its mean
         inv_mean = np.where(first > 0, 1.0 / np.where(first > 0, first, 1.0), np.inf)
-        return rows, alpha, lo, delta, p0, p1, p2, np.where(scale > 0, shape, 0.0), inv_mean
+        return rows, alpha, p0, p1, p2, np.where(scale > 0, shape, 0.0), inv_mean
 
     def shape_cdf(self, excess_s: np.ndarray) -> np.ndarray:
         """Item 3's law alone: P(shrink_ci D_c <= excess[c]) for excess [C, 1] (or [C, S]): the
@@ -256,6 +269,7 @@ class TpotSpread:
             self.table,
             self.alone,
             None if self.overlap is None else self.overlap.requests(mask),
+            self.levels,
         )
 
     def take(self, idx: np.ndarray) -> TpotSpread:
@@ -270,6 +284,7 @@ class TpotSpread:
             self.table[idx],
             None if self.alone is None else self.alone[idx],
             self.overlap,
+            None if self.levels is None else self.levels[idx],
         )
 
 
@@ -405,9 +420,15 @@ def _variance_table(output_bytes: bytes) -> tuple[np.ndarray, np.ndarray]:
     return lags, g
 
 
-def tpot_spread(occ: Occupancy, output_tokens: np.ndarray, light: bool = False) -> TpotSpread:
+def tpot_spread(
+    occ: Occupancy,
+    output_tokens: np.ndarray,
+    steps_s: np.ndarray | None = None,
+    instances: np.ndarray | None = None,
+) -> TpotSpread:
     """The per-request TPOT law (module docstring, items 2 and 3) from the occupancy ``occ``; with
-    ``light`` blended with the light-batch overlap law (item 4).
+    ``steps_s`` ([C, B]: the per-token time at per-instance batches 1 .. B) blended with the
+    light-batch overlap law (item 4) of a pool of ``instances`` (default 1) behind a levelling router.
 
     The step time is taken nondecreasing in the batch (a running maximum over the ascending support
     enforces it), so the support of the per-token time is sorted with the batch's.
@@ -434,13 +455,19 @@ def tpot_spread(occ: Occupancy, output_tokens: np.ndarray, light: bool = False) 
     rows, inv_rows = _shrink_table(np.ascontiguousarray(output_tokens, dtype=float).tobytes())
     pick = np.rint(occ.elasticity / (_EPS_GRID[1] - _EPS_GRID[0])).astype(np.intp)
     pick = np.clip(pick, 0, len(_EPS_GRID) - 1)
-    if not light:
+    if steps_s is None:
         return TpotSpread(mean, dev, cdf, rows[pick], inv_rows[pick], step, table)
-    # item 4: alpha, the tokens decoded at a per-instance batch <= 1 (a batch below one is a batch-1
-    # step), and the requests' overlap law
-    alone = np.clip(np.where(occ.batch <= 1.0 + 1e-9, q, 0.0).sum(axis=1), 0.0, 1.0)
+    # item 4: alpha, the tokens decoded alone: on a pool of R levelled instances (occupancy's router)
+    # holding N sequences, every one is alone for N <= R, 2R - N of the N for R < N < 2R (N - R
+    # instances hold two), none beyond (a batch below one is a batch-1 step)
+    inst = np.ones(len(mean)) if instances is None else np.asarray(instances, dtype=float)
+    pool = occ.batch * inst[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(pool <= inst[:, None], 1.0, np.clip((2.0 * inst[:, None] - pool) / pool, 0.0, 1.0))
+    alone = np.clip((q * share).sum(axis=1), 0.0, 1.0)
+    levels = np.maximum.accumulate(np.asarray(steps_s, dtype=float), axis=1) - mean[:, None]
     ov = overlap_law(output_tokens)
-    return TpotSpread(mean, dev, cdf, rows[pick], inv_rows[pick], step, table, alone, ov)
+    return TpotSpread(mean, dev, cdf, rows[pick], inv_rows[pick], step, table, alone, ov, levels)
 
 
 @lru_cache(maxsize=64)
@@ -469,7 +496,11 @@ def decode_tpot_spread(
     per-instance demand, cap and mean batch): :func:`occupancy` then :func:`tpot_spread` with the
     light-batch overlap law (module docstring, item 4)."""
     occ = occupancy(demand_tokens_per_s, grid, per_token_s, cap, mean_batch, instances)
-    return tpot_spread(occ, output_tokens, light=True)
+    # the step at per-instance batches 1 .. LIGHT_LEVELS (item 4), held at the cap beyond it
+    c = np.maximum(np.floor(np.asarray(cap, dtype=float)), 1.0)[:, None]
+    levels = np.minimum(np.arange(1.0, LIGHT_LEVELS + 1.0)[None, :], c)
+    steps = interp_rows(levels, grid, per_token_s)
+    return tpot_spread(occ, output_tokens, np.where(np.isfinite(steps), steps, np.inf), instances)
 
 
 def base_step_occupancy(
