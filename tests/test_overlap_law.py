@@ -76,18 +76,18 @@ def test_atom_at_never_shared_and_the_mean():
     assert at == pytest.approx(
         alpha * p0, rel=1e-6
     )  # (the K >= 2 gamma, by its cube-root normal, ~1e-8 there)
-    # The overlap law is the step at 1 + F others, F of mean m = -ln alpha; the step is linear here
-    # (5 ms per sequence), so its mean deviation is lo + 5 ms x m. Integrating 1 - F over the support
-    # (step 1 us), the blend's mean is alpha x that + (1 - alpha) x item 3's own (its table read at or
-    # below a point, conservative by up to one table step, here 1.2 ms: a bias of item 3's law). Within
-    # 5 us: the one-overlap table is read linearly between 1/64 points of f.
+    # The overlap law is the step at 1 + c F others, F of mean m = -ln alpha, c = (E_q[tau] - tau(1)) /
+    # (m (tau(2) - tau(1))); the step is linear here (5 ms per sequence), so its mean deviation is
+    # lo + 5 ms x c m = 0. Integrating 1 - F over the support (step 1 us), the blend's mean is
+    # (1 - alpha) x item 3's own (its table read at or below a point, conservative by up to one table
+    # step, here 1.2 ms: a bias of item 3's law). Within 5 us: the one-overlap table is read linearly
+    # between 1/64 points of f.
     x = np.arange(lo - 1e-6, 0.05, 1e-6)
     rows = np.zeros(len(x), dtype=int)
     means = [
         x[0] + ((1.0 - s.take(rows).excess_cdf(x[:, None])[:-1]) * 1e-6).sum(axis=0) for s in (light, plain)
     ]
-    want = alpha * (lo + 0.005 * -math.log(alpha)) + (1.0 - alpha) * means[1]
-    assert means[0] == pytest.approx(want, abs=5e-6)
+    assert means[0] == pytest.approx((1.0 - alpha) * means[1], abs=5e-6)
 
 
 def test_heavy_batch_is_item_3_law():

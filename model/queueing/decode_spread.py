@@ -133,7 +133,7 @@ class TpotSpread:
         light = self._light
         if light is None or self.overlap is None:
             return out
-        rows, weight, p0, p1, p2, shape, inv_mean = light
+        rows, weight, scale, p0, p1, p2, shape, inv_mean = light
         first, inverse = self.overlap.columns  # the law is computed once per distinct output O_i
         e = np.asarray(excess_s, dtype=float)[rows]
         cols = first
@@ -144,7 +144,8 @@ class TpotSpread:
             else:  # any threshold: every request
                 p0, p1, p2, shape, inv_mean = (a[:, inverse] for a in (p0, p1, p2, shape, inv_mean))
                 cols, inverse = first[inverse], None
-        u = np.broadcast_to(self._others_within(rows, e), p0.shape)  # F <= u <=> TPOT <= threshold
+        # F <= u <=> TPOT <= threshold
+        u = np.broadcast_to(self._others_within(rows, e) / scale, p0.shape)
         with np.errstate(divide="ignore", invalid="ignore"):
             # the gamma CDF by the Wilson-Hilferty cube root: (F / mean)^(1/3) ~ normal with mean
             # 1 - 1 / (9 k), variance 1 / (9 k) (Johnson, Kotz & Balakrishnan, "Continuous Univariate
@@ -175,8 +176,8 @@ class TpotSpread:
     @cached_property
     def _light(self) -> tuple[np.ndarray, ...] | None:
         """Item 4's law, parts that do not depend on the threshold: (rows with alpha > 0, alpha [R, 1],
-        P(K = 0), P(K = 1), P(K >= 2), the gamma shape and 1 / mean of F given K >= 2, [R, U] over the
-        U distinct outputs (OverlapLaw.columns)); None without any such row.
+        the count's scale c [R, 1], P(K = 0), P(K = 1), P(K >= 2), the gamma shape and 1 / mean of F
+        given K >= 2, [R, U] over the U distinct outputs (OverlapLaw.columns)); None without any.
 
         m = -ln alpha (the M/G/inf mean of the others a running request sees), mu_i = m power_i; the
         time-average count F = sum of K ~ Poisson(mu_i) one-overlap fractions has mean m. Given
@@ -208,7 +209,14 @@ class TpotSpread:
             scale = np.where((var > 0) & (first > 0), var / np.where(first > 0, first, 1.0), 0.0)
         # (shape, 1 / mean) of the gamma; shape 0: the K >= 2 part is a point at its mean
         inv_mean = np.where(first > 0, 1.0 / np.where(first > 0, first, 1.0), np.inf)
-        return rows, alpha, p0, p1, p2, np.where(scale > 0, shape, 0.0), inv_mean
+        # the count's scale c: tau(1 + c F) has Little's mean E_q[tau] to first order, c = (E_q[tau] -
+        # tau(1)) / (m (tau(2) - tau(1))); 1 on one instance at light batch, below 1 on a levelled pool
+        # (its per-token law's shared tokens sit at the pool's average batch N / R)
+        rise = self.levels[rows, 1:2] - self.levels[rows, :1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            count = -self.levels[rows, :1] / (-log_alpha * rise)
+        count = np.where(np.isfinite(count) & (count > 0), count, 1.0)
+        return rows, alpha, count, p0, p1, p2, np.where(scale > 0, shape, 0.0), inv_mean
 
     def shape_cdf(self, excess_s: np.ndarray) -> np.ndarray:
         """Item 3's law alone: P(shrink_ci D_c <= excess[c]) for excess [C, 1] (or [C, S]): the
@@ -420,15 +428,10 @@ def _variance_table(output_bytes: bytes) -> tuple[np.ndarray, np.ndarray]:
     return lags, g
 
 
-def tpot_spread(
-    occ: Occupancy,
-    output_tokens: np.ndarray,
-    steps_s: np.ndarray | None = None,
-    instances: np.ndarray | None = None,
-) -> TpotSpread:
+def tpot_spread(occ: Occupancy, output_tokens: np.ndarray, steps_s: np.ndarray | None = None) -> TpotSpread:
     """The per-request TPOT law (module docstring, items 2 and 3) from the occupancy ``occ``; with
     ``steps_s`` ([C, B]: the per-token time at per-instance batches 1 .. B) blended with the
-    light-batch overlap law (item 4) of a pool of ``instances`` (default 1) behind a levelling router.
+    light-batch overlap law (item 4).
 
     The step time is taken nondecreasing in the batch (a running maximum over the ascending support
     enforces it), so the support of the per-token time is sorted with the batch's.
@@ -457,14 +460,12 @@ def tpot_spread(
     pick = np.clip(pick, 0, len(_EPS_GRID) - 1)
     if steps_s is None:
         return TpotSpread(mean, dev, cdf, rows[pick], inv_rows[pick], step, table)
-    # item 4: alpha, the tokens decoded alone: on a pool of R levelled instances (occupancy's router)
-    # holding N sequences, every one is alone for N <= R, 2R - N of the N for R < N < 2R (N - R
-    # instances hold two), none beyond (a batch below one is a batch-1 step)
-    inst = np.ones(len(mean)) if instances is None else np.asarray(instances, dtype=float)
-    pool = occ.batch * inst[:, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.where(pool <= inst[:, None], 1.0, np.clip((2.0 * inst[:, None] - pool) / pool, 0.0, 1.0))
-    alone = np.clip((q * share).sum(axis=1), 0.0, 1.0)
+    # item 4: alpha, the tokens decoded at a per-instance batch <= 1 (a batch below one is a batch-1
+    # step). On a pool of R levelled instances only 2R - N of N tokens are alone for R < N < 2R;
+    # counting those as alone put grid cell 26's shared requests at half the simulator's (its router
+    # levels KV tokens, and the pool shares more than the level law's N > R; docs/validation.md,
+    # session 10), so the per-token law's own batch is kept.
+    alone = np.clip(np.where(occ.batch <= 1.0 + 1e-9, q, 0.0).sum(axis=1), 0.0, 1.0)
     levels = np.maximum.accumulate(np.asarray(steps_s, dtype=float), axis=1) - mean[:, None]
     ov = overlap_law(output_tokens)
     return TpotSpread(mean, dev, cdf, rows[pick], inv_rows[pick], step, table, alone, ov, levels)
@@ -500,7 +501,7 @@ def decode_tpot_spread(
     c = np.maximum(np.floor(np.asarray(cap, dtype=float)), 1.0)[:, None]
     levels = np.minimum(np.arange(1.0, LIGHT_LEVELS + 1.0)[None, :], c)
     steps = interp_rows(levels, grid, per_token_s)
-    return tpot_spread(occ, output_tokens, np.where(np.isfinite(steps), steps, np.inf), instances)
+    return tpot_spread(occ, output_tokens, np.where(np.isfinite(steps), steps, np.inf))
 
 
 def base_step_occupancy(
