@@ -69,10 +69,10 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 import numpy as np
-from scipy.special import gammaln, ndtr
+from scipy.special import gammaln
 
 from model.queueing.decode_batch import interp_rows
-from model.queueing.overlap import OverlapLaw, overlap_law
+from model.queueing.overlap import LightLaw, OverlapLaw, light_law, overlap_law
 
 # Support points of the occupancy law per candidate: integers when the window around the mean batch
 # is narrow, evenly spaced integers (each weighted by the integers it stands for) when wide.
@@ -93,10 +93,10 @@ _BELOW_SD, _ABOVE_SD = 6.0, 8.0
 _MAX_ELASTICITY = 0.95
 # Lag grid (in mean outputs) on which the variance factor g is tabulated once per scenario.
 _LAG_GRID = np.concatenate([[0.0], np.geomspace(1e-3, 1e3, 96)])
-# Per-instance batches 1 .. LIGHT_LEVELS at which the light-batch law (item 4) reads the step: the
-# time-average count of others F has mean m = -ln alpha and alpha >= e^-m matters only for m of a few,
-# so F above 15 carries a weight alpha P(F > 15) < e^-m P(Poisson-like F > 15), negligible.
-LIGHT_LEVELS = 16
+# Per-instance batches 1 .. LIGHT_LEVELS at which the light-batch law (item 4) reads the step (held at
+# the top one beyond): the time-average count of others F has mean m = -ln alpha and weight alpha =
+# e^-m, so F above 7 carries at most about max_m e^-m P(Poisson(m) >= 8) < 2e-4 of a request's CDF.
+LIGHT_LEVELS = 8
 # Elasticities at which each sampled request's shrink sqrt(g((1 - eps)(O - 1))) is tabulated once per
 # scenario; a candidate takes the nearest (eps within 0.005: g moves by < 0.2%).
 _EPS_GRID = np.linspace(0.0, _MAX_ELASTICITY, 96)
@@ -125,98 +125,28 @@ class TpotSpread:
     overlap: OverlapLaw | None = None  # [S] the requests' overlap law (model.queueing.overlap)
     levels: np.ndarray | None = None  # [C, LIGHT_LEVELS] step at per-instance batch 1, 2, .. minus mean_s
 
-    def excess_cdf(self, excess_s: np.ndarray) -> np.ndarray:
+    def excess_cdf(self, excess_s: np.ndarray, by_output: bool = False) -> np.ndarray:
         """P(TPOT_ci - mean_s[c] <= excess[c]) for excess [C, 1] (or [C, S]), every request i: item 3's
         law (:meth:`shape_cdf`), blended with the light-batch overlap law where alpha > 0 (module
-        docstring, item 4)."""
+        docstring, item 4). ``by_output``: the caller's [C, S] excess varies with O_i only (no check)."""
         out = self.shape_cdf(excess_s)
         light = self._light
-        if light is None or self.overlap is None:
+        if light is None:
             return out
-        rows, weight, scale, p0, p1, p2, shape, inv_mean = light
-        first, inverse = self.overlap.columns  # the law is computed once per distinct output O_i
-        e = np.asarray(excess_s, dtype=float)[rows]
-        cols = first
-        if e.shape[1] > 1:
-            e_first = e[:, first]
-            if np.array_equal(e_first[:, inverse], e):  # the threshold varies with O_i only
-                e = e_first
-            else:  # any threshold: every request
-                p0, p1, p2, shape, inv_mean = (a[:, inverse] for a in (p0, p1, p2, shape, inv_mean))
-                cols, inverse = first[inverse], None
-        # F <= u <=> TPOT <= threshold
-        u = np.broadcast_to(self._others_within(rows, e) / scale, p0.shape)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            # the gamma CDF by the Wilson-Hilferty cube root: (F / mean)^(1/3) ~ normal with mean
-            # 1 - 1 / (9 k), variance 1 / (9 k) (Johnson, Kotz & Balakrishnan, "Continuous Univariate
-            # Distributions" vol. 1, 2nd ed., sec. 17.5; CDF error < 0.01 for k >= 0.5, times P(K >= 2))
-            ratio = np.maximum(u, 0.0) * inv_mean  # F over its mean given K >= 2
-            wh = ndtr((np.cbrt(ratio) - 1.0 + 1.0 / (9.0 * shape)) * np.sqrt(9.0 * shape))
-            two = np.where(shape > 0, wh, (ratio >= 1.0).astype(float))
-        one = self.overlap.one_cdf(np.minimum(u, 2.0), cols)
-        law = np.where(u >= 0, p0 + p1 * one + p2 * two, 0.0)
-        law = np.minimum(law, 1.0) if inverse is None else np.minimum(law, 1.0)[:, inverse]
         out = np.array(out, dtype=float)  # a writable copy
-        out[rows] = weight * law + (1.0 - weight) * out[rows]
+        rows, weight = light.rows, light.alpha
+        out[rows] = (
+            weight * light.cdf(np.asarray(excess_s, dtype=float)[rows], by_output)
+            + (1.0 - weight) * out[rows]
+        )
         return out
 
-    def _others_within(self, rows: np.ndarray, excess_s: np.ndarray) -> np.ndarray:
-        """u [R, X]: the largest time-average count of others F whose step tau(1 + F) (the per-instance
-        step at integer batches, linear between them) is within ``excess_s`` [R, X] of the mean; -1
-        below the alone step, inf at or above the top level."""
-        dev = self.levels[rows]  # [R, B], nondecreasing
-        k = (dev[:, None, :] <= excess_s[:, :, None]).sum(axis=2) - 1  # last level at or below
-        top = dev.shape[1] - 1
-        kk = np.clip(k, 0, top - 1)
-        d0, d1 = np.take_along_axis(dev, kk, axis=1), np.take_along_axis(dev, kk + 1, axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            frac = np.where(d1 > d0, np.clip((excess_s - d0) / (d1 - d0), 0.0, 1.0), 0.0)
-        return np.where(k < 0, -1.0, np.where(k >= top, np.inf, kk + frac))
-
     @cached_property
-    def _light(self) -> tuple[np.ndarray, ...] | None:
-        """Item 4's law, parts that do not depend on the threshold: (rows with alpha > 0, alpha [R, 1],
-        the count's scale c [R, 1], P(K = 0), P(K = 1), P(K >= 2), the gamma shape and 1 / mean of F
-        given K >= 2, [R, U] over the U distinct outputs (OverlapLaw.columns)); None without any.
-
-        m = -ln alpha (the M/G/inf mean of the others a running request sees), mu_i = m power_i; the
-        time-average count F = sum of K ~ Poisson(mu_i) one-overlap fractions has mean m. Given
-        K >= 2 the gamma takes the compound Poisson's conditional moments (E[F; K >= 2] =
-        (mu - P1) E[f], E[F^2; K >= 2] = mu E[f^2] + mu^2 E[f]^2 - P1 E[f^2]; Ross, "Introduction to
-        Probability Models", sec. 5.3.3, as the stall totals of model.queueing.latency)."""
-        if self.alone is None or self.overlap is None:
+    def _light(self) -> LightLaw | None:
+        """Item 4's law for the candidates with alpha > 0 (model.queueing.overlap.light_law)."""
+        if self.alone is None or self.overlap is None or self.levels is None:
             return None
-        rows = np.nonzero(self.alone > 0)[0]
-        if len(rows) == 0:
-            return None
-        alpha = self.alone[rows][:, None]
-        log_alpha = np.log(np.minimum(alpha, 1.0))
-        ov = self.overlap
-        first, _ = ov.columns
-        mu = -log_alpha * ov.power[None, first]
-        p0 = np.exp(-mu)
-        p1 = mu * p0
-        p2 = np.where(mu < 1e-4, mu * mu / 2.0, np.maximum(1.0 - p0 - p1, 0.0))
-        ef, ef2 = ov.mean_f[None, first], ov.m2_f[None, first]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            first = np.where(p2 > 0, (mu - p1) * ef / np.where(p2 > 0, p2, 1.0), 2.0 * ef)
-            second = np.where(
-                p2 > 0, (mu * ef2 + mu * mu * ef * ef - p1 * ef2) / np.where(p2 > 0, p2, 1.0), 0.0
-            )
-            second = np.where((p2 > 0) & (mu >= 1e-4), second, 2.0 * ef2 + 2.0 * ef * ef)
-            var = np.maximum(second - first * first, 0.0)
-            shape = np.where(var > 0, first * first / np.where(var > 0, var, 1.0), 1.0)
-            scale = np.where((var > 0) & (first > 0), var / np.where(first > 0, first, 1.0), 0.0)
-        # (shape, 1 / mean) of the gamma; shape 0: the K >= 2 part is a point at its mean
-        inv_mean = np.where(first > 0, 1.0 / np.where(first > 0, first, 1.0), np.inf)
-        # the count's scale c: tau(1 + c F) has Little's mean E_q[tau] to first order, c = (E_q[tau] -
-        # tau(1)) / (m (tau(2) - tau(1))); 1 on one instance at light batch, below 1 on a levelled pool
-        # (its per-token law's shared tokens sit at the pool's average batch N / R)
-        rise = self.levels[rows, 1:2] - self.levels[rows, :1]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            count = -self.levels[rows, :1] / (-log_alpha * rise)
-        count = np.where(np.isfinite(count) & (count > 0), count, 1.0)
-        return rows, alpha, count, p0, p1, p2, np.where(scale > 0, shape, 0.0), inv_mean
+        return light_law(self.alone, self.levels, self.overlap)
 
     def shape_cdf(self, excess_s: np.ndarray) -> np.ndarray:
         """Item 3's law alone: P(shrink_ci D_c <= excess[c]) for excess [C, 1] (or [C, S]): the

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 import numpy as np
+from scipy.special import ndtr
 
 FRACTION_POINTS = 65
 """Uniform points f = 0, 1/64, .., 1 on which each request's one-overlap CDF P(L / T <= f) is tabulated
@@ -100,3 +101,96 @@ def _overlap_law(output_bytes: bytes) -> OverlapLaw:
     for arr in (law.power, law.mean_f, law.m2_f, law.table):
         arr.flags.writeable = False
     return law
+
+
+@dataclass(frozen=True, eq=False)
+class LightLaw:
+    """The light-batch TPOT law (model.queueing.decode_spread, item 4) of the candidates ``rows`` with
+    alpha > 0: alpha [R, 1], the count's scale c [R, 1], the step at per-instance batches 1, 2, ..
+    minus the mean ``levels`` [R, B], and per distinct output (OverlapLaw.columns) P(K = 0), P(K = 1),
+    P(K >= 2) and the gamma shape and 1 / mean of F given K >= 2 [R, U]."""
+
+    rows: np.ndarray
+    alpha: np.ndarray
+    count: np.ndarray
+    levels: np.ndarray
+    overlap: OverlapLaw
+    p0: np.ndarray
+    p1: np.ndarray
+    p2: np.ndarray
+    shape: np.ndarray
+    inv_mean: np.ndarray
+
+    def cdf(self, excess_s: np.ndarray, by_output: bool = False) -> np.ndarray:
+        """P(tau(1 + c F) - mean <= excess) [R, S] for excess [R, 1] or [R, S] (``by_output``: varying
+        with O_i only, unchecked; otherwise checked, and else every request computed)."""
+        first, inverse = self.overlap.columns  # the law is computed once per distinct output O_i
+        e, cols = excess_s, first
+        p0, p1, p2, shape, inv_mean = self.p0, self.p1, self.p2, self.shape, self.inv_mean
+        if e.shape[1] > 1:
+            e_first = e[:, first]
+            if by_output or np.array_equal(e_first[:, inverse], e):
+                e = e_first
+            else:
+                p0, p1, p2, shape, inv_mean = (a[:, inverse] for a in (p0, p1, p2, shape, inv_mean))
+                cols, inverse = first[inverse], None
+        u = np.broadcast_to(self._others_within(e) / self.count, p0.shape)  # F <= u <=> TPOT <= x
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # the gamma CDF by the Wilson-Hilferty cube root: (F / mean)^(1/3) ~ normal with mean
+            # 1 - 1 / (9 k), variance 1 / (9 k) (Johnson, Kotz & Balakrishnan, "Continuous Univariate
+            # Distributions" vol. 1, 2nd ed., sec. 17.5; CDF error < 0.01 for k >= 0.5, times P(K >= 2))
+            ratio = np.maximum(u, 0.0) * inv_mean  # F over its mean given K >= 2
+            wh = ndtr((np.cbrt(ratio) - 1.0 + 1.0 / (9.0 * shape)) * np.sqrt(9.0 * shape))
+            two = np.where(shape > 0, wh, (ratio >= 1.0).astype(float))
+        one = self.overlap.one_cdf(np.minimum(u, 2.0), cols)
+        law = np.minimum(np.where(u >= 0, p0 + p1 * one + p2 * two, 0.0), 1.0)
+        return law if inverse is None else law[:, inverse]
+
+    def _others_within(self, excess_s: np.ndarray) -> np.ndarray:
+        """u [R, X]: the largest time-average count of others F whose step tau(1 + F) (the per-instance
+        step at integer batches, linear between them) is within ``excess_s`` [R, X] of the mean; -1
+        below the alone step, inf at or above the top level."""
+        dev = self.levels  # [R, B], nondecreasing
+        k = (dev[:, None, :] <= excess_s[:, :, None]).sum(axis=2) - 1  # last level at or below
+        top = dev.shape[1] - 1
+        kk = np.clip(k, 0, top - 1)
+        d0, d1 = np.take_along_axis(dev, kk, axis=1), np.take_along_axis(dev, kk + 1, axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frac = np.where(d1 > d0, np.clip((excess_s - d0) / (d1 - d0), 0.0, 1.0), 0.0)
+        return np.where(k < 0, -1.0, np.where(k >= top, np.inf, kk + frac))
+
+
+def light_law(alone: np.ndarray, levels: np.ndarray, overlap: OverlapLaw) -> LightLaw | None:
+    """:class:`LightLaw` of the candidates with alpha = ``alone`` > 0 (None without any).
+
+    m = -ln alpha (the M/G/inf mean of the others a running request sees), mu_i = m power_i; the
+    time-average count F = sum of K ~ Poisson(mu_i) one-overlap fractions has mean m. Given K >= 2
+    the gamma takes the compound Poisson's conditional moments (E[F; K >= 2] = (mu - P1) E[f],
+    E[F^2; K >= 2] = mu E[f^2] + mu^2 E[f]^2 - P1 E[f^2]; Ross, "Introduction to Probability Models",
+    sec. 5.3.3, as the stall totals of model.queueing.latency). The count's scale c makes tau(1 + c F)
+    keep Little's mean E_q[tau] to first order: c = (E_q[tau] - tau(1)) / (m (tau(2) - tau(1))), 1 on
+    one instance at light batch, below 1 on a levelled pool (its per-token law's shared tokens sit at
+    the pool's average batch N / R)."""
+    rows = np.nonzero(alone > 0)[0]
+    if len(rows) == 0:
+        return None
+    alpha = alone[rows][:, None]
+    log_alpha = np.log(np.minimum(alpha, 1.0))
+    first, _ = overlap.columns
+    mu = -log_alpha * overlap.power[None, first]
+    p0 = np.exp(-mu)
+    p1 = mu * p0
+    p2 = np.where(mu < 1e-4, mu * mu / 2.0, np.maximum(1.0 - p0 - p1, 0.0))
+    ef, ef2 = overlap.mean_f[None, first], overlap.m2_f[None, first]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        some = p2 > 0
+        mean2 = np.where(some, (mu - p1) * ef / np.where(some, p2, 1.0), 2.0 * ef)
+        sq2 = np.where(some, (mu * ef2 + mu * mu * ef * ef - p1 * ef2) / np.where(some, p2, 1.0), 0.0)
+        sq2 = np.where(some & (mu >= 1e-4), sq2, 2.0 * ef2 + 2.0 * ef * ef)  # K = 2 as mu -> 0
+        var = np.maximum(sq2 - mean2 * mean2, 0.0)
+        shape = np.where(var > 0, mean2 * mean2 / np.where(var > 0, var, 1.0), 0.0)  # 0: a point
+        inv_mean = np.where(mean2 > 0, 1.0 / np.where(mean2 > 0, mean2, 1.0), np.inf)
+        lv = levels[rows]
+        count = -lv[:, :1] / (-log_alpha * (lv[:, 1:2] - lv[:, :1]))
+    count = np.where(np.isfinite(count) & (count > 0), count, 1.0)
+    return LightLaw(rows, alpha, count, lv, overlap, p0, p1, p2, shape, inv_mean)
