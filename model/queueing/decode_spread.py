@@ -50,10 +50,11 @@ not its mean. Model (assumptions stated; docs/model.md "Decode-batch fluctuation
 
    The others' count integrated over the window is the compound Poisson of the overlap lengths
    (model.queueing.overlap: one overlap's law exact, two or more a gamma with the compound Poisson's
-   moments), F its time average (mean m), and the request's TPOT is the step at 1 + F others, tau
-   linear between the support's batches: exact when the count spends the window at two adjacent
-   levels (at light batch: alone, or with one other), conservative otherwise (the step is concave in
-   the batch: Jensen), and its mean is E_q[tau] to that order. The request's law is alpha x this law
+   moments), F its time average (mean m), and the request's TPOT is the step at 1 + c F others, tau
+   linear between integer batches: exact when the count spends the window at two adjacent levels
+   (at light batch: alone, or with one other), conservative otherwise (the step is concave in the
+   batch: Jensen); c keeps Little's mean E_q[tau] to first order (model.queueing.overlap.light_law).
+   The request's law is alpha x this law
    + (1 - alpha) x item 3's law: alpha = e^{-m} weights the alone / overlap picture by the share of
    tokens it describes, so the law is the overlap law as the batch -> 0 and item 3's (with the cap's
    waiting states, which the M/G/inf count does not have) where no token decodes alone (alpha = 0,
