@@ -34,6 +34,31 @@ not its mean. Model (assumptions stated; docs/model.md "Decode-batch fluctuation
    Variables and Stochastic Processes", sec. 9-5, mean of a stationary process over an interval).
    The request's TPOT is modelled as E_q[tau] + sqrt(g(O_i)) (tau(N) - E_q[tau]), N ~ q: its
    spread shrinks with the variance factor and keeps the shape (skew, cap) of the per-token law.
+4. **Light batch: the overlap law** (disaggregated decode pools, ``light=True``). At a batch of a
+   few sequences a request decodes alone most of the time and shares its instance only while
+   another request's decode overlaps its own; its TPOT is the time average of the step over its own
+   lifetime, so it has an atom at the alone step (no overlap at all) and, once shared, a continuous
+   law of the shared time fraction, not a scaled copy of the one-token law (docs/model.md,
+   "Light-batch decode average"). The other requests form an M/G/inf process (Poisson arrivals,
+   sojourns S from the output law); those that overlap a window of length T are a Poisson number of
+   mean lambda (E[S] + T) (the coverage count, Hall 1988; Takacs 1962; model.queueing.overlap), so
+   P(never shared) = exp(-lambda E[S] (1 + T / E[S])). In token units lambda E[S] = m = -ln alpha,
+   alpha the per-token probability of decoding alone (the q-mass at a per-instance batch <= 1; e^{-m}
+   for the M/G/inf, where a running request sees Poisson(m) others), and T / E[S] = (O_i - 1) / E[O]:
+
+       P0_i = alpha^(1 + (O_i - 1) / E[O]).
+
+   The others' count integrated over the window is the compound Poisson of the overlap lengths
+   (model.queueing.overlap: one overlap's law exact, two or more a gamma with the compound Poisson's
+   moments), F its time average (mean m), and the request's TPOT is the step at 1 + c F others, tau
+   linear between integer batches: exact when the count spends the window at two adjacent levels
+   (at light batch: alone, or with one other), conservative otherwise (the step is concave in the
+   batch: Jensen); c keeps Little's mean E_q[tau] to first order (model.queueing.overlap.light_law).
+   The request's law is alpha x this law
+   + (1 - alpha) x item 3's law: alpha = e^{-m} weights the alone / overlap picture by the share of
+   tokens it describes, so the law is the overlap law as the batch -> 0 and item 3's (with the cap's
+   waiting states, which the M/G/inf count does not have) where no token decodes alone (alpha = 0,
+   heavy batch); no threshold switches between them.
 
 So the p90 TPOT lies between the step at the mean batch and the step at the p90 batch, nearer the
 latter for short outputs. Arrays: C candidates, K support points of the occupancy, S sampled requests.
@@ -42,12 +67,13 @@ latter for short outputs. Arrays: C candidates, K support points of the occupanc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 from scipy.special import gammaln
 
 from model.queueing.decode_batch import interp_rows
+from model.queueing.overlap import LightLaw, OverlapLaw, light_law, overlap_law
 
 # Support points of the occupancy law per candidate: integers when the window around the mean batch
 # is narrow, evenly spaced integers (each weighted by the integers it stands for) when wide.
@@ -68,6 +94,10 @@ _BELOW_SD, _ABOVE_SD = 6.0, 8.0
 _MAX_ELASTICITY = 0.95
 # Lag grid (in mean outputs) on which the variance factor g is tabulated once per scenario.
 _LAG_GRID = np.concatenate([[0.0], np.geomspace(1e-3, 1e3, 96)])
+# Per-instance batches 1 .. LIGHT_LEVELS at which the light-batch law (item 4) reads the step (held at
+# the top one beyond): the time-average count of others F has mean m = -ln alpha and weight alpha =
+# e^-m, so F above 7 carries at most about max_m e^-m P(Poisson(m) >= 8) < 2e-4 of a request's CDF.
+LIGHT_LEVELS = 8
 # Elasticities at which each sampled request's shrink sqrt(g((1 - eps)(O - 1))) is tabulated once per
 # scenario; a candidate takes the nearest (eps within 0.005: g moves by < 0.2%).
 _EPS_GRID = np.linspace(0.0, _MAX_ELASTICITY, 96)
@@ -79,7 +109,10 @@ class TpotSpread:
 
     ``TPOT_ci = mean_s[c] + shrink[c, i] x D_c`` with D_c on the sorted support ``dev_s[c]`` (per-token
     time minus its mean) with cumulative probabilities ``cdf[c]``; ``table`` holds P(D <= lo + m step)
-    on CDF_POINTS uniform points from lo = ``dev_s[c, 0]`` (:meth:`cdf_at`).
+    on CDF_POINTS uniform points from lo = ``dev_s[c, 0]`` (:meth:`cdf_at`). With ``alone`` (alpha [C],
+    the per-token probability of decoding alone) and ``alone_power`` ([S], 1 + (O_i - 1) / E[O]) the
+    law is blended with the light-batch overlap law (module docstring, item 4); None or alpha = 0:
+    item 3's law alone.
     """
 
     mean_s: np.ndarray  # [C] E_q[tau], the per-token time averaged over tokens
@@ -89,9 +122,35 @@ class TpotSpread:
     inv_shrink: np.ndarray  # [C, S] 1 / shrink
     step_s: np.ndarray  # [C] spacing of the uniform table
     table: np.ndarray  # [C, 1 + CDF_POINTS]: 0, then P(D <= dev_s[c, 0] + m step) for m = 0 ..
+    alone: np.ndarray | None = None  # [C] alpha: P(a token decodes at a per-instance batch <= 1)
+    overlap: OverlapLaw | None = None  # [S] the requests' overlap law (model.queueing.overlap)
+    levels: np.ndarray | None = None  # [C, LIGHT_LEVELS] step at per-instance batch 1, 2, .. minus mean_s
 
-    def excess_cdf(self, excess_s: np.ndarray) -> np.ndarray:
-        """P(TPOT_ci - mean_s[c] <= excess[c]) for excess [C, 1] (or [C, S]), every request i: the
+    def excess_cdf(self, excess_s: np.ndarray, by_output: bool = False) -> np.ndarray:
+        """P(TPOT_ci - mean_s[c] <= excess[c]) for excess [C, 1] (or [C, S]), every request i: item 3's
+        law (:meth:`shape_cdf`), blended with the light-batch overlap law where alpha > 0 (module
+        docstring, item 4). ``by_output``: the caller's [C, S] excess varies with O_i only (no check)."""
+        out = self.shape_cdf(excess_s)
+        light = self._light
+        if light is None:
+            return out
+        out = np.array(out, dtype=float)  # a writable copy
+        rows, weight = light.rows, light.alpha
+        out[rows] = (
+            weight * light.cdf(np.asarray(excess_s, dtype=float)[rows], by_output)
+            + (1.0 - weight) * out[rows]
+        )
+        return out
+
+    @cached_property
+    def _light(self) -> LightLaw | None:
+        """Item 4's law for the candidates with alpha > 0 (model.queueing.overlap.light_law)."""
+        if self.alone is None or self.overlap is None or self.levels is None:
+            return None
+        return light_law(self.alone, self.levels, self.overlap)
+
+    def shape_cdf(self, excess_s: np.ndarray) -> np.ndarray:
+        """Item 3's law alone: P(shrink_ci D_c <= excess[c]) for excess [C, 1] (or [C, S]): the
         uniform table read at or below excess / shrink (0 below the support). The planner's hot path."""
         excess = np.asarray(excess_s, dtype=float)
         if excess.ndim == 2 and excess.shape[1] == 1:
@@ -147,6 +206,9 @@ class TpotSpread:
             self.inv_shrink[:, mask],
             self.step_s,
             self.table,
+            self.alone,
+            None if self.overlap is None else self.overlap.requests(mask),
+            self.levels,
         )
 
     def take(self, idx: np.ndarray) -> TpotSpread:
@@ -159,6 +221,9 @@ class TpotSpread:
             self.inv_shrink[idx],
             self.step_s[idx],
             self.table[idx],
+            None if self.alone is None else self.alone[idx],
+            self.overlap,
+            None if self.levels is None else self.levels[idx],
         )
 
 
@@ -294,8 +359,10 @@ def _variance_table(output_bytes: bytes) -> tuple[np.ndarray, np.ndarray]:
     return lags, g
 
 
-def tpot_spread(occ: Occupancy, output_tokens: np.ndarray) -> TpotSpread:
-    """The per-request TPOT law (module docstring, items 2 and 3) from the occupancy ``occ``.
+def tpot_spread(occ: Occupancy, output_tokens: np.ndarray, steps_s: np.ndarray | None = None) -> TpotSpread:
+    """The per-request TPOT law (module docstring, items 2 and 3) from the occupancy ``occ``; with
+    ``steps_s`` ([C, B]: the per-token time at per-instance batches 1 .. B) blended with the
+    light-batch overlap law (item 4).
 
     The step time is taken nondecreasing in the batch (a running maximum over the ascending support
     enforces it), so the support of the per-token time is sorted with the batch's.
@@ -322,7 +389,17 @@ def tpot_spread(occ: Occupancy, output_tokens: np.ndarray) -> TpotSpread:
     rows, inv_rows = _shrink_table(np.ascontiguousarray(output_tokens, dtype=float).tobytes())
     pick = np.rint(occ.elasticity / (_EPS_GRID[1] - _EPS_GRID[0])).astype(np.intp)
     pick = np.clip(pick, 0, len(_EPS_GRID) - 1)
-    return TpotSpread(mean, dev, cdf, rows[pick], inv_rows[pick], step, table)
+    if steps_s is None:
+        return TpotSpread(mean, dev, cdf, rows[pick], inv_rows[pick], step, table)
+    # item 4: alpha, the tokens decoded at a per-instance batch <= 1 (a batch below one is a batch-1
+    # step). On a pool of R levelled instances only 2R - N of N tokens are alone for R < N < 2R;
+    # counting those as alone put grid cell 26's shared requests at half the simulator's (its router
+    # levels KV tokens, and the pool shares more than the level law's N > R; docs/validation.md,
+    # session 10), so the per-token law's own batch is kept.
+    alone = np.clip(np.where(occ.batch <= 1.0 + 1e-9, q, 0.0).sum(axis=1), 0.0, 1.0)
+    levels = np.maximum.accumulate(np.asarray(steps_s, dtype=float), axis=1) - mean[:, None]
+    ov = overlap_law(output_tokens)
+    return TpotSpread(mean, dev, cdf, rows[pick], inv_rows[pick], step, table, alone, ov, levels)
 
 
 @lru_cache(maxsize=64)
@@ -348,9 +425,14 @@ def decode_tpot_spread(
     instances: np.ndarray | None = None,
 ) -> TpotSpread:
     """The per-request TPOT law of C decode pools (``instances`` each, behind a least-loaded router;
-    per-instance demand, cap and mean batch): :func:`occupancy` then :func:`tpot_spread`."""
+    per-instance demand, cap and mean batch): :func:`occupancy` then :func:`tpot_spread` with the
+    light-batch overlap law (module docstring, item 4)."""
     occ = occupancy(demand_tokens_per_s, grid, per_token_s, cap, mean_batch, instances)
-    return tpot_spread(occ, output_tokens)
+    # the step at per-instance batches 1 .. LIGHT_LEVELS (item 4), held at the cap beyond it
+    c = np.maximum(np.floor(np.asarray(cap, dtype=float)), 1.0)[:, None]
+    levels = np.minimum(np.arange(1.0, LIGHT_LEVELS + 1.0)[None, :], c)
+    steps = interp_rows(levels, grid, per_token_s)
+    return tpot_spread(occ, output_tokens, np.where(np.isfinite(steps), steps, np.inf))
 
 
 def base_step_occupancy(

@@ -367,8 +367,10 @@ class LatencyModel:
         and the join residual R (0 without ``join_busy``; module docstring, "Join residual"), R's
         uniform law on [0, tau] at JOIN_STRATA midpoints."""
 
+        by_output = np.shape(excess_s)[-1] == 1  # one column, shifted by r / (O_i - 1): O_i only
+
         def law(y: np.ndarray) -> np.ndarray:
-            return np.where(y >= 0, 1.0, 0.0) if self.spread is None else self.spread.excess_cdf(y)
+            return np.where(y >= 0, 1.0, 0.0) if self.spread is None else self.spread.excess_cdf(y, by_output)
 
         if self.join_busy is None or self.join_step_s is None:
             return law(excess_s)
