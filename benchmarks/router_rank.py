@@ -164,9 +164,10 @@ def planner_inputs(index: int) -> dict:
     import inspect
 
     import model.serving.colocated as col
+    from model.queueing.routing import stall_exposure as original
 
     calls: list[dict] = []
-    original = col.stall_exposure
+    installed = col.stall_exposure
 
     def spy(router, batch, prob, replicas):
         loc = inspect.currentframe().f_back.f_locals
@@ -182,7 +183,7 @@ def planner_inputs(index: int) -> dict:
     try:
         best = plan_for(sample_scenario(SEED, index)).best["colocated"]
     finally:
-        col.stall_exposure = original
+        col.stall_exposure = installed
     r = float(best.config.replicas)
     call, row = next(
         (c, int(np.flatnonzero(hit)[-1]))
