@@ -32,7 +32,8 @@ tool, not used by the planner: both laws were derived, checked against the simul
    fleet's count. The lifetimes' law is the output law's (O - 1, for O >= 2, mean one).
 
 Usage: ``PYTHONPATH=. python -m benchmarks.router_rank 84,73`` (per cell: today's x, the chain's f,
-the predicted primaries' variance / mean by output quintile).
+the predicted primaries' variance / mean by output quintile); with ``--windows``, the simulator's joins
+over a request's own window against a randomly started one (:func:`own_windows`).
 """
 
 from __future__ import annotations
@@ -220,6 +221,49 @@ def report(index: int) -> str:
     )
 
 
+def own_windows(index: int) -> str:
+    """The prompts that join a measured request's replica from its own arrival to its end, against a
+    window of the same length starting at a uniformly drawn time on the same replica (mean and variance
+    / mean by output quintile; docs/validation.md, "The mean is an offset, not a scaled rate"), on the
+    simulator's records at the planner's goodput (benchmarks.stall_followon's run)."""
+    from benchmarks.validate_grid import REQUESTS, _lifetime_s, run_length
+    from model.sim.simulate import SimOptions, SimRequests, poisson_requests, scenario_options, simulate
+    from model.workload.arrivals import scale_to_rate
+
+    s = sample_scenario(SEED, index)
+    p = plan_for(s)
+    b, scn = p.best["colocated"], p.inputs.scenario
+    mean_out = float(np.mean(poisson_requests(scn.workload, 1.0, REQUESTS, seed=s.index).output_tokens))
+    n, warm = run_length(b.goodput_rps, _lifetime_s(b, mean_out), REQUESTS)
+    base = poisson_requests(scn.workload, 1.0, n, seed=s.index)
+    req = SimRequests(scale_to_rate(base.arrival_s, b.goodput_rps), base.prompt_tokens, base.output_tokens)
+    opts = {**scenario_options(scn), "options": SimOptions(warmup_requests=warm)}
+    rec = simulate(b.config, scn.arch, req, **opts).records
+    a, inst, end, out = rec.arrival_s, rec.instance, rec.end_s, rec.output_tokens
+    t0, t1 = float(a[warm]), float(a[-1])
+    per = [np.sort(a[inst == i]) for i in range(int(b.config.replicas))]
+    ok = np.flatnonzero(rec.measured & np.isfinite(end) & (out >= 2) & (inst >= 0) & (end - a < t1 - t0))
+    draw = np.random.default_rng(1)
+    own, other = np.zeros(len(ok)), np.zeros(len(ok))
+    for j, r in enumerate(ok):
+        arr, length = per[inst[r]], end[r] - a[r]
+        own[j] = np.searchsorted(arr, end[r], "left") - np.searchsorted(arr, a[r], "right")
+        start = draw.uniform(t0, t1 - length)
+        other[j] = np.searchsorted(arr, start + length, "left") - np.searchsorted(arr, start, "right")
+    bins = np.digitize(out[ok], np.quantile(out[ok], [0.2, 0.4, 0.6, 0.8]))
+    parts = []
+    for k in range(5):
+        o, q = own[bins == k], other[bins == k]
+        if len(o) > 1:
+            own_k, other_k = (
+                f"{o.mean():.2f} ({o.var() / o.mean():.2f})",
+                f"{q.mean():.2f} ({q.var() / q.mean():.2f})",
+            )
+            parts.append(f"q{k + 1} {own_k} / {other_k}")
+    return f"cell {index}: joins from own arrival (var / mean) / from a random start: " + "; ".join(parts)
+
+
 if __name__ == "__main__":
+    show = own_windows if "--windows" in sys.argv else report
     for cell in sys.argv[1].split(","):
-        print(report(int(cell)), flush=True)
+        print(show(int(cell)), flush=True)
