@@ -13,9 +13,14 @@ not merged).
   events are computed first with x u), f / x from benchmarks.router_rank.follow_on_chain at the best
   configuration's point applied to every candidate of the cell (R <= 8 only).
 
+* The offset (``--offset``): the expected joins over a request's window less delta = E[floor(N / R)] -
+  x y per candidate, at least 0 (the others at the request's join, the picked replica's count in the
+  level picture, less those at its departure, count-biased: E[K (K - 1)] / E[K] = x y; the replica's
+  flow balance, docs/validation.md, "The mean is an offset, not a scaled rate").
+
 The planned goodput of the cell's best colocated configuration is searched again and the simulator's
 goodput found by ``cell_ratio``'s search from it. Usage:
-``PYTHONPATH=. python -m benchmarks.router_rank_planner 84,73 --dispersion --follow-on``.
+``PYTHONPATH=. python -m benchmarks.router_rank_planner 84,73 --dispersion --follow-on`` (or ``--offset``).
 """
 
 from __future__ import annotations
@@ -30,9 +35,9 @@ import model.serving.colocated as col
 from benchmarks.router_rank import follow_on_chain, planner_inputs, renewal_variance
 from benchmarks.validate_grid import SEED, plan_for, sample_scenario, simulate_cell
 from model.queueing.latency import LatencyModel
-from model.queueing.routing import stall_exposure
+from model.queueing.routing import replica_arrivals, stall_exposure
 
-_STATE: dict = {"ratio": 1.0, "dispersion": False, "d": None}
+_STATE: dict = {"ratio": 1.0, "dispersion": False, "d": None, "offset": False, "delta": None}
 _TABLES: dict = {}
 
 
@@ -45,13 +50,20 @@ def _tables(out: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return _TABLES[key]
 
 
-def _exposure(router, batch, prob, replicas):  # the planner's stall_exposure, plus d per candidate
+def _exposure(router, batch, prob, replicas):  # the planner's stall_exposure, plus d and the offset
     x = stall_exposure(router, batch, prob, replicas)
     loc = inspect.currentframe().f_back.f_locals
-    _STATE["d"] = None
+    _STATE["d"] = _STATE["delta"] = None
+    r = np.asarray(replicas, dtype=float) * np.ones(len(x))
+    levelling = router.policy in ("least-loaded", "least-kv", "cache-aware")
+    if _STATE["offset"] and levelling and not loc["chunked"]:
+        # the others at the request's join (the picked replica's count, the lower level floor(N / R))
+        # less those at its departure (count-biased, x y): the joins its own join takes off its window
+        y = (batch * prob).sum(axis=1)
+        picked = (np.floor(batch + 1e-9) * prob).sum(axis=1)
+        _STATE["delta"] = np.where(r > 1, np.maximum(picked - x * y, 0.0), 0.0)
     if loc["chunked"] or not _STATE["dispersion"]:
         return x
-    r = np.asarray(replicas, dtype=float) * np.ones(len(x))
     y = (batch * prob).sum(axis=1)
     var_y = np.maximum((batch**2 * prob).sum(axis=1) - y * y, 0.0)
     out = loc["out_tokens"].astype(float)
@@ -63,9 +75,14 @@ def _exposure(router, batch, prob, replicas):  # the planner's stall_exposure, p
         1.0 - np.interp(t, grid, resid)
     )
     d = np.where(mean > 1e-9, var / np.maximum(mean, 1e-12), 1.0)
-    levelling = router.policy in ("least-loaded", "least-kv", "cache-aware")
     _STATE["d"] = np.where(levelling & (r > 1)[:, None], d, 1.0)
     return x
+
+
+def _arrivals(router, rate_per_replica, window_s, replicas, exposure):  # less the offset, at least 0
+    base = replica_arrivals(router, rate_per_replica, window_s, replicas, exposure)
+    delta = _STATE["delta"]
+    return base if delta is None else np.maximum(base - delta[:, None], 0.0)
 
 
 def _latency(**kw) -> LatencyModel:  # the LatencyModel the planner builds, with the two laws
@@ -104,7 +121,7 @@ def _stall_law(self: LatencyModel) -> tuple[np.ndarray, ...]:
 
 
 def _install() -> None:
-    col.stall_exposure, col.LatencyModel = _exposure, _latency
+    col.stall_exposure, col.LatencyModel, col.replica_arrivals = _exposure, _latency, _arrivals
     law = cached_property(_stall_law)
     law.__set_name__(LatencyModel, "_stall_law")
     LatencyModel._stall_law = law
@@ -125,9 +142,9 @@ def _install() -> None:
     LatencyModel.take, LatencyModel.requests = take_d, requests_d
 
 
-def cell(index: int, dispersion: bool, follow_on: bool) -> str:
+def cell(index: int, dispersion: bool, follow_on: bool, offset: bool = False) -> str:
     """One line: the best colocated configuration, its planned goodput and simulated / planned."""
-    _STATE.update(ratio=1.0, dispersion=dispersion)
+    _STATE.update(ratio=1.0, dispersion=dispersion, offset=offset)
     if follow_on:
         c = planner_inputs(index)
         if c["R"] <= 8:
@@ -147,4 +164,5 @@ def cell(index: int, dispersion: bool, follow_on: bool) -> str:
 if __name__ == "__main__":
     _install()
     for i in sys.argv[1].split(","):
-        print(cell(int(i), "--dispersion" in sys.argv, "--follow-on" in sys.argv), flush=True)
+        flags = ("--dispersion", "--follow-on", "--offset")
+        print(cell(int(i), *(f in sys.argv for f in flags)), flush=True)
