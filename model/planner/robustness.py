@@ -158,6 +158,16 @@ def robustness(plan: Plan, draws: int = DEFAULT_DRAWS, seed: int = 0) -> Robustn
     cols = [n for n in plan.best if style_of(plan.best[n].config).family == "colocated"]
     sets = {n: build_set(scn, [b.config]).perturbed(factors) for n, b in plan.best.items()}
     g = _decided_goodputs(sets, scn.slo, _Rules(cols, dis.style, inp.margin, inp.target_rate_rps))
+    return _from_goodputs(plan, g, errors.source)
+
+
+def _from_goodputs(plan: Plan, g: dict[str, np.ndarray], source: str) -> Robustness:
+    """The result from each style's goodput per world ``g`` (the full searches' values, or
+    :func:`_decided_goodputs`', which give the same result)."""
+    inp = plan.inputs
+    col = family_best(inp, plan.best, "colocated")
+    dis = family_best(inp, plan.best, "disaggregated")
+    cols = [n for n in g if style_of(plan.best[n].config).family == "colocated"]
     g_col = np.max([g[n] for n in cols], axis=0)  # the family rule: the better colocated style
     g_dis = g[dis.style]
     valid = (g_col > 0) | (g_dis > 0)  # worlds where at least one style meets the SLOs
@@ -173,7 +183,7 @@ def robustness(plan: Plan, draws: int = DEFAULT_DRAWS, seed: int = 0) -> Robustn
     named = _named_per_world(g, cols, dis.style, inp.margin)[valid]
     shares = tuple((n, float(np.mean(named == n)) if valid.any() else 0.0) for n in g)
     return Robustness(
-        draws=draws,
+        draws=len(g_dis),
         colocated_label=col.label,
         disaggregated_label=dis.label,
         p_neither=float(np.mean(~valid)),
@@ -185,7 +195,7 @@ def robustness(plan: Plan, draws: int = DEFAULT_DRAWS, seed: int = 0) -> Robustn
         ratio_p95=p95,
         p_colocated_meets_target=meets[0],
         p_disaggregated_meets_target=meets[1],
-        source=errors.source,
+        source=source,
         p_style_recommended=shares,
     )
 
