@@ -169,3 +169,43 @@ def test_bounded_slo_test_is_the_exact_one(near_tie):
         want = common.check_slo(res.latency, res.stable, inp.scenario.slo).ok
         assert np.array_equal(common.slo_ok(res, inp.scenario.slo), want)
     assert decided > 0
+
+
+def test_decided_goodputs_give_the_full_searches_result(near_tie):
+    """The result from the worlds' goodputs searched only as far as the result needs them equals,
+    field for field, the result from every world's full goodput search; and some worlds did stop
+    early (so the shortcut is exercised)."""
+    from model.planner.robustness import _decided_goodputs, _from_goodputs, _Rules
+
+    inp = near_tie.inputs
+    scn = inp.scenario
+    sets = {
+        n: build_set(scn, [b.config]).perturbed(world_factors(error_model(), 24, 5))
+        for n, b in near_tie.best.items()
+    }
+    full = {n: goodput_rps(s, scn.slo) for n, s in sets.items()}
+    cols = [n for n in sets if n != "disaggregated"]
+    decided = _decided_goodputs(sets, scn.slo, _Rules(cols, "disaggregated", inp.margin, None))
+    src = error_model().source
+    assert _from_goodputs(near_tie, decided, src) == _from_goodputs(near_tie, full, src)
+    assert any(not np.array_equal(decided[n], full[n]) for n in sets)
+    for n in sets:  # a stopped world keeps a good rate below its full search's value
+        assert np.all(decided[n] <= full[n])
+
+
+def test_capped_then_resumed_search_is_the_full_search(near_tie):
+    """A goodput search stopped after a few halvings and resumed ends in the very brackets of the
+    uninterrupted search (model.planner.goodput.goodput_brackets' ``halvings``)."""
+    from model.planner.goodput import goodput_brackets
+
+    scn = near_tie.inputs.scenario
+    s = build_set(scn, [near_tie.best["colocated-chunked"].config]).perturbed(
+        world_factors(error_model(), 6, 1)
+    )
+    whole = goodput_brackets(s, scn.slo)
+    part = goodput_brackets(s, scn.slo, halvings=2)
+    assert np.all(part.halvings <= 2) and not np.all(part.refined())
+    rows = np.array([4, 0, 2])
+    rest = goodput_brackets(s.take(rows), scn.slo, resume=part.take(rows))
+    for f in ("lo", "hi", "halvings", "ok_min"):
+        assert np.array_equal(getattr(rest, f), getattr(whole, f)[rows])

@@ -97,9 +97,12 @@ def goodput_brackets(
     start_rps: float = 0.25,
     keep: int | None = None,
     resume: Brackets | None = None,
+    halvings: int = _BISECTIONS,
 ) -> Brackets:
-    """:func:`goodput_rps` with the search's end states (for a later search to resume)."""
-    return search_brackets(cands, lambda res: slo_ok(res, slo), start_rps, keep, resume)
+    """:func:`goodput_rps` with the search's end states (for a later search to resume).
+    ``halvings``: stop each bisection after that many halvings in all (a resumed search then walks
+    on exactly as the uninterrupted one; model.planner.robustness narrows only the worlds it needs)."""
+    return search_brackets(cands, lambda res: slo_ok(res, slo), start_rps, keep, resume, halvings)
 
 
 def stability_limit_rps(cands: CandidateSet, *, start_rps: float = 0.25) -> np.ndarray:
@@ -138,10 +141,11 @@ def search_brackets(
     start_rps: float,
     keep: int | None,
     resume: Brackets | None,
+    most_halvings: int = _BISECTIONS,
 ) -> Brackets:
     """The search of :func:`highest_rate_rps`, returning each candidate's end state; with ``resume``
     (states of these candidates from an earlier search, e.g. one with ``keep``) the probe and the
-    doublings are skipped and the bisection goes on from there."""
+    doublings are skipped and the bisection goes on from there, up to ``most_halvings`` halvings."""
     gpus = np.asarray(cands.n_gpus, dtype=float)
     n = len(gpus)
     if n == 0:
@@ -152,7 +156,7 @@ def search_brackets(
     else:
         lo, hi, ok_min = _bracket(cands, good, gpus, start_rps)
         halvings = np.zeros(n, dtype=int)
-    _bisect(cands, good, (lo, hi, halvings), ok_min, keep)
+    _bisect(cands, good, (lo, hi, halvings), ok_min, keep, min(most_halvings, _BISECTIONS))
     return Brackets(lo, hi, halvings, ok_min)
 
 
@@ -191,23 +195,25 @@ def _bisect(
     state: tuple[np.ndarray, np.ndarray, np.ndarray],
     ok_min: np.ndarray,
     keep: int | None,
+    most: int = _BISECTIONS,
 ) -> None:
-    """Halve each bracket (``state`` = lo, hi, halvings, updated in place) until it is narrow, by
-    multisection (several levels of the bisection tree per evaluation, walked as one level each)."""
+    """Halve each bracket (``state`` = lo, hi, halvings, updated in place) until it is narrow or has
+    been halved ``most`` times, by multisection (several levels of the bisection tree per evaluation,
+    walked as one level each)."""
     lo, hi, halvings = state
     while True:
-        active = _refining(ok_min, lo, hi, halvings, keep)
+        active = _refining(ok_min, lo, hi, halvings, keep, most)
         if not active.any():
             break
         rows = np.nonzero(active)[0]
-        s = min(_levels(cands, len(rows), _TREE_LEVELS), _BISECTIONS - int(halvings[rows].min()))
+        s = min(_levels(cands, len(rows), _TREE_LEVELS), most - int(halvings[rows].min()))
         bounds = _midpoint_tree(lo[rows], hi[rows], s)  # [A, 2^s + 1]
         ok = _good_at(cands, good, rows, bounds[:, 1:-1])
         here = np.arange(len(rows))
         a = np.zeros(len(rows), dtype=int)
         b = np.full(len(rows), 2**s)
         for _ in range(s):
-            go = (hi[rows] - lo[rows] > GOODPUT_RTOL * hi[rows]) & (halvings[rows] < _BISECTIONS)
+            go = (hi[rows] - lo[rows] > GOODPUT_RTOL * hi[rows]) & (halvings[rows] < most)
             c = (a + b) // 2
             mid_ok = ok[here, c - 1]
             mid = bounds[here, c]
@@ -237,11 +243,17 @@ def _doublings(
 
 
 def _refining(
-    ok_min: np.ndarray, lo: np.ndarray, hi: np.ndarray, halvings: np.ndarray, keep: int | None
+    ok_min: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    halvings: np.ndarray,
+    keep: int | None,
+    most: int = _BISECTIONS,
 ) -> np.ndarray:
     """Candidates whose bracket still needs halving: good at the probe, wider than
-    ``GOODPUT_RTOL``, within ``_BISECTIONS``, and (with ``keep``) possibly among the ``keep`` best."""
-    active = ok_min & (hi - lo > GOODPUT_RTOL * hi) & (halvings < _BISECTIONS)
+    ``GOODPUT_RTOL``, within ``most`` (``_BISECTIONS``) halvings, and (with ``keep``) possibly among
+    the ``keep`` best."""
+    active = ok_min & (hi - lo > GOODPUT_RTOL * hi) & (halvings < most)
     if keep is not None and 0 < keep < len(lo):
         kth_lo = np.partition(lo, len(lo) - keep)[len(lo) - keep]  # keep candidates hold here or above
         active &= hi > kth_lo

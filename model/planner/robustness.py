@@ -30,11 +30,13 @@ import numpy as np
 
 from model.errors import InputError
 from model.limits import check_int
-from model.planner.colocated_rule import pick_colocated
-from model.planner.goodput import goodput_rps
+from model.planner.colocated_rule import default_colocated, pick_colocated, style_lead
+from model.planner.goodput import Brackets, goodput_brackets
 from model.planner.types import Plan
 from model.planner.verdict import family_best
 from model.serving.registry import build_set, style_of
+from model.serving.style import CandidateSet
+from model.workload.slo import SLO
 
 __all__ = ["ErrorModel", "Robustness", "error_model", "robustness", "world_factors"]
 
@@ -153,7 +155,18 @@ def robustness(plan: Plan, draws: int = DEFAULT_DRAWS, seed: int = 0) -> Robustn
     errors = error_model()
     factors = world_factors(errors, draws, seed)
     scn = inp.scenario
-    g = {n: goodput_rps(build_set(scn, [b.config]).perturbed(factors), scn.slo) for n, b in plan.best.items()}
+    cols = [n for n in plan.best if style_of(plan.best[n].config).family == "colocated"]
+    sets = {n: build_set(scn, [b.config]).perturbed(factors) for n, b in plan.best.items()}
+    g = _decided_goodputs(sets, scn.slo, _Rules(cols, dis.style, inp.margin, inp.target_rate_rps))
+    return _from_goodputs(plan, g, errors.source)
+
+
+def _from_goodputs(plan: Plan, g: dict[str, np.ndarray], source: str) -> Robustness:
+    """The result from each style's goodput per world ``g`` (the full searches' values, or
+    :func:`_decided_goodputs`', which give the same result)."""
+    inp = plan.inputs
+    col = family_best(inp, plan.best, "colocated")
+    dis = family_best(inp, plan.best, "disaggregated")
     cols = [n for n in g if style_of(plan.best[n].config).family == "colocated"]
     g_col = np.max([g[n] for n in cols], axis=0)  # the family rule: the better colocated style
     g_dis = g[dis.style]
@@ -170,7 +183,7 @@ def robustness(plan: Plan, draws: int = DEFAULT_DRAWS, seed: int = 0) -> Robustn
     named = _named_per_world(g, cols, dis.style, inp.margin)[valid]
     shares = tuple((n, float(np.mean(named == n)) if valid.any() else 0.0) for n in g)
     return Robustness(
-        draws=draws,
+        draws=len(g_dis),
         colocated_label=col.label,
         disaggregated_label=dis.label,
         p_neither=float(np.mean(~valid)),
@@ -182,9 +195,127 @@ def robustness(plan: Plan, draws: int = DEFAULT_DRAWS, seed: int = 0) -> Robustn
         ratio_p95=p95,
         p_colocated_meets_target=meets[0],
         p_disaggregated_meets_target=meets[1],
-        source=errors.source,
+        source=source,
         p_style_recommended=shares,
     )
+
+
+STAGES = (3, 6)
+"""Halvings of every world's goodput bracket before the worlds the result does not read stop, and
+of the rest before the next check (then the full search): see :func:`_decided_goodputs`."""
+
+
+@dataclass(frozen=True)
+class _Rules:
+    """What the result reads from the worlds' goodputs: the colocated styles, the disaggregated one,
+    the verdict's margin and the target rate (None on a budget)."""
+
+    cols: list[str]
+    dis: str
+    margin: float
+    target: float | None
+
+
+def _decided_goodputs(sets: dict[str, CandidateSet], slo: SLO, rules: _Rules) -> dict[str, np.ndarray]:
+    """Each style's goodput per world, as far as the result can tell: exactly the full search's value
+    (model.planner.goodput) where the result reads it, elsewhere a good rate inside the world's
+    bracket (the bracket's lower end) where every rule gives the same answer over the whole bracket.
+
+    A world's bracket [lo, hi] holds its full search's value: the search only ever raises lo and lowers
+    hi, and a resumed search walks on exactly as the uninterrupted one (Brackets). The rules are
+    monotone in each goodput (floating-point division, max and comparison are), so the ratio
+    disaggregated / colocated lies in [lo_d / max hi_c, hi_d / max lo_c], and a rule that answers the
+    same at both ends answers the same at the value. Every world's bracket is halved ``STAGES[0]``
+    times; then only the worlds a rule leaves open (:func:`_undecided`: the ratio's percentile ranks,
+    the ratio against 1 and 1 + margin, the colocated rule's lead against the margin, the target)
+    are searched on, ``STAGES[1]`` halvings, then fully, until no rule is open. The result computed
+    from these values is the one computed from the full searches' values, bit for bit."""
+    br = {n: goodput_brackets(s, slo, halvings=STAGES[0]) for n, s in sets.items()}
+    stages = iter(STAGES[1:])
+    while True:
+        need = _undecided({n: _interval(b) for n, b in br.items()}, rules)
+        rows = {n: np.nonzero(m & ~br[n].refined())[0] for n, m in need.items()}
+        if not any(len(r) for r in rows.values()):
+            return {n: b.value() for n, b in br.items()}
+        most = next(stages, None)
+        for n, r in rows.items():
+            if len(r):
+                kw = {} if most is None else {"halvings": most}
+                part = goodput_brackets(sets[n].take(r), slo, resume=br[n].take(r), **kw)
+                br[n] = _merged(br[n], r, part)
+
+
+def _interval(b: Brackets) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) around each world's full-search goodput: the value itself once refined, 0 where even
+    the probe fails."""
+    v = b.value()
+    return v, np.where(b.refined(), v, np.where(b.ok_min, b.hi, 0.0))
+
+
+def _merged(b: Brackets, rows: np.ndarray, part: Brackets) -> Brackets:
+    """``b`` with the states of ``rows`` replaced by ``part``'s."""
+    out = [np.array(v) for v in (b.lo, b.hi, b.halvings, b.ok_min)]
+    for dst, src in zip(out, (part.lo, part.hi, part.halvings, part.ok_min), strict=True):
+        dst[rows] = src
+    return Brackets(*out)
+
+
+def _percentile_ranks(n: int) -> list[int]:
+    """The order statistics (0-based) np.percentile's linear interpolation reads for p5, p50 and
+    p95 of n values, with a neighbour either side against rounding of the position."""
+    ranks: set[int] = set()
+    for p in (5, 50, 95):
+        pos = p / 100.0 * (n - 1)
+        ranks.update(range(int(np.floor(pos)) - 1, int(np.ceil(pos)) + 2))
+    return sorted(k for k in ranks if 0 <= k < n)
+
+
+def _undecided(iv: dict[str, tuple[np.ndarray, np.ndarray]], rules: _Rules) -> dict[str, np.ndarray]:
+    """Per style, the worlds [D] bool whose goodput bracket leaves a rule of the result open
+    (:func:`_decided_goodputs`); ``iv`` = (lo, hi) per style."""
+    lo, hi = {n: v[0] for n, v in iv.items()}, {n: v[1] for n, v in iv.items()}
+    dis, cols, bar = rules.dis, rules.cols, 1.0 + rules.margin
+    need = {n: np.zeros(len(lo[dis]), dtype=bool) for n in iv}
+    col_lo, col_hi = np.max([lo[n] for n in cols], axis=0), np.max([hi[n] for n in cols], axis=0)
+
+    def ratio_open(mask: np.ndarray) -> None:  # the disaggregated style and any colocated maximum
+        need[dis] |= mask
+        for n in cols:
+            need[n] |= mask & (hi[n] >= col_lo)
+
+    r_lo = np.where(col_hi > 0, lo[dis] / np.maximum(col_hi, 1e-300), np.inf)
+    r_hi = np.where(col_lo > 0, hi[dis] / np.maximum(col_lo, 1e-300), np.inf)
+    valid = (col_lo > 0) | (lo[dis] > 0)  # exact: a bracket's lo is > 0 where the probe holds
+    wide = valid & (r_lo < r_hi)
+    ratio_open(wide & (r_lo <= 1.0) & (r_hi > 1.0))
+    ratio_open(wide & (r_lo < bar) & (r_hi >= bar))
+    if valid.any():
+        v_lo, v_hi = r_lo[valid], r_hi[valid]
+        for k in _percentile_ranks(len(v_lo)):
+            a, b = np.partition(v_lo, k)[k], np.partition(v_hi, k)[k]
+            if a != b:  # the k-th smallest ratio lies in [a, b]: every world that may be it
+                ratio_open(wide & (r_lo <= b) & (r_hi >= a))
+    if rules.target is not None:
+        t = rules.target
+        for n in cols:
+            need[n] |= (col_lo < t) & (t <= col_hi) & (hi[n] >= col_lo)
+        need[dis] |= (lo[dis] < t) & (t <= hi[dis])
+    # the colocated rule, where the disaggregated style may not be the one named
+    dis_named = (lo[dis] > 0) & ((col_hi <= 0) | (r_lo >= bar))
+    default = default_colocated()
+    for w in np.nonzero(~dis_named)[0]:
+        present = [n for n in cols if lo[n][w] > 0]
+        if len(present) <= 1:
+            continue
+        if default in present and len(present) == 2:
+            rival = present[0] if present[1] == default else present[1]
+            least = style_lead(float(lo[rival][w]), float(hi[default][w]))
+            most = style_lead(float(hi[rival][w]), float(lo[default][w]))
+            if least >= rules.margin or most < rules.margin:
+                continue
+        for n in present:
+            need[n][w] = True
+    return need
 
 
 def _named_per_world(g: dict[str, np.ndarray], cols: list[str], dis: str, margin: float) -> np.ndarray:
