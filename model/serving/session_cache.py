@@ -38,9 +38,16 @@ import numpy as np
 from model.physics.kv_tiers import tier_tokens
 from model.serving.common import StyleResult
 from model.workload.scenario import Scenario
+from model.workload.session_levels import history_hit_levels
 from model.workload.sessions import cached_implied_hit_rates, capacity_hit_rates
 
 HIT_RATE_STEP = 0.02
+ENVIRONMENT_LEVELS = 8
+"""Equiprobable levels of the live footprint's law over which a disaggregated prefill pool's queue is
+averaged (model.queueing.environment, pointwise stationary approximation). Not fitted: the exact
+conditional hit probability is used in each level, so the levels' mean is the marginal hit rate at
+any count; the count only resolves the wait's average over the footprint's law (docs/model.md,
+"Misses in bursts")."""
 # Arrays shared by every candidate (axis = sampled requests), not stacked over candidates.
 _SHARED_FIELDS = ("output_tokens",)
 
@@ -68,6 +75,16 @@ def limited_rates(scn: Scenario, rate_per_instance_rps: np.ndarray, capacity_tok
         scn.workload.sessions, rate_per_instance_rps, capacity_tokens, implied, holds_output
     )
     return np.minimum(floored(h), implied)
+
+
+def pool_miss_levels(
+    scn: Scenario, rate_per_instance_rps: np.ndarray, capacity_tokens: np.ndarray
+) -> np.ndarray:
+    """[C, ENVIRONMENT_LEVELS] P(a prefill instance's turn misses its history | footprint level),
+    1 - model.workload.sessions.history_hit_levels at the instance's rate and capacity (HBM + tiers)."""
+    shape = scn.workload.sessions
+    s = history_hit_levels(shape, rate_per_instance_rps, capacity_tokens, False, ENVIRONMENT_LEVELS)
+    return 1.0 - s
 
 
 def session_tier_tokens(scn: Scenario, tables: list, index: np.ndarray) -> np.ndarray:
