@@ -12,10 +12,13 @@ import pytest
 from model.queueing.environment import environment_waits, level_weights
 from model.queueing.latency import LatencyModel
 from model.queueing.mgc import mgc_wait
+from model.serving.session_cache import pool_miss_levels
 from model.workload.lengths import Fixed
 from model.workload.presets import get_workload
+from model.workload.scenario import Scenario
 from model.workload.session_levels import history_hit_levels
 from model.workload.sessions import SessionShape, history_hit_probability
+from model.workload.slo import SLO
 
 
 def _latency(fixed: np.ndarray, prob: float, cond: float, levels=None) -> LatencyModel:
@@ -128,3 +131,16 @@ def test_agentic_levels_spread_around_the_marginal_hit_probability():
     assert np.all(np.diff(lv) < 0)
     assert lv[0] > 0.98 and lv[-1] < 0.75
     assert lv.mean() == pytest.approx(s, abs=0.01)
+
+
+def test_a_pool_of_instances_averages_independent_levels():
+    """n_p prefill instances hold their own sessions: the pool's miss share is the mean of n_p
+    independent levels, variance / n_p, so the levels contract toward their mean by 1 / sqrt(n_p)
+    (4 instances: half the spread) and keep their mean."""
+    scn = Scenario.build("llama-3.1-8b", get_workload("agentic"), SLO(2.0, 0.03))
+    rate, cap = np.array([4.0, 4.0]), np.array([401056.0, 401056.0])
+    m = pool_miss_levels(scn, rate, cap, np.array([1.0, 4.0]))
+    assert m[1].mean() == pytest.approx(m[0].mean(), rel=1e-12)
+    assert m[1] - m[1].mean() == pytest.approx((m[0] - m[0].mean()) / 2.0, abs=1e-12)
+    s = history_hit_levels(scn.workload.sessions, rate[:1], cap[:1], False, len(m[0]))[0]
+    assert m[0] == pytest.approx(1.0 - s, rel=1e-12)

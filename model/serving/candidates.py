@@ -208,7 +208,7 @@ class DisaggregatedSet:
         levels = np.stack([h_p, h_d, ws], axis=1)
         col = scn.workload.prefix_cache_hit_rate
         tiers_p = session_tier_tokens(scn, self.prefill_tables, self.prefill_index)
-        miss_k = pool_miss_levels(scn, rate / n_p, cap_p + tiers_p)
+        miss_k = pool_miss_levels(scn, rate / n_p, cap_p + tiers_p, n_p)
 
         def run(level: tuple[float, ...], idx: np.ndarray) -> StyleResult:
             part_scn = at_levels(scn, col, level[0], level[1], level[2])

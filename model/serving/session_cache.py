@@ -78,13 +78,18 @@ def limited_rates(scn: Scenario, rate_per_instance_rps: np.ndarray, capacity_tok
 
 
 def pool_miss_levels(
-    scn: Scenario, rate_per_instance_rps: np.ndarray, capacity_tokens: np.ndarray
+    scn: Scenario, rate_per_instance_rps: np.ndarray, capacity_tokens: np.ndarray, instances: np.ndarray
 ) -> np.ndarray:
-    """[C, ENVIRONMENT_LEVELS] P(a prefill instance's turn misses its history | footprint level),
-    1 - model.workload.sessions.history_hit_levels at the instance's rate and capacity (HBM + tiers)."""
+    """[C, ENVIRONMENT_LEVELS] P(a prefill-pool turn misses its history | footprint level):
+    1 - model.workload.sessions' ``history_hit_levels`` at one instance's rate and capacity (HBM +
+    tiers). Each of the pool's n_p instances holds its own sessions, so their footprints are
+    independent and the pool's miss share is the mean of n_p independent levels: its variance is
+    1 / n_p of one instance's (Bienaymé), matched by contracting the levels toward their mean by
+    1 / sqrt(n_p) (the first two moments of the pool's share; exact for n_p = 1)."""
     shape = scn.workload.sessions
-    s = history_hit_levels(shape, rate_per_instance_rps, capacity_tokens, False, ENVIRONMENT_LEVELS)
-    return 1.0 - s
+    m = 1.0 - history_hit_levels(shape, rate_per_instance_rps, capacity_tokens, False, ENVIRONMENT_LEVELS)
+    mean = m.mean(axis=-1, keepdims=True)
+    return mean + (m - mean) / np.sqrt(np.asarray(instances, dtype=float))[:, None]
 
 
 def session_tier_tokens(scn: Scenario, tables: list, index: np.ndarray) -> np.ndarray:
