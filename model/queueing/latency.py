@@ -89,6 +89,7 @@ import numpy as np
 from scipy.special import gammainc
 
 from model.queueing.decode_spread import TpotSpread
+from model.queueing.environment import WaitLevels
 from model.queueing.mixed_share import MixedShare, MixedTpot
 
 _BISECT_STEPS = 32  # bracket / 2**32: far below any reported precision
@@ -185,13 +186,10 @@ class LatencyModel:
     stall_load: np.ndarray | None = None  # [C] rho in [0, 1): stalls' share of a request's decode time
     admit_prob: np.ndarray | None = None  # [C] P(A > 0) of a second wait A (module docstring)
     admit_cond_mean_s: np.ndarray | None = None  # [C] E[A | A > 0]
-    mixed: MixedShare | None = (
-        None  # chunked replicas: the mixed share F of the iterations, in place of stalls
-    )
+    mixed: MixedShare | None = None  # chunked replicas: the mixed share F of iterations, not stalls
     join_busy: np.ndarray | None = None  # [C] P(an iteration is in flight when the KV lands); disaggregated
-    join_step_s: np.ndarray | None = (
-        None  # [C] that iteration's length tau (module docstring, "Join residual")
-    )
+    join_step_s: np.ndarray | None = None  # [C] that iteration's length tau ("Join residual")
+    levels: WaitLevels | None = None  # the wait per slow environment level (model.queueing.environment)
 
     @cached_property
     def _gaps(self) -> np.ndarray:
@@ -243,6 +241,7 @@ class LatencyModel:
             None if self.mixed is None else self.mixed.requests(mask),
             self.join_busy,
             self.join_step_s,
+            None if self.levels is None else self.levels.requests(mask),
         )
 
     def row(self, i: int) -> LatencyModel:
@@ -267,6 +266,7 @@ class LatencyModel:
             None if self.mixed is None else self.mixed.take(idx),
             None if self.join_busy is None else np.asarray(self.join_busy)[idx],
             None if self.join_step_s is None else np.asarray(self.join_step_s)[idx],
+            None if self.levels is None else self.levels.take(idx),
         )
 
     def percentiles_s(
@@ -290,20 +290,23 @@ class LatencyModel:
         return np.where(self.stable, mean, np.inf)
 
     def ttft_cdf(self, t_s: np.ndarray) -> np.ndarray:
-        """P(TTFT_ci <= t) for t broadcast against [C, S]."""
+        """P(TTFT_ci <= t), t broadcast against [C, S]; averaged over ``levels`` if any (their own docs)."""
+        if self.levels is not None:
+            return self.levels.mix(lambda p, m: self._ttft_given(t_s, p, m))
+        return self._ttft_given(t_s, self.wait_prob, self.wait_cond_mean_s)
+
+    def _ttft_given(self, t_s: np.ndarray, prob: np.ndarray, cond: np.ndarray) -> np.ndarray:
+        """:meth:`ttft_cdf` with a queue wait W of P(W > 0) = ``prob`` and E[W | W > 0] = ``cond`` [C]."""
         slack = np.asarray(t_s) - self.fixed_s
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            tail = np.where(
-                self.wait_cond_mean_s[:, None] > 0,
-                np.exp(-np.maximum(slack, 0.0) / self.wait_cond_mean_s[:, None]),
-                0.0,
-            )
-        exceed = self.wait_prob[:, None] * tail
+            m = cond[:, None]
+            tail = np.where(m > 0, np.exp(-np.maximum(slack, 0.0) / m), 0.0)
+        exceed = prob[:, None] * tail
         if self.admit_prob is not None and self.admit_cond_mean_s is not None:
             # candidates with an admission wait: the two waits' sum (the same where q = 0)
             rows = np.nonzero(np.asarray(self.admit_prob) > 0)[0]
             if len(rows):
-                col = (self.wait_prob, self.wait_cond_mean_s, self.admit_prob, self.admit_cond_mean_s)
+                col = (prob, cond, self.admit_prob, self.admit_cond_mean_s)
                 sub = (np.asarray(v, dtype=float)[rows, None] for v in col)
                 exceed[rows] = two_wait_exceedance(slack[rows], *sub)
         cdf = np.where(slack >= 0, 1.0 - exceed, 0.0)

@@ -23,6 +23,7 @@ from model.serving.session_cache import (
     at_levels,
     by_level,
     capacity_limited,
+    pool_miss_levels,
     session_tier_tokens,
     tiered_levels,
 )
@@ -206,18 +207,27 @@ class DisaggregatedSet:
         )
         levels = np.stack([h_p, h_d, ws], axis=1)
         col = scn.workload.prefix_cache_hit_rate
+        tiers_p = session_tier_tokens(scn, self.prefill_tables, self.prefill_index)
+        miss_k = pool_miss_levels(scn, rate / n_p, cap_p + tiers_p, n_p)
 
         def run(level: tuple[float, ...], idx: np.ndarray) -> StyleResult:
             part_scn = at_levels(scn, col, level[0], level[1], level[2])
             part = DisaggregatedSet.build(part_scn, [self.configs[i] for i in idx])
-            return part._evaluate_plain(rate[idx], lanes[idx], bw[idx], lat[idx], lw[idx])
+            return part._evaluate_plain(rate[idx], lanes[idx], bw[idx], lat[idx], lw[idx], miss_k[idx])
 
         return by_level(levels, run)
 
     def _evaluate_plain(
-        self, rate: np.ndarray, lanes: np.ndarray, bw: np.ndarray, lat: np.ndarray, lw: np.ndarray
+        self,
+        rate: np.ndarray,
+        lanes: np.ndarray,
+        bw: np.ndarray,
+        lat: np.ndarray,
+        lw: np.ndarray,
+        miss_levels: np.ndarray | None = None,
     ) -> StyleResult:
-        """The analytical model at the scenario's own hit rates (arrays over candidates)."""
+        """The analytical model at the scenario's own hit rates (arrays over candidates); ``miss_levels``
+        [C, K]: the prefill pool's history misses per footprint level (session_cache.pool_miss_levels)."""
         n_p = np.array([c.n_prefill for c in self.configs], dtype=float)
         n_d = np.array([c.n_decode for c in self.configs], dtype=float)
         return evaluate_disaggregated(
@@ -233,6 +243,7 @@ class DisaggregatedSet:
             lat,
             lw,
             rate,
+            miss_levels,
         )
 
     def perturbed(self, factors: np.ndarray) -> DisaggregatedSet:

@@ -4,7 +4,10 @@ Prefill pool: n_p instances share one FCFS queue, M/G/n_p with service = each pr
 prefill step (DistServe, Zhong et al. OSDI 2024, sec. 3.1 models a prefill instance as M/D/1; the
 M/G/c form covers several instances and varied prompts). A busy instance batches the prompts that
 queued during its last step (model.serving.packing.prefill_batch, up to the engine's
-``prefill_token_cap``), sharing the per-step fixed cost.
+``prefill_token_cap``), sharing the per-step fixed cost. A session workload below its implied pool
+rate misses whole histories in bursts (while the live sessions' footprint is high): the queue is
+then averaged over the footprint's levels (model.queueing.environment, pointwise stationary
+approximation), each level with its own miss share.
 
 Each request's prompt KV (prompt tokens x KV bytes per token, the whole replica's heads) then
 crosses the link on min(TP_p, TP_d) parallel lanes, each lane one GPU's link (a TP rank sends its
@@ -36,6 +39,7 @@ import numpy as np
 from model.hardware.collectives import alpha_beta_time_s
 from model.queueing.decode_batch import admission_wait, interp_rows, solve_batch
 from model.queueing.decode_spread import decode_tpot_spread
+from model.queueing.environment import environment_waits, level_weights
 from model.queueing.latency import LatencyModel
 from model.queueing.mgc import mg1_wait, mgc_wait
 from model.serving.common import (
@@ -98,8 +102,11 @@ def evaluate_disaggregated(
     latency_s: np.ndarray,
     layerwise: np.ndarray,
     rate_rps: np.ndarray,
+    miss_levels: np.ndarray | None = None,
 ) -> StyleResult:
-    """Analytical state of disaggregated candidates (arrays over candidates)."""
+    """Analytical state of disaggregated candidates (arrays over candidates). ``miss_levels`` [C, K]:
+    a session workload's history-miss probability in each level of the live footprint, a slow
+    environment of the prefill queue (model.queueing.environment); None: one stationary queue."""
     pi = np.asarray(prefill_index, dtype=int)
     di = np.asarray(decode_index, dtype=int)
     n_p = np.asarray(n_prefill, dtype=float)
@@ -169,6 +176,11 @@ def evaluate_disaggregated(
         n,
     )
     prob, cond = wait_tail(queue, stable)
+    missed = scn.prefill_pool_missed
+    levels = None
+    if miss_levels is not None and 0.0 < float(missed.mean()) < 1.0:
+        weight = level_weights(missed, miss_levels)
+        levels = environment_waits(rate, share, weight, n_p, scn.arrival_scv)
     extra = np.where(np.isfinite(link_wait), link_wait, 0.0) + np.where(np.isfinite(adm_mean), adm_mean, 0.0)
     # + the engine's per-request client overhead (tokenise, HTTP; model.hardware.overheads)
     behind = packed_behind_s(companions, alone, fixed_p)  # the prompts packed after it in its step
@@ -187,11 +199,13 @@ def evaluate_disaggregated(
         # step at the mean batch (model.queueing.latency, "Join residual")
         join_busy=busy_fraction(sol.batch),
         join_step_s=interp_rows(sol.batch, BATCH_GRID, stack(decode_tables, "decode_step_s")[di]),
+        levels=levels,
     )
+    wait_mean = queue.mean_wait_s if levels is None else levels.mean_wait_s
     return StyleResult(
         latency=latency,
         stable=stable,
-        queue_wait_mean_s=np.where(stable, queue.mean_wait_s, np.inf),
+        queue_wait_mean_s=np.where(stable, wait_mean, np.inf),
         prefill_mean_s=es,
         transfer_mean_s=exposed.mean(axis=1),
         link_wait_mean_s=link_wait,

@@ -38,9 +38,16 @@ import numpy as np
 from model.physics.kv_tiers import tier_tokens
 from model.serving.common import StyleResult
 from model.workload.scenario import Scenario
+from model.workload.session_levels import history_hit_levels
 from model.workload.sessions import cached_implied_hit_rates, capacity_hit_rates
 
 HIT_RATE_STEP = 0.02
+ENVIRONMENT_LEVELS = 8
+"""Equiprobable levels of the live footprint's law over which a disaggregated prefill pool's queue is
+averaged (model.queueing.environment, pointwise stationary approximation). Not fitted: the exact
+conditional hit probability is used in each level, so the levels' mean is the marginal hit rate at
+any count; the count only resolves the wait's average over the footprint's law (docs/model.md,
+"Misses in bursts")."""
 # Arrays shared by every candidate (axis = sampled requests), not stacked over candidates.
 _SHARED_FIELDS = ("output_tokens",)
 
@@ -68,6 +75,21 @@ def limited_rates(scn: Scenario, rate_per_instance_rps: np.ndarray, capacity_tok
         scn.workload.sessions, rate_per_instance_rps, capacity_tokens, implied, holds_output
     )
     return np.minimum(floored(h), implied)
+
+
+def pool_miss_levels(
+    scn: Scenario, rate_per_instance_rps: np.ndarray, capacity_tokens: np.ndarray, instances: np.ndarray
+) -> np.ndarray:
+    """[C, ENVIRONMENT_LEVELS] P(a prefill-pool turn misses its history | footprint level):
+    1 - model.workload.sessions' ``history_hit_levels`` at one instance's rate and capacity (HBM +
+    tiers). Each of the pool's n_p instances holds its own sessions, so their footprints are
+    independent and the pool's miss share is the mean of n_p independent levels: its variance is
+    1 / n_p of one instance's (Bienaymé), matched by contracting the levels toward their mean by
+    1 / sqrt(n_p) (the first two moments of the pool's share; exact for n_p = 1)."""
+    shape = scn.workload.sessions
+    m = 1.0 - history_hit_levels(shape, rate_per_instance_rps, capacity_tokens, False, ENVIRONMENT_LEVELS)
+    mean = m.mean(axis=-1, keepdims=True)
+    return mean + (m - mean) / np.sqrt(np.asarray(instances, dtype=float))[:, None]
 
 
 def session_tier_tokens(scn: Scenario, tables: list, index: np.ndarray) -> np.ndarray:

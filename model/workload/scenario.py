@@ -24,7 +24,11 @@ from model.llm.attention import kv_bytes_per_request
 from model.llm.catalog import get_model
 from model.physics.speculation import Speculation
 from model.workload.presets import Workload, get_workload
-from model.workload.sessions import cached_implied_hit_rates, history_split_cached_tokens
+from model.workload.sessions import (
+    cached_implied_hit_rates,
+    history_split_cached_tokens,
+    history_split_missed,
+)
 from model.workload.slo import SLO
 
 DEFAULT_SAMPLES = 384
@@ -154,6 +158,16 @@ class Scenario:
             implied = cached_implied_hit_rates(shape).prefill_pool
             return history_split_cached_tokens(shape, self.prompt_tokens, h, implied)
         return cached_prompt_tokens(self.prompt_tokens, h)
+
+    @cached_property
+    def prefill_pool_missed(self) -> np.ndarray:
+        """Which sampled requests miss their session history on a prefill instance [S] (bool; the
+        split of :attr:`prefill_pool_cached_tokens`, all False without one)."""
+        h, shape = self.workload.prefill_pool_hit_rate, self.workload.sessions
+        if h is None or shape is None:
+            return np.zeros(len(self.prompt_tokens), dtype=bool)
+        implied = cached_implied_hit_rates(shape).prefill_pool
+        return history_split_missed(shape, self.prompt_tokens, h, implied)
 
     @cached_property
     def decode_cached_tokens(self) -> np.ndarray:

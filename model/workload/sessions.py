@@ -43,8 +43,10 @@ __all__ = [
     "cached_implied_hit_rates",
     "capacity_hit_rate",
     "capacity_hit_rates",
+    "footprint_moments",
     "history_hit_probability",
     "history_split_cached_tokens",
+    "history_split_missed",
     "implied_hit_rates",
     "session_rows",
     "session_trace",
@@ -298,22 +300,31 @@ def history_hit_probability(
     (rate lambda_i; marks: history size S and holding time D = min(G', t), G' the turn's own gap to
     its successor, D = t after a session's last turn), so the footprint F(t) of the histories
     referenced within t is shot noise with, by Campbell's theorem (Kingman, "Poisson Processes",
-    1993, sec. 3.2), mean lambda_i E[S D] and variance lambda_i E[S^2 D] (:func:`_footprint_moments`).
+    1993, sec. 3.2), mean lambda_i E[S D] and variance lambda_i E[S^2 D] (:func:`footprint_moments`).
     Taking F(t) normal (a sum over the live sessions), s = E_G[Phi((C - S_sys - E F(G)) / sd F(G))]
     over GAP_QUANTILES^2 stratified gaps. With many small histories sd F -> 0 and s -> P(G < T_C), Che et
     al.'s characteristic-time rate; an instance's cache holds a few tens of agent histories, where the
     footprint's spread smooths that cliff."""
+    lam = np.asarray(rate_per_instance_rps, dtype=float)
+    s = np.mean(_gap_hit_probabilities(shape, rate_per_instance_rps, capacity_tokens, holds_output), axis=-1)
+    return np.where(lam > 0, s, 1.0)
+
+
+def _gap_hit_probabilities(
+    shape: SessionShape, rate_per_instance_rps: np.ndarray, capacity_tokens: np.ndarray, holds_output: bool
+) -> np.ndarray:
+    """p_G = P(F(G) <= C - S_sys) [..., GAP_QUANTILES^2] at the stratified gaps, F(G) gamma with
+    Campbell's moments (:func:`history_hit_probability`); 0 where the room is not positive."""
     lam, cap = np.broadcast_arrays(
         np.asarray(rate_per_instance_rps, dtype=float), np.asarray(capacity_tokens, dtype=float)
     )
-    m1, m2 = _footprint_moments(shape, holds_output)
+    m1, m2, _, _ = footprint_moments(shape, holds_output)
     sys_cached = float((shape.system_tokens // shape.block_tokens) * shape.block_tokens)
     room = (cap - sys_cached)[..., None]  # the system prompt's blocks are held once, for every session
     rate = lam[..., None]
     mean, var = rate * m1, np.maximum(rate * m2, 1e-300)
-    s = np.mean(gammainc(mean * mean / var, np.maximum(room, 0.0) * mean / var), axis=-1)
-    s = np.where(room[..., 0] > 0, s, 0.0)
-    return np.where(lam > 0, s, 1.0)
+    p = gammainc(mean * mean / var, np.maximum(room, 0.0) * mean / var)
+    return np.where(room > 0, p, 0.0)
 
 
 def turn_gaps_s(shape: SessionShape, output_tokens: np.ndarray, exp_quantiles: np.ndarray) -> np.ndarray:
@@ -324,8 +335,10 @@ def turn_gaps_s(shape: SessionShape, output_tokens: np.ndarray, exp_quantiles: n
     return np.asarray(output_tokens, dtype=float)[:, None] * shape.answer_s_per_token + think[None, :]
 
 
-def _footprint_moments(shape: SessionShape, holds_output: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(E[S D(g)], E[S^2 D(g)]) per turn at each stratified gap g (:func:`history_hit_probability`):
+def footprint_moments(shape: SessionShape, holds_output: bool) -> tuple[np.ndarray, ...]:
+    """(E[S D(g)], E[S^2 D(g)], E[S D(g); live], E[S^2 D(g)^2 / E[G']; live]) per turn at each
+    stratified gap g (:func:`history_hit_probability`; the last two over the turns with a successor,
+    the live sessions' part, model.workload.session_levels):
     the gaps' answer part at the midpoint quantiles of the sampled answers (of turns with a
     successor), crossed with midpoint quantiles of the think time; D(g) = E[min(G', g)] over the
     turn's own think time for a turn with a successor (G' = its answer's streaming + Exp(theta)), g
@@ -333,7 +346,7 @@ def _footprint_moments(shape: SessionShape, holds_output: bool) -> tuple[np.ndar
     key = (id(shape), holds_output)
     hit = _MOMENT_CACHE.get(key)
     if hit is not None and hit[0] is shape:
-        return hit[1], hit[2]
+        return hit[1:]
     size, out, succ = _cached(shape)[3]
     x = size[:, 1 if holds_output else 0]
     k = GAP_QUANTILES
@@ -350,13 +363,15 @@ def _footprint_moments(shape: SessionShape, holds_output: bool) -> tuple[np.ndar
     xs, xl = x[succ], x[~succ]
     m1 = (xs @ d + xl.sum() * g) / n
     m2 = ((xs * xs) @ d + (xl * xl).sum() * g) / n
+    live1 = (xs @ d) / n
+    live2 = ((xs * xs / np.maximum(lead[:, 0] + theta, 1e-12)) @ (d * d)) / n  # E[G'] = streaming + theta
     if len(_MOMENT_CACHE) > 64:
         _MOMENT_CACHE.clear()
-    _MOMENT_CACHE[key] = (shape, m1, m2)
-    return m1, m2
+    _MOMENT_CACHE[key] = (shape, m1, m2, live1, live2)
+    return m1, m2, live1, live2
 
 
-_MOMENT_CACHE: dict[tuple[int, bool], tuple[SessionShape, np.ndarray, np.ndarray]] = {}
+_MOMENT_CACHE: dict[tuple[int, bool], tuple] = {}
 
 
 def history_split_cached_tokens(
@@ -373,13 +388,26 @@ def history_split_cached_tokens(
     h_sys = min(cached_implied_hit_rates(shape).system, implied)
     if hit_rate >= implied or implied <= h_sys:
         return np.minimum(np.floor(p * hit_rate), p - 1.0)
-    miss = max(0.0, min(1.0, 1.0 - (hit_rate - h_sys) / (implied - h_sys)))
-    rank = np.empty(len(p), dtype=float)
-    rank[np.argsort(p, kind="stable")] = np.arange(len(p))
-    missed = np.floor((rank + 1.0) * miss + 1e-9) > np.floor(rank * miss + 1e-9)  # n x miss, evenly
+    missed = history_split_missed(shape, p, hit_rate, implied)
     sys_cached = float((shape.system_tokens // shape.block_tokens) * shape.block_tokens)
     hit = np.floor(p * implied)
     return np.minimum(np.where(missed, sys_cached, hit), p - 1.0)
+
+
+def history_split_missed(
+    shape: SessionShape, prompt_tokens: np.ndarray, hit_rate: float, implied: float
+) -> np.ndarray:
+    """Which sampled requests miss their history in :func:`history_split_cached_tokens` [S] (bool):
+    a share 1 - s = 1 - (h - h_sys) / (h_implied - h_sys), evenly over the prompt-length ranks; none
+    at or above the implied rate."""
+    p = np.asarray(prompt_tokens, dtype=float)
+    h_sys = min(cached_implied_hit_rates(shape).system, implied)
+    if hit_rate >= implied or implied <= h_sys:
+        return np.zeros(len(p), dtype=bool)
+    miss = max(0.0, min(1.0, 1.0 - (hit_rate - h_sys) / (implied - h_sys)))
+    rank = np.empty(len(p), dtype=float)
+    rank[np.argsort(p, kind="stable")] = np.arange(len(p))
+    return np.floor((rank + 1.0) * miss + 1e-9) > np.floor(rank * miss + 1e-9)  # n x miss, evenly
 
 
 # Implied rates, mean turn lengths and history token means per shape (2,000-session loops), by identity.
