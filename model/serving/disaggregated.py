@@ -34,8 +34,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from model.hardware.collectives import alpha_beta_time_s
+from model.queueing.bulk_wait import bulk_wait
 from model.queueing.decode_batch import admission_wait, interp_rows, solve_batch
 from model.queueing.decode_spread import decode_tpot_spread
+from model.queueing.disaggregated_terms import PackedStep
 from model.queueing.latency import LatencyModel
 from model.queueing.mgc import mg1_wait, mgc_wait
 from model.serving.common import (
@@ -47,7 +49,7 @@ from model.serving.common import (
     stack,
     wait_tail,
 )
-from model.serving.packing import packed_behind_s, prefill_batch, step_companions, uncached_prompt_tokens
+from model.serving.packing import prefill_batch, prompts_per_step, step_companions, uncached_prompt_tokens
 from model.serving.phase_tables import BATCH_GRID, InstanceTables
 from model.workload.scenario import Scenario
 
@@ -120,9 +122,18 @@ def evaluate_disaggregated(
     share = alone - fixed_p + fixed_p / companions  # a prompt's share of its batched step
     es, _, scv = moments(share)
     rho_p = rate * es / n_p
-    # The queue wait over shares already counts the prompts served with it; its own compute is its
-    # unbatched prefill time.
+    # P(wait) and stability from the queue over shares (Erlang C at the pool's busy fraction); the wait
+    # itself is the bulk-service queue's: a freed instance takes the queue up to the token cap
+    # (model.queueing.bulk_wait), on an instance's step S_i = alone_i + (k - 1) E[v] (k its mean prompts).
     queue = mgc_wait(rate, np.maximum(es, 1e-12), scv, n_p, scn.arrival_scv)
+    v_mean = (alone - fixed_p).mean(axis=1)
+    k_step = companions.mean(axis=1)
+    # the step's variance: the prompts' lengths and the number beside the first, geometric of mean k - 1
+    # (Poisson arrivals over an exponential gap), variance (k - 1) k
+    step_s, _, alone_scv = moments(alone + ((k_step - 1.0) * v_mean)[:, None])
+    step_scv = alone_scv + v_mean**2 * (k_step - 1.0) * k_step / np.maximum(step_s, 1e-12) ** 2
+    full = np.maximum(prompts_per_step(scn, cap_tokens), k_step)
+    bulk = bulk_wait(rate, step_s, step_scv, n_p, full, rho_p, scn.arrival_scv)
     service = alone
     kv_bytes, exposed, occupancy = transfer_components(
         scn, service, lanes, bandwidth_eff_bytes_per_s, latency_s, layerwise
@@ -168,11 +179,18 @@ def evaluate_disaggregated(
         ],
         n,
     )
-    prob, cond = wait_tail(queue, stable)
+    prob, _ = wait_tail(queue, stable)
+    cond = np.where(stable, bulk.cond_mean_s, np.inf)
     extra = np.where(np.isfinite(link_wait), link_wait, 0.0) + np.where(np.isfinite(adm_mean), adm_mean, 0.0)
     # + the engine's per-request client overhead (tokenise, HTTP; model.hardware.overheads)
-    behind = packed_behind_s(companions, alone, fixed_p)  # the prompts packed after it in its step
-    fixed = service + behind + exposed + (extra + scn.engine.request_s)[:, None]
+    # The prompts packed with a waiting prompt in its step: those queued ahead of it that the step takes
+    # and those that arrive during its wait, up to the token cap's room beside it
+    # (model.queueing.disaggregated_terms, "Packed step").
+    uncached = uncached_prompt_tokens(scn)
+    room = np.floor(np.maximum(cap_tokens - uncached, 0.0) / max(float(uncached.mean()), 1.0))[None, :]
+    ahead = np.minimum(bulk.ahead[:, None], room)
+    packed = PackedStep(rate, v_mean, np.broadcast_to(room, alone.shape), ahead)
+    fixed = service + exposed + (extra + scn.engine.request_s)[:, None]
     latency = LatencyModel(
         wait_prob=prob,
         wait_cond_mean_s=cond,
@@ -185,13 +203,14 @@ def evaluate_disaggregated(
         spread=spread,
         # the join residual: the KV lands in a busy iteration (P = the instance's busy fraction) of the
         # step at the mean batch (model.queueing.latency, "Join residual")
+        packed=packed,
         join_busy=busy_fraction(sol.batch),
         join_step_s=interp_rows(sol.batch, BATCH_GRID, stack(decode_tables, "decode_step_s")[di]),
     )
     return StyleResult(
         latency=latency,
         stable=stable,
-        queue_wait_mean_s=np.where(stable, queue.mean_wait_s, np.inf),
+        queue_wait_mean_s=np.where(stable, prob * cond, np.inf),
         prefill_mean_s=es,
         transfer_mean_s=exposed.mean(axis=1),
         link_wait_mean_s=link_wait,
