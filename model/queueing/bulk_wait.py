@@ -20,35 +20,31 @@ busy fraction rho = lambda E[share] / n, model.queueing.mgc). Given that, with S
    instances' step ends superpose towards a Poisson process of rate 1 / g (Palm-Khintchine theorem:
    Khintchine 1960, *Mathematical Methods in the Theory of Queueing*, ch. 5; Cox 1962, *Renewal
    Theory*, sec. 6.3), so its mean is g.
-2. Full steps ahead. While all are busy a free-up takes min(Q, J) of the Q queued prompts. At the
-   free-up epochs Q is the bulk-service chain Q' = max(Q + A - J, 0)-like with A ~ the arrivals in a
-   gap, whose queue length has a geometric tail P(Q >= q) = r^q, r = 1 / z0 with z0 > 1 the
-   dominant root of z^J = G*(lambda (1 - z)), G* the gap's Laplace-Stieltjes transform (Bailey 1954,
-   "On queueing processes with bulk service", J. R. Stat. Soc. B 16; Chaudhry & Templeton 1983,
-   ch. 4; exact for exponential gaps, the M/M^(1,J)/1 queue of Gross, Shortle, Thompson & Harris
-   2008, *Fundamentals of Queueing Theory*, 4th ed., sec. 3.3.2, whose root equation is
-   (1/g) r^(J+1) - (lambda + 1/g) r + lambda = 0). The gap is taken gamma of mean g and squared
-   coefficient of variation c_g^2 (two moments: G*(s) = (1 + s g c_g^2)^(-1 / c_g^2)), c_g^2 that of a
-   superposition of n renewal streams of c_S^2 by Whitt's QNA hybrid, c_g^2 = w c_S^2 + 1 - w, w =
-   1 / (1 + 4 (1 - rho)^2 (n - 1)) (Whitt 1983, "The queueing network analyzer", Bell Syst. Tech. J.
-   62(9), sec. 4.2; Albin 1984): busy back to back at high load, the instances' step ends stagger and
-   the gaps are as regular as the steps; c_g^2 = c_S^2 for n = 1. The prompt leaves at the free-up
-   that reaches it, M = floor(Q / J) + 1, P(M > m) = r^(m J): E[M - 1] = r^J / (1 - r^J).
-   So E[W | W > 0] = E[first free-up] + g r^J / (1 - r^J), its law taken exponential (a geometric
-   number of exponential gaps is exponential) as model.queueing.mgc's.
-3. Prompts ahead in its step: Q mod J of them. By Little's law on the waiting room and PASTA,
-   E[Q | W > 0] = lambda E[W | W > 0] = q; with Q geometric of that mean (ratio s = q / (1 + q)),
-   E[Q mod J] = s / (1 - s) - J s^J / (1 - s^J) (the geometric law folded modulo J): lambda times the
-   first free-up's mean (the age of the gap, whose mean equals its residual's) when nothing overflows,
-   about (J - 1) / 2 when the queue is long. Those behind it arrive during its wait
-   (model.queueing.disaggregated_terms, "Packed step").
+2. Full steps ahead. A free-up takes min(Q, J) of the Q prompts queued (J the prompts a full step
+   holds under the token cap, random: model.serving.packing.full_step_prompts), so a prompt that
+   found Q ahead leaves at free-up floor(Q / J) + 1, each later one g after the last. By Little's
+   law on the waiting room and PASTA, E[Q | W > 0] = lambda E[W | W > 0]; with Q geometric of that
+   mean (ratio s = q / (1 + q), q = lambda E[W | W > 0]; the M/M/1 queue's law, Kleinrock 1975, vol.
+   1, sec. 3.2), E[floor(Q / J)] = E_J[s^J / (1 - s^J)]. So the conditional wait m solves the
+   mean-value equation
+       m = E[first free-up] + g E_J[s^J / (1 - s^J)],   s = lambda m / (1 + lambda m),
+   the bulk-service form of the residual-time derivation of the Pollaczek-Khinchine mean
+   (W = R + E[Lq] E[S] with Lq = lambda W: Bertsekas & Gallager 1992, *Data Networks*, 2nd ed.,
+   sec. 3.5; for J = 1, E[floor(Q / J)] = E[Q] needs no law of Q). The right side rises from
+   E[first] at s = 0 and grows like g lambda m / E[J] for large m, so a root exists iff lambda g <
+   E[J] (a full step carries more than a gap brings: the bulk queue's stability, Chaudhry & Templeton
+   1983, ch. 4), found by bisection on s. The law of W | W > 0 is taken exponential of mean m, as
+   model.queueing.mgc's (a geometric number of gaps).
+3. Prompts ahead in its step: Q mod J of them, geometric Q of ratio s folded modulo J (for the law:
+   model.queueing.disaggregated_terms, PackedStep); its mean E_J[s / (1 - s) - J s^J / (1 - s^J)] is
+   lambda m when nothing overflows (the gap's age, whose mean equals its residual's) and about
+   (J - 1) / 2 when the queue is long. Those behind it arrive during its wait.
 
-Limits (hand-derived in tests/test_bulk_wait.py): n = 1, J = 1 with exponential steps: r = rho and
-the M/M/1 conditional wait E[S] / (1 - rho); with deterministic steps r is the M/D/1 queue's decay
-rate (z0 = exp(rho (z0 - 1))) and the mean the geometric-tail approximation of the Pollaczek-Khinchine
-value E[S] / (2 (1 - rho)), within 4% at rho = 0.9 (exact in heavy traffic); J -> infinity (no cap)
-the first free-up alone, with lambda g prompts ahead. Non-Poisson arrivals scale the wait by Kingman's
-factor (c_a^2 + c_S^2) / (1 + c_S^2), as model.queueing.mgc does (Whitt 1993, sec. 2).
+Limits (hand-derived in tests/test_bulk_wait.py): n = 1, J = 1: m = E[S] (1 + c_S^2) / (2 (1 - rho)),
+the M/G/1 conditional wait (Pollaczek-Khinchine; M/D/1 at c_S^2 = 0, M/M/1 at 1); n >= 2, J = 1: g /
+(1 - lambda g), the M/M/n conditional wait E[S] / (n (1 - rho)); J -> infinity (no cap): the first
+free-up alone, with lambda m prompts ahead. Non-Poisson arrivals scale the wait by Kingman's factor
+(c_a^2 + c_S^2) / (1 + c_S^2), as model.queueing.mgc does (Whitt 1993, sec. 2).
 """
 
 from __future__ import annotations
@@ -58,7 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 
 ROOT_BISECTIONS = 60
-"""Bisection steps for the root r in (0, 1) (its bracket halves each step: 2^-60, exact in floats)."""
+"""Bisection steps for the queue's ratio s in (0, 1) (its bracket halves each step: 2^-60)."""
 
 
 @dataclass(frozen=True)
@@ -70,54 +66,44 @@ class BulkWait:
     ahead: np.ndarray
 
 
-def queue_ratio(load: np.ndarray, step_prompts: np.ndarray, gap_scv: np.ndarray) -> np.ndarray:
-    """The geometric ratio r in (0, 1) of the bulk queue [C] (module docstring, item 2): r = 1 / z0,
-    z0 > 1 the root of z^J = (1 - x c (z - 1))^(-1 / c), x = ``load`` the mean arrivals per gap, J =
-    ``step_prompts``, c = ``gap_scv`` (c = 0: z^J = exp(x (z - 1))); 1 where x >= J (the queue grows).
-
-    In r: h(r) = -J ln r + log1p(-x c (1 / r - 1)) / c is (J - x)(1 - r) + o(1 - r) > 0 below r = 1
-    and tends to -inf as r -> 0 (or at r = x c / (1 + x c), the gap transform's pole): bisection."""
-    x = np.asarray(load, dtype=float)
-    big_j = np.asarray(step_prompts, dtype=float)
-    c = np.asarray(gap_scv, dtype=float)
-    ok = x < big_j
-    lo, hi = np.zeros(np.broadcast_shapes(x.shape, big_j.shape, c.shape)), np.ones(1)
-    for _ in range(ROOT_BISECTIONS):
-        r = 0.5 * (lo + hi)
-        arg = x * (1.0 / r - 1.0)  # the gap's transform at lambda (1 - z), z = 1 / r
-        with np.errstate(divide="ignore", invalid="ignore"):
-            log_g = np.where(c > 1e-9, np.log1p(np.maximum(-c * arg, -1.0)) / np.maximum(c, 1e-9), -arg)
-        above = -big_j * np.log(r) + log_g > 0.0
-        lo, hi = np.where(above, lo, r), np.where(above, r, hi)
-    return np.where(ok, 0.5 * (lo + hi), 1.0)
-
-
 def bulk_wait(
     rate_rps: np.ndarray,
     step_mean_s: np.ndarray,
     step_scv: np.ndarray,
     servers: np.ndarray,
-    step_prompts: np.ndarray,
-    busy: np.ndarray,
+    full: tuple[np.ndarray, np.ndarray],
     scv_arrival: float = 1.0,
 ) -> BulkWait:
     """E[W | W > 0] and the prompts ahead in the step of the bulk-service prefill queue (module
     docstring) [C]: ``rate_rps`` lambda, ``step_mean_s`` E[S] and ``step_scv`` c_S^2 of an instance's
-    step, ``servers`` n, ``step_prompts`` J (whole prompts a full step takes, >= 1), ``busy`` rho (an
-    instance's busy fraction, for the gaps' regularity). Inf where the queue grows (lambda E[S] / n >= J)."""
+    step, ``servers`` n, ``full`` the law of J (whole prompts a full step takes: counts >= 1 and their
+    probabilities, model.serving.packing.full_step_prompts). Inf where the queue grows (lambda E[S] / n
+    >= E[J])."""
     lam = np.asarray(rate_rps, dtype=float)
     scv = np.asarray(step_scv, dtype=float)
     n = np.asarray(servers, dtype=float)
-    big_j = np.maximum(np.asarray(step_prompts, dtype=float), 1.0)
+    counts, probs = (np.asarray(a, dtype=float)[None, :] for a in full)
     gap = np.asarray(step_mean_s, dtype=float) / n  # mean time between free-ups while all are busy
-    rho = np.clip(np.asarray(busy, dtype=float), 0.0, 1.0)
-    w = 1.0 / (1.0 + 4.0 * (1.0 - rho) ** 2 * (n - 1.0))  # QNA's superposition weight (item 2)
-    r = queue_ratio(lam * gap, big_j, w * scv + 1.0 - w)
+    first = np.where(n <= 1.0, (1.0 + scv) / 2.0, 1.0) * gap
+    stable = lam * gap < float((counts * probs).sum())
+
+    def excess(s: np.ndarray) -> np.ndarray:
+        """Right side less left side of the mean-value equation at ratio s [C] (decreasing at the root)."""
+        powers = s[:, None] ** counts
+        steps = (probs * powers / (1.0 - powers)).sum(axis=1)  # E[floor(Q / J)]
+        return first + gap * steps - s / (1.0 - s) / np.maximum(lam, 1e-300)
+
+    lo, hi = np.zeros(lam.shape), np.ones(lam.shape)
+    for _ in range(ROOT_BISECTIONS):
+        s = 0.5 * (lo + hi)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            up = excess(s) > 0.0
+        lo, hi = np.where(up, s, lo), np.where(up, hi, s)
+    s = np.where(lam > 0, 0.5 * (lo + hi), 0.0)
+    kingman = (scv_arrival + scv) / (1.0 + scv)
     with np.errstate(divide="ignore", invalid="ignore"):
-        full = r**big_j / (1.0 - r**big_j)  # E[free-ups after the first]
-        first = np.where(n <= 1.0, (1.0 + scv) / 2.0, 1.0) * gap
-        kingman = (scv_arrival + scv) / (1.0 + scv)
-        cond = np.where(r < 1.0, (first + gap * full) * kingman, np.inf)
-        s = lam * cond / (1.0 + lam * cond)  # the queue's geometric ratio from its mean (item 3)
-        ahead = np.where(r < 1.0, s / (1.0 - s) - big_j * s**big_j / (1.0 - s**big_j), np.inf)
-    return BulkWait(cond, np.maximum(ahead, 0.0))
+        cond = np.where(lam > 0, s / (1.0 - s) / np.maximum(lam, 1e-300), first)
+        powers = s[:, None] ** counts
+        folded = s / (1.0 - s) - (probs * counts * powers / (1.0 - powers)).sum(axis=1)  # E[Q mod J]
+    ahead = np.where(stable, np.maximum(folded, 0.0), np.inf)
+    return BulkWait(np.where(stable, cond * kingman, np.inf), ahead)

@@ -31,12 +31,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaincc
+from scipy.special import gammainc, gammaincc
 
 JOIN_STRATA = 8
 """Midpoints r_m = tau (m + 1/2) / JOIN_STRATA of the join residual's uniform law on [0, tau] (module
 docstring, "Join residual"): the CDF of R / (O - 1) is read in steps of 1/JOIN_STRATA of its range,
 an error of at most 1 / (2 JOIN_STRATA) of the busy share in any one request's P(TPOT <= x)."""
+PACKED_TERMS = 24
+"""Companion counts t = 0 .. PACKED_TERMS - 1 summed one by one in :meth:`PackedStep.waiting_cdf`; the
+rest (at most (1 + T (1 - q)) q^T of the law, q = lambda m / (1 + lambda m)) is put at the cap's room,
+the most it can add (conservative)."""
 BEHIND_NEWTON_STEPS = 8
 """Newton steps for the wait that fills a TTFT slack with packed-behind prompts (converging monotonically
 from below after the first: the map is increasing and concave)."""
@@ -108,6 +112,44 @@ class PackedStep:
         behind = np.maximum(self.room - self.ahead, 0.0)
         return packed_wait_s(slack_s - ahead_s, self.rate_rps, self.v_s, behind)
 
+    def waiting_cdf(self, slack_s: np.ndarray, cond_s: np.ndarray) -> np.ndarray:
+        """P(W + E[v] min(K, J_i) <= y | W > 0) [C, S] at y = ``slack_s`` (module docstring, "Packed
+        step", the law of the count): W exponential of mean m = ``cond_s`` [C] (rate theta = 1 / m);
+        the prompts ahead, geometric of ratio q = lambda m / (1 + lambda m) (model.queueing.bulk_wait,
+        item 3), are the arrivals over the gap's age, independent of W, and those behind, N ~
+        Poisson(lambda W), over its residual, so K = ahead + N and with theta' = theta + lambda,
+        P(K = t, W <= w) = sum_b (1 - q) q^(t - b) (theta / theta') (lambda / theta')^b P(Gamma(b + 1,
+        theta') <= w) = (1 - q)^2 q^t E[min(Poisson(theta' w), t + 1)] (lambda / theta' = q; the sum of
+        regularized incomplete gammas is the truncated Poisson mean, x P(N <= t) + (t + 1) P(N >= t +
+        2)); K >= J_i puts E[v] J_i on the step. Summed over t < PACKED_TERMS."""
+        lam = np.asarray(self.rate_rps, dtype=float)[:, None]
+        v = np.asarray(self.v_s, dtype=float)[:, None]
+        m = np.asarray(cond_s, dtype=float)[:, None]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            q = np.where(np.isfinite(m), lam * m / (1.0 + lam * m), 1.0)
+            big = np.where(m > 0, (lam + 1.0 / m), np.inf)
+        y = np.asarray(slack_s, dtype=float)
+        room = self.room
+        w_cap = np.maximum(y - v * room, 0.0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = np.where(m > 0, -np.expm1(-w_cap / m), 1.0)  # P(W <= y - E[v] J_i): K at the cap
+        for t in range(min(int(room.max(initial=0.0)), PACKED_TERMS)):
+            below = t < room
+            if not below.any():
+                break
+            weight = (1.0 - q) ** 2 * q**t
+            x_t = big * np.maximum(y - v * t, 0.0)
+            x_c = big * w_cap
+            inner = _truncated_poisson_mean(x_t, t + 1.0) - _truncated_poisson_mean(x_c, t + 1.0)
+            out = out + np.where(below, weight * np.nan_to_num(inner), 0.0)
+        return np.where(y >= 0, np.clip(out, 0.0, 1.0), 0.0)
+
     def most_s(self) -> np.ndarray:
         """[C, S] the most the packed prompts add to a TTFT: E[v] J_i."""
         return self.v_s[:, None] * self.room
+
+
+def _truncated_poisson_mean(x: np.ndarray, cap: float) -> np.ndarray:
+    """E[min(N, cap)] for N ~ Poisson(x), cap a whole number >= 1: x P(N <= cap - 1) + cap P(N >= cap + 1)
+    (the identity of :func:`packed_wait_s`)."""
+    return x * gammaincc(cap, x) + cap * gammainc(cap + 1.0, x)

@@ -291,6 +291,8 @@ class LatencyModel:
                 np.exp(-np.maximum(wslack, 0.0) / self.wait_cond_mean_s[:, None]),
                 0.0,
             )
+        if self.packed is not None:  # the law of the packed count, not its mean (PackedStep.waiting_cdf)
+            tail = 1.0 - self.packed.waiting_cdf(slack, self.wait_cond_mean_s)
         exceed = self.wait_prob[:, None] * tail
         if self.admit_prob is not None and self.admit_cond_mean_s is not None:
             # candidates with an admission wait: the two waits' sum (the same where q = 0)

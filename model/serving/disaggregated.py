@@ -49,7 +49,7 @@ from model.serving.common import (
     stack,
     wait_tail,
 )
-from model.serving.packing import prefill_batch, prompts_per_step, step_companions, uncached_prompt_tokens
+from model.serving.packing import full_step_prompts, prefill_batch, step_companions, uncached_prompt_tokens
 from model.serving.phase_tables import BATCH_GRID, InstanceTables
 from model.workload.scenario import Scenario
 
@@ -124,16 +124,19 @@ def evaluate_disaggregated(
     rho_p = rate * es / n_p
     # P(wait) and stability from the queue over shares (Erlang C at the pool's busy fraction); the wait
     # itself is the bulk-service queue's: a freed instance takes the queue up to the token cap
-    # (model.queueing.bulk_wait), on an instance's step S_i = alone_i + (k - 1) E[v] (k its mean prompts).
+    # (model.queueing.bulk_wait). An instance's step holds k_s prompts, the step-weighted mean of the
+    # prompts' companions (a step of k prompts is met by k of them: k_s = 1 / E[1 / companions]), and
+    # lasts E[S] = k_s E[share] (so lambda E[S] / (n k_s) = rho); a full step (the queue longer than the
+    # cap) holds J prompts, J's law that of the companions at a queue that never empties, per step.
     queue = mgc_wait(rate, np.maximum(es, 1e-12), scv, n_p, scn.arrival_scv)
     v_mean = (alone - fixed_p).mean(axis=1)
-    k_step = companions.mean(axis=1)
-    # the step's variance: the prompts' lengths and the number beside the first, geometric of mean k - 1
-    # (Poisson arrivals over an exponential gap), variance (k - 1) k
-    step_s, _, alone_scv = moments(alone + ((k_step - 1.0) * v_mean)[:, None])
-    step_scv = alone_scv + v_mean**2 * (k_step - 1.0) * k_step / np.maximum(step_s, 1e-12) ** 2
-    full = np.maximum(prompts_per_step(scn, cap_tokens), k_step)
-    bulk = bulk_wait(rate, step_s, step_scv, n_p, full, rho_p, scn.arrival_scv)
+    k_step = 1.0 / (1.0 / companions).mean(axis=1)
+    step_s = k_step * es
+    # its variance: the prompts' lengths and the number beside the first, geometric of mean k_s - 1
+    # (Poisson arrivals over an exponential gap), variance (k_s - 1) k_s
+    step_scv = (alone.var(axis=1) + v_mean**2 * (k_step - 1.0) * k_step) / np.maximum(step_s, 1e-12) ** 2
+    full = full_step_prompts(scn, cap_tokens)
+    bulk = bulk_wait(rate, step_s, step_scv, n_p, full, scn.arrival_scv)
     service = alone
     kv_bytes, exposed, occupancy = transfer_components(
         scn, service, lanes, bandwidth_eff_bytes_per_s, latency_s, layerwise
