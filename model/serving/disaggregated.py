@@ -1,10 +1,11 @@
 """Disaggregated serving, analytically: a prefill pool and a decode pool joined by a link.
 
-Prefill pool: n_p instances share one FCFS queue, M/G/n_p with service = each prompt's share of a
-prefill step (DistServe, Zhong et al. OSDI 2024, sec. 3.1 models a prefill instance as M/D/1; the
-M/G/c form covers several instances and varied prompts). A busy instance batches the prompts that
-queued during its last step (model.serving.packing.prefill_batch, up to the engine's
-``prefill_token_cap``), sharing the per-step fixed cost.
+Prefill pool: n_p instances share one FCFS queue (DistServe, Zhong et al. OSDI 2024, sec. 3.1 models
+a prefill instance as M/D/1). A freed instance takes the queued prompts up to the engine's
+``prefill_token_cap`` (model.serving.packing), sharing the per-step fixed cost: the busy fraction and
+P(wait) come from the M/G/n_p queue over each prompt's share of its step, the wait itself from the
+bulk-service queue M/G^(1,J)/n_p (model.queueing.bulk_wait), and a waiting prompt's TTFT carries the
+prompts packed in its step with it (model.queueing.disaggregated_terms, PackedStep).
 
 Each request's prompt KV (prompt tokens x KV bytes per token, the whole replica's heads) then
 crosses the link on min(TP_p, TP_d) parallel lanes, each lane one GPU's link (a TP rank sends its
