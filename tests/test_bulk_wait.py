@@ -24,9 +24,10 @@ ONE = (np.array([1.0]), np.array([1.0]))  # a full step holds exactly one prompt
 A = np.array
 
 
-def _wait(lam: float, es: float, scv: float, n: float, full=ONE, busy: float | None = None):
+def _wait(lam: float, es: float, scv: float, n: float, full=ONE, busy: float | None = None, full_s=None):
     rho = lam * es / n if busy is None else busy
-    return bulk_wait(A([lam]), A([es]), A([scv]), A([n]), full, A([rho]))
+    full_s = es if full_s is None else full_s  # a full step's mean length (here: every step's)
+    return bulk_wait(A([lam]), A([es]), A([scv]), A([n]), full, A([full_s]), A([rho]))
 
 
 def test_cap_of_one_is_the_single_server_queue():
@@ -58,6 +59,14 @@ def test_two_prompt_steps_by_hand():
     w = _wait(1.0, 1.0, 0.0, 1.0, full=(A([2.0]), A([1.0])))
     assert w.cond_mean_s[0] == pytest.approx(1.0 / math.sqrt(2.0), rel=1e-9)
     assert w.ahead[0] == pytest.approx(1.0 - 1.0 / math.sqrt(2.0), rel=1e-9)
+
+
+def test_full_steps_space_the_passes():
+    """J = 1 on one instance, steps of 1 s at 0.5 req/s but full steps of 2 s: the free-ups that pass
+    a prompt are 2 s apart, m = 1 + 2 E[Q] = 1 + 2 x 0.5 m (M/M/1 form, c^2 = 1) -> m = 1 / (1 - 1) is
+    unstable; at 0.25 req/s: m = 1 + 2 x 0.25 m -> m = 2 s."""
+    assert np.isinf(_wait(0.5, 1.0, 1.0, 1.0, full_s=2.0).cond_mean_s[0])
+    assert _wait(0.25, 1.0, 1.0, 1.0, busy=0.25, full_s=2.0).cond_mean_s[0] == pytest.approx(2.0, rel=1e-9)
 
 
 def test_growing_queue_is_unstable():
@@ -99,21 +108,21 @@ IB = get_link("ib-ndr-400")
 
 
 @pytest.mark.parametrize(
-    ("config", "workload", "rate", "within"),
+    ("config", "workload", "rate"),
     [
-        (DisaggregatedConfig(H100, 1, 1, H100, 1, 1, IB), "code", 5.0, 0.2),  # grid cell 64's pool
-        (DisaggregatedConfig(A100, 2, 3, A100, 2, 1, IB), "summarization", 22.0, 0.35),  # cell 111's
+        (DisaggregatedConfig(H100, 1, 1, H100, 1, 1, IB), "code", 5.0),  # grid cell 64's pool
+        (DisaggregatedConfig(A100, 2, 3, A100, 2, 1, IB), "summarization", 22.0),  # cell 111's
     ],
 )
-def test_prefill_wait_against_the_simulator(config, workload, rate, within):
-    """Qwen3-8B, the planner's mean prompt-queue wait against the simulator's (4,000 requests, seed 1).
-    One H100 on code prompts: 0.0140 s against 0.0140 s (12,000 requests, seed 2: 0.0153), within 20%.
-    Three TP2 A100s on summarization prompts at busy fraction 0.80: 0.0286 s against 0.0405 s (seed 2:
-    0.0393), within 35%: the bulk wait is low by ~30% on this pool (at 20 and 24 req/s: 0.019 / 0.049 s
-    against 0.024 / 0.068-0.076 s; docs/validation.md, session 10)."""
+def test_prefill_wait_against_the_simulator(config, workload, rate):
+    """Qwen3-8B, the planner's mean prompt-queue wait against the simulator's (4,000 requests, seed 1),
+    within 20%. One H100 on code prompts: 0.0153 s against 0.0140 s (12,000 requests, seed 2: 0.0153).
+    Three TP2 A100s on summarization prompts at busy fraction 0.80: 0.0467 s against 0.0405 s (seed 2:
+    0.0393; the queue over per-prompt shares it replaces read 0.078 s at the grid's 23.9 req/s against
+    0.052). At 24 req/s the bulk wait reads 0.101 s against 0.068-0.076 (docs/validation.md, session 10)."""
     scn = Scenario.build("qwen3-8b", get_workload(workload), SLO(1.0, 0.05))
     planned = DisaggregatedSet.build(scn, [config]).evaluate(A([rate])).queue_wait_mean_s[0]
     req = poisson_requests(scn.workload, rate, 4000, seed=1)
     opts = SimOptions(warmup_requests=1000)
     sm = simulate(config, "qwen3-8b", req, **scenario_options(scn), options=opts).summary
-    assert abs(planned / sm.mean_queue_wait_s - 1.0) < within, (planned, sm.mean_queue_wait_s)
+    assert abs(planned / sm.mean_queue_wait_s - 1.0) < 0.2, (planned, sm.mean_queue_wait_s)

@@ -203,9 +203,7 @@ def test_kv_transfer_config_is_the_documented_json(plan_and_deployment) -> None:
 
 
 def test_dense_reference_recipe_by_hand() -> None:
-    """llama-3.1-70b on 16 x H100 (chat, TTFT 1 s, TPOT 50 ms): disaggregated 3 x TP4 + 1 x TP4 (6 x TP2
-    + 1 x TP4 before session 10's bulk-service prefill wait; the simulator gives both 40.55 req/s on
-    4,000 chat requests, the planner 41.44 for the new one).
+    """llama-3.1-70b on 16 x H100 (chat, TTFT 1 s, TPOT 50 ms): disaggregated 6 x TP2 + 1 x TP4.
     Prefill instances run unchunked with the vLLM profile's 8192-token cap (the sample's longest chat
     request, 7,828 tokens, rounds up to 7936 < 8192); the decode instance keeps chunked prefill with
     the 2048-token decode budget; max-num-seqs is the profile's 1024; two 8-GPU nodes, the TP4 decode
@@ -217,12 +215,11 @@ def test_dense_reference_recipe_by_hand() -> None:
     assert (r.target, r.engine, r.version) == ("recommended", "vllm", "0.12")
     serves = [dict(c.options) for c in r.commands if c.program == "vllm serve"]
     tp = sorted(int(o["--tensor-parallel-size"][0]) for o in serves)
-    assert tp == [4] * 4
-    # all four are TP4: the decode instance is the one that keeps chunked prefill
-    assert sum("--enable-chunked-prefill" in o for o in serves) == 1
+    assert tp == [2] * 6 + [4]
     for o in serves:
-        decode = "--enable-chunked-prefill" in o
+        decode = o["--tensor-parallel-size"] == ("4",)
         assert o["--max-num-batched-tokens"] == (("2048",) if decode else ("8192",))
+        assert ("--enable-chunked-prefill" in o) == decode
         assert ("--no-enable-chunked-prefill" in o) == (not decode)
         assert o["--max-num-seqs"] == ("1024",)
         assert o["--max-model-len"] == ("7936",)

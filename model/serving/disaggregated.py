@@ -137,7 +137,8 @@ def evaluate_disaggregated(
     # (Poisson arrivals over an exponential gap), variance (k_s - 1) k_s
     step_scv = (alone.var(axis=1) + v_mean**2 * (k_step - 1.0) * k_step) / np.maximum(step_s, 1e-12) ** 2
     full = full_step_prompts(scn, cap_tokens)
-    bulk = bulk_wait(rate, step_s, step_scv, n_p, full, rho_p, scn.arrival_scv)
+    full_s = fixed_p.mean(axis=1) + v_mean * float((full[0] * full[1]).sum())  # a full step: F + E[v] E[J]
+    bulk = bulk_wait(rate, step_s, step_scv, n_p, full, full_s, rho_p, scn.arrival_scv)
     service = alone
     kv_bytes, exposed, occupancy = transfer_components(
         scn, service, lanes, bandwidth_eff_bytes_per_s, latency_s, layerwise
