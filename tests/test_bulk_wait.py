@@ -118,8 +118,7 @@ def test_prefill_wait_against_the_simulator(config, workload, rate):
     """Qwen3-8B, the planner's mean prompt-queue wait against the simulator's (4,000 requests, seed 1),
     within 20%. One H100 on code prompts: 0.0153 s against 0.0140 s (12,000 requests, seed 2: 0.0153).
     Three TP2 A100s on summarization prompts at busy fraction 0.80: 0.0467 s against 0.0405 s (seed 2:
-    0.0393; the queue over per-prompt shares it replaces read 0.078 s at the grid's 23.9 req/s against
-    0.052). At 24 req/s the bulk wait reads 0.101 s against 0.068-0.076 (docs/validation.md, session 10)."""
+    0.0393). At 24 req/s the bulk wait reads 0.101 s against 0.068-0.076 (docs/validation.md, session 10)."""
     scn = Scenario.build("qwen3-8b", get_workload(workload), SLO(1.0, 0.05))
     planned = DisaggregatedSet.build(scn, [config]).evaluate(A([rate])).queue_wait_mean_s[0]
     req = poisson_requests(scn.workload, rate, 4000, seed=1)
