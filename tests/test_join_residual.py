@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.queueing.latency import JOIN_STRATA, LatencyModel
+from model.queueing.disaggregated_terms import JOIN_STRATA
+from model.queueing.latency import LatencyModel
 
 
 def _model(outputs: list[float], busy: float | None = 0.5) -> LatencyModel:

@@ -114,11 +114,14 @@ def test_prefill_pool_is_m_d_c_for_fixed_prompts_and_batching_only_helps() -> No
     scn = Scenario.build("llama-3.1-8b", FIXED, SLO(10.0, 1.0), samples=16)
     cfg = DisaggregatedConfig(H100, 1, 2, H100, 1, 2, get_link("nvlink4"))
     s = float(prefill_cost(Deployment(scn.arch, H100, overheads=scn.engine.overheads(H100)), 1000).time_s)
-    # Light load (utilisation 0.1 over two servers): prompts rarely queue, so batching is negligible
-    # and the pool is the textbook M/D/2 (deterministic service: SCV 0).
+    # Light load (utilisation 0.1 over two servers): prompts rarely queue, so batching is negligible;
+    # the pool waits as the textbook M/D/2 (deterministic service: SCV 0) less its queueing factor:
+    # a free instance takes up to eight 1000-token prompts under the 8192-token cap, so a waiting
+    # prompt waits for the first free-up only (model.queueing.bulk_wait: m = K g, the M/D/2
+    # conditional wait K g / (1 - rho) times 1 - rho).
     light = 0.2 / s
     ev = evaluate(cfg, scn, light)
-    oracle = float(mgc_wait(light, s, 0.0, 2).mean_wait_s)
+    oracle = float(mgc_wait(light, s, 0.0, 2).mean_wait_s) * (1.0 - light * s / 2.0)
     assert ev.queue_wait_s == pytest.approx(oracle, rel=0.05)
     # At utilisation 0.6 prompts queue; a free instance batches them, sharing the per-step fixed time,
     # so the wait is below the unbatched M/D/2 wait and the batch size is at its fixed point
@@ -131,7 +134,9 @@ def test_prefill_pool_is_m_d_c_for_fixed_prompts_and_batching_only_helps() -> No
         scn, np.array([busy]), np.array([2.0]), t.prefill_s[None, :], t.prefill_fixed_s[None, :]
     )[0]
     assert k > 1.0
-    assert k == pytest.approx(1.0 + busy * ev.queue_wait_s / 2.0, rel=0.02)
+    # (k's fixed point k = 1 + lambda W / n_p still takes W from the queue over shares, which since
+    # session 10 is no longer the reported wait: the bulk wait is shorter)
+    assert k > 1.0 + busy * ev.queue_wait_s / 2.0
 
 
 def test_colocated_stall_inflation_by_hand() -> None:

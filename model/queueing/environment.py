@@ -60,6 +60,11 @@ class WaitLevels:
             out = out + self.weight[:, j, :] * cdf_given(self.prob[:, j], self.cond_mean_s[:, j])
         return out / k
 
+    def scaled(self, factor: np.ndarray) -> WaitLevels:
+        """Each level's conditional wait times ``factor`` [C] (a correction of the pool's wait law
+        applied to every level alike, e.g. the bulk-service wait over the share queue's)."""
+        return WaitLevels(self.prob, self.cond_mean_s * np.asarray(factor, dtype=float)[:, None], self.weight)
+
     def take(self, idx: np.ndarray) -> WaitLevels:
         """The levels of candidates ``idx``."""
         return WaitLevels(self.prob[idx], self.cond_mean_s[idx], self.weight[idx])

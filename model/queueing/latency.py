@@ -65,16 +65,9 @@ Chunked replicas (``mixed``, model.queueing.mixed_share) replace the stalls by t
 the request's iterations: TPOT = b + s D + excess(F), F ~ Beta per request, its law averaged over
 MIXED_STRATA strata of D (the same convolution).
 
-Join residual (disaggregated decode, ``join_busy`` / ``join_step_s``): a request whose KV lands on its
-decode instance while an iteration is in flight delivers its first token then but joins the batch at
-the next iteration boundary (continuous batching admits at iteration boundaries: Yu et al., "Orca",
-OSDI 2022, sec. 4.2; DistServe sec. 4.3), so its first token gap holds the iteration's residual R on
-top of its own decode steps: TPOT_ci = b_c + s_ci D_c + R / (O_i - 1). By PASTA (Wolff 1982) the KV
-lands in a busy iteration with the instance's busy probability u_c, and the residual of an
-iteration of near-constant length tau_c is uniform on [0, tau_c] (the residual life of a renewal
-process, Kleinrock 1975, vol. 1, sec. 5.2: density (1 - F(r)) / E[tau]); idle (1 - u_c), R = 0.
-R is independent of D; its uniform law is integrated by a JOIN_STRATA-point midpoint rule
-(the convolution of Papoulis sec. 6-2).
+Disaggregated terms (model.queueing.disaggregated_terms): the join residual R of a decode instance
+adds R / (O_i - 1) to TPOT (``join_busy`` / ``join_step_s``), and the prompts packed with a waiting
+prompt in its prefill step add to its TTFT with its own wait (``packed``, PackedStep).
 
 Attainment is the sample mean of P(TTFT_ci <= T) P(TPOT_ci <= P) (TTFT and TPOT treated as
 independent); a percentile is found by bisection on the sample-mean CDF.
@@ -89,6 +82,7 @@ import numpy as np
 from scipy.special import gammainc
 
 from model.queueing.decode_spread import TpotSpread
+from model.queueing.disaggregated_terms import PackedStep, join_residual_cdf
 from model.queueing.environment import WaitLevels
 from model.queueing.mixed_share import MixedShare, MixedTpot
 
@@ -105,10 +99,6 @@ candidate and request, which is most of a chunked evaluation's time: with 4 stra
 5/8, 7/8) the 64-GPU Llama-3.1-70B chat plan took 0.51 s instead of ~0.40 s (one core, idle), and
 the 8B chunk-512 speculation cell's planned goodput read 31.5 req/s instead of 32.4 (simulator
 31.2-33.0 in two runs): a 3% move inside the model's error, for a quarter of the plan's time."""
-JOIN_STRATA = 8
-"""Midpoints r_m = tau (m + 1/2) / JOIN_STRATA of the join residual's uniform law on [0, tau] (module
-docstring, "Join residual"): the CDF of R / (O - 1) is read in steps of 1/JOIN_STRATA of its range,
-an error of at most 1 / (2 JOIN_STRATA) of the busy share in any one request's P(TPOT <= x)."""
 MAX_STALL_LOAD = 0.95
 """Largest stall load rho the feedback uses (the moments grow as 1 / (1 - rho)^3; a decode that
 stalls 95% of its time is far past any SLO anyway)."""
@@ -190,6 +180,7 @@ class LatencyModel:
     join_busy: np.ndarray | None = None  # [C] P(an iteration is in flight when the KV lands); disaggregated
     join_step_s: np.ndarray | None = None  # [C] that iteration's length tau ("Join residual")
     levels: WaitLevels | None = None  # the wait per slow environment level (model.queueing.environment)
+    packed: PackedStep | None = None  # disaggregated: the prompts sharing a waiting prompt's prefill step
 
     @cached_property
     def _gaps(self) -> np.ndarray:
@@ -242,6 +233,7 @@ class LatencyModel:
             self.join_busy,
             self.join_step_s,
             None if self.levels is None else self.levels.requests(mask),
+            None if self.packed is None else self.packed.requests(mask),
         )
 
     def row(self, i: int) -> LatencyModel:
@@ -267,6 +259,7 @@ class LatencyModel:
             None if self.join_busy is None else np.asarray(self.join_busy)[idx],
             None if self.join_step_s is None else np.asarray(self.join_step_s)[idx],
             None if self.levels is None else self.levels.take(idx),
+            None if self.packed is None else self.packed.take(idx),
         )
 
     def percentiles_s(
@@ -298,9 +291,13 @@ class LatencyModel:
     def _ttft_given(self, t_s: np.ndarray, prob: np.ndarray, cond: np.ndarray) -> np.ndarray:
         """:meth:`ttft_cdf` with a queue wait W of P(W > 0) = ``prob`` and E[W | W > 0] = ``cond`` [C]."""
         slack = np.asarray(t_s) - self.fixed_s
+        # the wait the slack leaves a waiting prompt (less the prompts packed with it: PackedStep)
+        wslack = slack if self.packed is None else self.packed.wait_slack(slack)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             m = cond[:, None]
-            tail = np.where(m > 0, np.exp(-np.maximum(slack, 0.0) / m), 0.0)
+            tail = np.where(m > 0, np.exp(-np.maximum(wslack, 0.0) / m), 0.0)
+        if self.packed is not None:  # the law of the packed count, not its mean (PackedStep.waiting_cdf)
+            tail = 1.0 - self.packed.waiting_cdf(slack, cond)
         exceed = prob[:, None] * tail
         if self.admit_prob is not None and self.admit_cond_mean_s is not None:
             # candidates with an admission wait: the two waits' sum (the same where q = 0)
@@ -308,7 +305,7 @@ class LatencyModel:
             if len(rows):
                 col = (prob, cond, self.admit_prob, self.admit_cond_mean_s)
                 sub = (np.asarray(v, dtype=float)[rows, None] for v in col)
-                exceed[rows] = two_wait_exceedance(slack[rows], *sub)
+                exceed[rows] = two_wait_exceedance(np.broadcast_to(wslack, exceed.shape)[rows], *sub)
         cdf = np.where(slack >= 0, 1.0 - exceed, 0.0)
         return np.where(self.stable[:, None], cdf, 0.0)
 
@@ -367,8 +364,7 @@ class LatencyModel:
 
     def _base_cdf(self, excess_s: np.ndarray) -> np.ndarray:
         """P(s D + R / (O - 1) <= excess) [C, S]: the batch's fluctuation (a step at 0 without a spread)
-        and the join residual R (0 without ``join_busy``; module docstring, "Join residual"), R's
-        uniform law on [0, tau] at JOIN_STRATA midpoints."""
+        and the join residual R (none without ``join_busy``; model.queueing.disaggregated_terms)."""
 
         by_output = np.shape(excess_s)[-1] == 1  # one column, shifted by r / (O_i - 1): O_i only
 
@@ -377,12 +373,7 @@ class LatencyModel:
 
         if self.join_busy is None or self.join_step_s is None:
             return law(excess_s)
-        u = np.asarray(self.join_busy, dtype=float)[:, None]
-        tau = np.asarray(self.join_step_s, dtype=float)[:, None]
-        busy = np.zeros(np.broadcast_shapes(np.shape(excess_s), self._gaps.shape, u.shape))
-        for m in range(JOIN_STRATA):
-            busy = busy + law(excess_s - tau * ((m + 0.5) / JOIN_STRATA) / self._gaps)
-        return (1.0 - u) * law(excess_s) + u * busy / JOIN_STRATA
+        return join_residual_cdf(law, excess_s, self.join_busy, self.join_step_s, self._gaps)
 
     def join_mean_s(self) -> np.ndarray:
         """[C, S] E[R] / (O_i - 1) = u tau / 2 / (O_i - 1): the join residual's mean share of TPOT
@@ -448,6 +439,8 @@ class LatencyModel:
         hi = _extreme(self.fixed_s, masks, np.max) + sum(
             np.where(np.isfinite(m), m * (np.log(1.0 / (1.0 - q)) + 5.0), 0.0) for m in tails
         )
+        if self.packed is not None:
+            hi = hi + _extreme(self.packed.most_s(), masks, np.max)
         lo = _extreme(self.fixed_s, masks, np.min)
         return _bisect(lambda t: _mean(self.ttft_cdf(t[:, None]), masks), lo, hi, q, self.stable)
 

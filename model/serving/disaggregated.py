@@ -1,13 +1,15 @@
 """Disaggregated serving, analytically: a prefill pool and a decode pool joined by a link.
 
-Prefill pool: n_p instances share one FCFS queue, M/G/n_p with service = each prompt's share of a
-prefill step (DistServe, Zhong et al. OSDI 2024, sec. 3.1 models a prefill instance as M/D/1; the
-M/G/c form covers several instances and varied prompts). A busy instance batches the prompts that
-queued during its last step (model.serving.packing.prefill_batch, up to the engine's
-``prefill_token_cap``), sharing the per-step fixed cost. A session workload below its implied pool
-rate misses whole histories in bursts (while the live sessions' footprint is high): the queue is
-then averaged over the footprint's levels (model.queueing.environment, pointwise stationary
-approximation), each level with its own miss share.
+Prefill pool: n_p instances share one FCFS queue (DistServe, Zhong et al. OSDI 2024, sec. 3.1 models
+a prefill instance as M/D/1). A freed instance takes the queued prompts up to the engine's
+``prefill_token_cap`` (model.serving.packing), sharing the per-step fixed cost: the busy fraction and
+P(wait) come from the M/G/n_p queue over each prompt's share of its step, the wait itself from the
+bulk-service queue M/G^(1,J)/n_p (model.queueing.bulk_wait), and a waiting prompt's TTFT carries the
+prompts packed in its step with it (model.queueing.disaggregated_terms, PackedStep). A session
+workload below its implied pool rate misses whole histories in bursts (while the live sessions'
+footprint is high): the queue is then averaged over the footprint's levels
+(model.queueing.environment, pointwise stationary approximation), each level with its own miss
+share and the pool's bulk-service correction of the wait.
 
 Each request's prompt KV (prompt tokens x KV bytes per token, the whole replica's heads) then
 crosses the link on min(TP_p, TP_d) parallel lanes, each lane one GPU's link (a TP rank sends its
@@ -37,8 +39,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from model.hardware.collectives import alpha_beta_time_s
+from model.queueing.bulk_wait import bulk_wait
 from model.queueing.decode_batch import admission_wait, interp_rows, solve_batch
 from model.queueing.decode_spread import decode_tpot_spread
+from model.queueing.disaggregated_terms import PackedStep
 from model.queueing.environment import environment_waits, level_weights
 from model.queueing.latency import LatencyModel
 from model.queueing.mgc import mg1_wait, mgc_wait
@@ -51,7 +55,7 @@ from model.serving.common import (
     stack,
     wait_tail,
 )
-from model.serving.packing import packed_behind_s, prefill_batch, step_companions, uncached_prompt_tokens
+from model.serving.packing import full_step_prompts, prefill_batch, step_companions, uncached_prompt_tokens
 from model.serving.phase_tables import BATCH_GRID, InstanceTables
 from model.workload.scenario import Scenario
 
@@ -127,9 +131,22 @@ def evaluate_disaggregated(
     share = alone - fixed_p + fixed_p / companions  # a prompt's share of its batched step
     es, _, scv = moments(share)
     rho_p = rate * es / n_p
-    # The queue wait over shares already counts the prompts served with it; its own compute is its
-    # unbatched prefill time.
+    # P(wait) and stability from the queue over shares (Erlang C at the pool's busy fraction); the wait
+    # itself is the bulk-service queue's: a freed instance takes the queue up to the token cap
+    # (model.queueing.bulk_wait). An instance's step holds k_s prompts, the step-weighted mean of the
+    # prompts' companions (a step of k prompts is met by k of them: k_s = 1 / E[1 / companions]), and
+    # lasts E[S] = k_s E[share] (so lambda E[S] / (n k_s) = rho); a full step (the queue longer than the
+    # cap) holds J prompts, J's law that of the companions at a queue that never empties, per step.
     queue = mgc_wait(rate, np.maximum(es, 1e-12), scv, n_p, scn.arrival_scv)
+    v_mean = (alone - fixed_p).mean(axis=1)
+    k_step = 1.0 / (1.0 / companions).mean(axis=1)
+    step_s = k_step * es
+    # its variance: the prompts' lengths and the number beside the first, geometric of mean k_s - 1
+    # (Poisson arrivals over an exponential gap), variance (k_s - 1) k_s
+    step_scv = (alone.var(axis=1) + v_mean**2 * (k_step - 1.0) * k_step) / np.maximum(step_s, 1e-12) ** 2
+    full = full_step_prompts(scn, cap_tokens)
+    full_s = fixed_p.mean(axis=1) + v_mean * float((full[0] * full[1]).sum())  # a full step: F + E[v] E[J]
+    bulk = bulk_wait(rate, step_s, step_scv, n_p, full, full_s, rho_p, scn.arrival_scv)
     service = alone
     kv_bytes, exposed, occupancy = transfer_components(
         scn, service, lanes, bandwidth_eff_bytes_per_s, latency_s, layerwise
@@ -175,16 +192,25 @@ def evaluate_disaggregated(
         ],
         n,
     )
-    prob, cond = wait_tail(queue, stable)
+    prob, share_cond = wait_tail(queue, stable)
+    cond = np.where(stable, bulk.cond_mean_s, np.inf)
     missed = scn.prefill_pool_missed
     levels = None
     if miss_levels is not None and 0.0 < float(missed.mean()) < 1.0:
         weight = level_weights(missed, miss_levels)
-        levels = environment_waits(rate, share, weight, n_p, scn.arrival_scv)
+        # each level's share-queue wait with the pool's bulk-service correction (bulk / share queue)
+        bulk_ratio = np.where(stable & (share_cond > 0), cond / np.where(stable, share_cond, 1.0), 1.0)
+        levels = environment_waits(rate, share, weight, n_p, scn.arrival_scv).scaled(bulk_ratio)
     extra = np.where(np.isfinite(link_wait), link_wait, 0.0) + np.where(np.isfinite(adm_mean), adm_mean, 0.0)
     # + the engine's per-request client overhead (tokenise, HTTP; model.hardware.overheads)
-    behind = packed_behind_s(companions, alone, fixed_p)  # the prompts packed after it in its step
-    fixed = service + behind + exposed + (extra + scn.engine.request_s)[:, None]
+    # The prompts packed with a waiting prompt in its step: those queued ahead of it that the step takes
+    # and those that arrive during its wait, up to the token cap's room beside it
+    # (model.queueing.disaggregated_terms, "Packed step").
+    uncached = uncached_prompt_tokens(scn)
+    room = np.floor(np.maximum(cap_tokens - uncached, 0.0) / max(float(uncached.mean()), 1.0))[None, :]
+    ahead = np.minimum(bulk.ahead[:, None], room)
+    packed = PackedStep(rate, v_mean, np.broadcast_to(room, alone.shape), ahead)
+    fixed = service + exposed + (extra + scn.engine.request_s)[:, None]
     latency = LatencyModel(
         wait_prob=prob,
         wait_cond_mean_s=cond,
@@ -197,11 +223,12 @@ def evaluate_disaggregated(
         spread=spread,
         # the join residual: the KV lands in a busy iteration (P = the instance's busy fraction) of the
         # step at the mean batch (model.queueing.latency, "Join residual")
+        packed=packed,
         join_busy=busy_fraction(sol.batch),
         join_step_s=interp_rows(sol.batch, BATCH_GRID, stack(decode_tables, "decode_step_s")[di]),
         levels=levels,
     )
-    wait_mean = queue.mean_wait_s if levels is None else levels.mean_wait_s
+    wait_mean = prob * cond if levels is None else levels.mean_wait_s
     return StyleResult(
         latency=latency,
         stable=stable,

@@ -157,6 +157,27 @@ def prefill_batch(
     return k
 
 
+def full_step_prompts(scn: Scenario, step_tokens: float) -> tuple[np.ndarray, np.ndarray]:
+    """The law of the prompts a full step holds (the queue never empties), per step: (whole counts J >= 1,
+    their probabilities). The engine takes the queue FCFS while the prompts' tokens fit under the cap
+    and stops at the first that does not (a longer head runs alone): J = max(1, #{j : u_1 + ... + u_j
+    <= C}) over FILL_DRAWS seeded sequences of the sampled uncached prompt lengths. The bulk queue's
+    J (model.queueing.bulk_wait)."""
+    return _full_law(uncached_prompt_tokens(scn).tobytes(), float(step_tokens))
+
+
+@lru_cache(maxsize=64)
+def _full_law(uncached_bytes: bytes, step_tokens: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`full_step_prompts` on the prompt lengths' bytes (cached on their values)."""
+    u = np.maximum(np.frombuffer(uncached_bytes, dtype=float), 1.0)
+    rng = np.random.default_rng(FILL_SEED)
+    j_max = int(min(max(step_tokens // float(u.min()), 1.0), FILL_MAX_PROMPTS))
+    sums = np.cumsum(rng.choice(u, size=(FILL_DRAWS, j_max)), axis=1)
+    held = np.maximum((sums <= step_tokens).sum(axis=1), 1)  # prefix sums are increasing
+    counts, seen = np.unique(held, return_counts=True)
+    return counts.astype(float), seen / float(FILL_DRAWS)
+
+
 def uncached_prompt_tokens(scn: Scenario) -> np.ndarray:
     """Each sampled prompt's tokens a prefill step computes (less its cached prefix) [S]."""
     return np.asarray(scn.prompt_tokens - scn.cached_tokens, dtype=float)

@@ -1,0 +1,122 @@
+"""The wait of a prompt in a disaggregated prefill pool: a bulk-service queue, not a queue of shares.
+
+The pool's n instances share one FCFS prompt queue and a freed instance takes every queued prompt
+into its next step, up to the engine's token cap (J prompts of mean length: vLLM's
+``max_num_batched_tokens``; model.sim.disaggregated does the same). This is the bulk-service queue
+M/G^(1,J)/n (Chaudhry & Templeton 1983, *A First Course in Bulk Queues*, ch. 1 and 4; Neuts 1967,
+"A general class of bulk queues with Poisson input", Ann. Math. Stat. 38, the "general bulk service
+rule" with minimum 1 and maximum J): a freed server ends the wait of up to J prompts at once. A queue
+over per-prompt shares (M/G/n, model.queueing.mgc) instead lets prompts leave one share at a time,
+so its conditional wait carries the factor 1 / (1 - rho) of a queue that clears one by one (Kleinrock
+1975, vol. 1, sec. 3.5), where the bulk queue clears at the next free instance unless more than J
+prompts wait.
+
+Law. A prompt waits only when all n instances are busy (P(W > 0): Erlang C over the shares, the
+busy fraction rho = lambda E[share] / n, model.queueing.mgc). Given that, with S an instance's step
+(mean E[S], squared coefficient of variation c_S^2), g = E[S] / n the mean time between free-ups and
+g_J = E[S_J] / n that between the ends of full steps (S_J a step that took a full J prompts):
+
+1. First free-up. n = 1: the residual life of the step in progress, E[S^2] / (2 E[S]) = E[S] (1 +
+   c_S^2) / 2 (Kleinrock 1975, vol. 1, sec. 5.2). n >= 2: the first of n step ends, g for
+   exponential steps (the minimum of n exponential residuals), shorter for regular steps whose ends
+   stagger; its mean is taken as K g with K Kimura's M/G/c ratio at the busy fraction
+   (model.queueing.mgc: Kimura 1994 with Cosmetatos' M/D/c factor; K = (1 + c_S^2) / 2 at n = 1, so
+   item 1 is exact there).
+2. Free-ups that pass it. A free-up takes min(Q, J) of the Q prompts queued (J the prompts a full
+   step holds under the token cap, random: model.serving.packing.full_step_prompts), so a prompt that
+   found Q ahead is passed by the free-ups that take the prompts ahead of it. Those free-ups end
+   steps that started while the queue held at least a full step, i.e. full steps: they come g_J
+   apart. By Little's law on the waiting room and PASTA, E[Q | W > 0] = lambda E[W | W > 0]; with Q
+   geometric of that mean (ratio s = q / (1 + q), q = lambda E[W | W > 0]; the M/M/1 queue's law,
+   Kleinrock 1975, vol. 1, sec. 3.2) it is passed by the first free-up with P(Q >= J_1) = E[s^J];
+   the geometric law is memoryless, so the prompts still ahead of it after a pass are again
+   geometric of ratio s and each later free-up passes it with the same probability (J independent
+   from step to step): E[free-ups passed] = psi / (1 - psi), psi = E[s^J]. So the conditional wait m
+   solves the mean-value equation
+       m = K g + g_J psi / (1 - psi),   psi = E[s^J],   s = lambda m / (1 + lambda m),
+   the bulk-service form of the residual-time derivation of the Pollaczek-Khinchine mean
+   (W = R + E[Lq] E[S] with Lq = lambda W: Bertsekas & Gallager 1992, *Data Networks*, 2nd ed.,
+   sec. 3.5; for J = 1 it needs no law of Q, E[free-ups passed] = E[Q]). The right side rises from
+   K g at s = 0 and grows like g_J lambda m / E[J] for large m, so a root exists iff lambda g_J <
+   E[J], i.e. lambda (E[F] / E[J] + E[v]) < n: full steps carry the load (the bulk queue's stability,
+   Chaudhry & Templeton 1983, ch. 4); found by bisection on s. The law of W | W > 0 is taken
+   exponential of mean m, as model.queueing.mgc's (a geometric number of gaps).
+3. Prompts ahead in its step: Q mod J of them, geometric Q of ratio s folded modulo J (for the law:
+   model.queueing.disaggregated_terms, PackedStep); its mean s / (1 - s) - J s^J / (1 - s^J) at J =
+   E[J] is lambda m when nothing overflows (the gap's age, whose mean equals its residual's) and
+   about (J - 1) / 2 when the queue is long. Those behind it arrive during its wait.
+
+Limits (hand-derived in tests/test_bulk_wait.py): J = 1 and S_J = S: m = K g / (1 - lambda g), Kimura's
+M/G/n conditional wait (model.queueing.mgc), at n = 1 the Pollaczek-Khinchine E[S] (1 + c_S^2) / (2 (1 -
+rho)) (M/D/1 at c_S^2 = 0, M/M/1 at 1); J -> infinity (no cap): the first free-up alone, K g, with
+lambda K g prompts ahead. Non-Poisson arrivals scale the wait by Kingman's factor
+(c_a^2 + c_S^2) / (1 + c_S^2), as model.queueing.mgc does (Whitt 1993, sec. 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from model.queueing.mgc import _kimura_ratio
+
+ROOT_BISECTIONS = 60
+"""Bisection steps for the queue's ratio s in (0, 1) (its bracket halves each step: 2^-60)."""
+
+
+@dataclass(frozen=True)
+class BulkWait:
+    """Per candidate [C]: E[W | W > 0] of the bulk queue (s) and the mean prompts ahead of a waiting
+    prompt in its step."""
+
+    cond_mean_s: np.ndarray
+    ahead: np.ndarray
+
+
+def bulk_wait(
+    rate_rps: np.ndarray,
+    step_mean_s: np.ndarray,
+    step_scv: np.ndarray,
+    servers: np.ndarray,
+    full: tuple[np.ndarray, np.ndarray],
+    full_step_s: np.ndarray,
+    busy: np.ndarray,
+    scv_arrival: float = 1.0,
+) -> BulkWait:
+    """E[W | W > 0] and the prompts ahead in the step of the bulk-service prefill queue (module
+    docstring) [C]: ``rate_rps`` lambda, ``step_mean_s`` E[S] and ``step_scv`` c_S^2 of an instance's
+    step, ``servers`` n, ``full`` the law of J (whole prompts a full step takes: counts >= 1 and their
+    probabilities, model.serving.packing.full_step_prompts), ``full_step_s`` E[S_J] the mean length of
+    a full step (those that end while the queue outgrows a step), ``busy`` rho (an instance's busy
+    fraction, for Kimura's ratio). Inf where the queue grows (lambda E[S_J] / n >= E[J])."""
+    lam = np.asarray(rate_rps, dtype=float)
+    scv = np.asarray(step_scv, dtype=float)
+    n = np.asarray(servers, dtype=float)
+    counts, probs = (np.asarray(a, dtype=float)[None, :] for a in full)
+    gap = np.asarray(step_mean_s, dtype=float) / n  # mean time between free-ups while all are busy
+    rho = np.clip(np.asarray(busy, dtype=float), 1e-9, 1.0 - 1e-9)
+    first = _kimura_ratio(rho, n, scv) * gap  # (1 + c_S^2) / 2 at n = 1 (item 1)
+    mean_j = float((counts * probs).sum())
+    full_gap = np.asarray(full_step_s, dtype=float) / n  # between the free-ups that pass a prompt
+    stable = lam * full_gap < mean_j
+
+    def excess(s: np.ndarray) -> np.ndarray:
+        """Right side less left side of the mean-value equation at ratio s [C] (decreasing at the root)."""
+        passed = (probs * s[:, None] ** counts).sum(axis=1)  # P(Q >= J) = E[s^J]
+        steps = passed / (1.0 - passed)  # E[free-ups passed]: geometric (item 2)
+        return first + full_gap * steps - s / (1.0 - s) / np.maximum(lam, 1e-300)
+
+    lo, hi = np.zeros(lam.shape), np.ones(lam.shape)
+    for _ in range(ROOT_BISECTIONS):
+        s = 0.5 * (lo + hi)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            up = excess(s) > 0.0
+        lo, hi = np.where(up, s, lo), np.where(up, hi, s)
+    s = np.where(lam > 0, 0.5 * (lo + hi), 0.0)
+    kingman = (scv_arrival + scv) / (1.0 + scv)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cond = np.where(lam > 0, s / (1.0 - s) / np.maximum(lam, 1e-300), first)
+        folded = s / (1.0 - s) - mean_j * s**mean_j / (1.0 - s**mean_j)  # E[Q mod J] at J's mean
+    ahead = np.where(stable, np.maximum(folded, 0.0), np.inf)
+    return BulkWait(np.where(stable, cond * kingman, np.inf), ahead)

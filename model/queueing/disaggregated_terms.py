@@ -1,0 +1,155 @@
+"""Two latency terms of disaggregated serving that the colocated styles do not have.
+
+Join residual (disaggregated decode, ``join_busy`` / ``join_step_s``): a request whose KV lands on its
+decode instance while an iteration is in flight delivers its first token then but joins the batch at
+the next iteration boundary (continuous batching admits at iteration boundaries: Yu et al., "Orca",
+OSDI 2022, sec. 4.2; DistServe sec. 4.3), so its first token gap holds the iteration's residual R on
+top of its own decode steps: TPOT_ci = b_c + s_ci D_c + R / (O_i - 1). By PASTA (Wolff 1982) the KV
+lands in a busy iteration with the instance's busy probability u_c, and the residual of an
+iteration of near-constant length tau_c is uniform on [0, tau_c] (the residual life of a renewal
+process, Kleinrock 1975, vol. 1, sec. 5.2: density (1 - F(r)) / E[tau]); idle (1 - u_c), R = 0.
+R is independent of D; its uniform law is integrated by a JOIN_STRATA-point midpoint rule
+(the convolution of Papoulis sec. 6-2).
+
+Packed step (disaggregated prefill pool, :class:`PackedStep`): the pool serves one FCFS queue and a
+freed instance takes the waiting prompts FCFS up to the token cap; every prompt of a step gets its
+first token when the step ends. A prompt that waited W > 0 shares its step with the prompts queued
+ahead of it that the step still takes (A of them) and with those that arrived during its own wait
+(FCFS: none of them left before it), N ~ Poisson(lambda W) given W (lambda the pool's whole rate), up to
+the cap's room beside it: TTFT_ci = d_ci + W + E[v] (A_i + min(N, J_i - A_i)) (v a prompt's compute less
+the per-step part, J_i the whole mean-length prompts the token cap fits beside prompt i; Chaudhry &
+Templeton 1983, *A First Course in Bulk Queues*, ch. 1: a customer completes with its batch). A prompt
+that found an instance idle (W = 0) starts at once, alone. A_i is its mean given W > 0
+(model.queueing.bulk_wait, the queue's remainder modulo a full step) and N is replaced by its
+conditional mean E[min(N, J_i - A_i) | W] (concave in W: the map W -> W + E[v] E[min(N, J) | W] is
+increasing), so P(TTFT > t) is the wait's tail at the map's inverse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import gammainc, gammaincc
+
+JOIN_STRATA = 8
+"""Midpoints r_m = tau (m + 1/2) / JOIN_STRATA of the join residual's uniform law on [0, tau] (module
+docstring, "Join residual"): the CDF of R / (O - 1) is read in steps of 1/JOIN_STRATA of its range,
+an error of at most 1 / (2 JOIN_STRATA) of the busy share in any one request's P(TPOT <= x)."""
+PACKED_TERMS = 24
+"""Companion counts t = 0 .. PACKED_TERMS - 1 summed one by one in :meth:`PackedStep.waiting_cdf`; the
+rest (at most (1 + T (1 - q)) q^T of the law, q = lambda m / (1 + lambda m)) is put at the cap's room,
+the most it can add (conservative)."""
+BEHIND_NEWTON_STEPS = 8
+"""Newton steps for the wait that fills a TTFT slack with packed-behind prompts (converging monotonically
+from below after the first: the map is increasing and concave)."""
+
+
+def join_residual_cdf(
+    law: Callable[[np.ndarray], np.ndarray],
+    excess_s: np.ndarray,
+    busy: np.ndarray,
+    step_s: np.ndarray,
+    gaps: np.ndarray,
+) -> np.ndarray:
+    """P(X + R / gaps <= excess) [C, S] for X of CDF ``law`` and the join residual R: 0 with probability
+    1 - ``busy`` [C], else uniform on [0, ``step_s``] [C] (module docstring, "Join residual"), read at
+    JOIN_STRATA midpoints; ``gaps`` [1, S] the token gaps O - 1."""
+    u = np.asarray(busy, dtype=float)[:, None]
+    tau = np.asarray(step_s, dtype=float)[:, None]
+    inside = np.zeros(np.broadcast_shapes(np.shape(excess_s), gaps.shape, u.shape))
+    for m in range(JOIN_STRATA):
+        inside = inside + law(excess_s - tau * ((m + 0.5) / JOIN_STRATA) / gaps)
+    return (1.0 - u) * law(excess_s) + u * inside / JOIN_STRATA
+
+
+def packed_wait_s(slack_s: np.ndarray, rate_rps: np.ndarray, v_s: np.ndarray, most: np.ndarray) -> np.ndarray:
+    """The wait w [C, S] that fills a TTFT slack y = ``slack_s`` when the prompts packed behind a prompt
+    add h(w) = E[v] E[min(N, J_i)], N ~ Poisson(lambda w) (module docstring, "Packed behind";
+    ``rate_rps`` lambda [C], ``v_s`` E[v] [C], ``most`` J_i [C, S]): the root of w + h(w) = y by
+    Newton's method from w = y (w + h is increasing and concave, so the iterates rise to the root
+    after the first step). E[min(N, J)] = x P(N <= J - 1) + J P(N > J) (E[N; N <= J] = x P(N <= J - 1)
+    for a Poisson of mean x); its derivative in x is P(N <= J - 1). A negative slack is returned as is."""
+    lam = np.asarray(rate_rps, dtype=float)[:, None]
+    v = np.asarray(v_s, dtype=float)[:, None]
+    big_j = np.asarray(most, dtype=float)
+    y = np.maximum(np.asarray(slack_s, dtype=float), 0.0)
+    w = y.copy()
+    some = big_j > 0
+    jj = np.maximum(big_j, 1.0)
+    for _ in range(BEHIND_NEWTON_STEPS):
+        x = lam * w
+        below = gammaincc(jj, x)  # P(N <= J - 1)
+        mean_min = np.where(some, x * below + big_j * (1.0 - gammaincc(jj + 1.0, x)), 0.0)
+        slope = 1.0 + np.where(some, v * lam * below, 0.0)
+        w = np.clip(w - (w + v * mean_min - y) / slope, 0.0, y)
+    return np.where(np.asarray(slack_s) < 0, slack_s, w)
+
+
+@dataclass(frozen=True, eq=False)
+class PackedStep:
+    """The prompts sharing a waiting prompt's prefill step (module docstring, "Packed step")."""
+
+    rate_rps: np.ndarray  # [C] lambda: prompts reaching the prefill queue per second
+    v_s: np.ndarray  # [C] E[v]: a packed prompt's compute less the per-step part
+    room: np.ndarray  # [C, S] J_i: whole mean-length prompts the token cap fits beside prompt i
+    ahead: np.ndarray  # [C, S] A_i: mean prompts ahead of it in its step, given it waited (<= J_i)
+
+    def take(self, idx: np.ndarray) -> PackedStep:
+        """Candidates ``idx`` along the leading axis."""
+        return PackedStep(self.rate_rps[idx], self.v_s[idx], self.room[idx], self.ahead[idx])
+
+    def requests(self, mask: np.ndarray) -> PackedStep:
+        """Sampled requests ``mask`` only."""
+        return PackedStep(self.rate_rps, self.v_s, self.room[:, mask], self.ahead[:, mask])
+
+    def wait_slack(self, slack_s: np.ndarray) -> np.ndarray:
+        """The wait [C, S] a waiting prompt may have within a TTFT slack (``slack_s`` = t - d): the slack
+        less the prompts ahead of it in its step, then filled by :func:`packed_wait_s` with those that
+        arrive behind it; negative where even W = 0+ misses."""
+        ahead_s = self.v_s[:, None] * self.ahead
+        behind = np.maximum(self.room - self.ahead, 0.0)
+        return packed_wait_s(slack_s - ahead_s, self.rate_rps, self.v_s, behind)
+
+    def waiting_cdf(self, slack_s: np.ndarray, cond_s: np.ndarray) -> np.ndarray:
+        """P(W + E[v] min(K, J_i) <= y | W > 0) [C, S] at y = ``slack_s`` (module docstring, "Packed
+        step", the law of the count): W exponential of mean m = ``cond_s`` [C] (rate theta = 1 / m);
+        the prompts ahead, geometric of ratio q = lambda m / (1 + lambda m) (model.queueing.bulk_wait,
+        item 3), are the arrivals over the gap's age, independent of W, and those behind, N ~
+        Poisson(lambda W), over its residual, so K = ahead + N and with theta' = theta + lambda,
+        P(K = t, W <= w) = sum_b (1 - q) q^(t - b) (theta / theta') (lambda / theta')^b P(Gamma(b + 1,
+        theta') <= w) = (1 - q)^2 q^t E[min(Poisson(theta' w), t + 1)] (lambda / theta' = q; the sum of
+        regularized incomplete gammas is the truncated Poisson mean, x P(N <= t) + (t + 1) P(N >= t +
+        2)); K >= J_i puts E[v] J_i on the step. Summed over t < PACKED_TERMS."""
+        lam = np.asarray(self.rate_rps, dtype=float)[:, None]
+        v = np.asarray(self.v_s, dtype=float)[:, None]
+        m = np.asarray(cond_s, dtype=float)[:, None]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            q = np.where(np.isfinite(m), lam * m / (1.0 + lam * m), 1.0)
+            big = np.where(m > 0, (lam + 1.0 / m), np.inf)
+        y = np.asarray(slack_s, dtype=float)
+        room = self.room
+        w_cap = np.maximum(y - v * room, 0.0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = np.where(m > 0, -np.expm1(-w_cap / m), 1.0)  # P(W <= y - E[v] J_i): K at the cap
+        for t in range(min(int(room.max(initial=0.0)), PACKED_TERMS)):
+            below = t < room
+            if not below.any():
+                break
+            weight = (1.0 - q) ** 2 * q**t
+            x_t = big * np.maximum(y - v * t, 0.0)
+            x_c = big * w_cap
+            inner = _truncated_poisson_mean(x_t, t + 1.0) - _truncated_poisson_mean(x_c, t + 1.0)
+            out = out + np.where(below, weight * np.nan_to_num(inner), 0.0)
+        return np.where(y >= 0, np.clip(out, 0.0, 1.0), 0.0)
+
+    def most_s(self) -> np.ndarray:
+        """[C, S] the most the packed prompts add to a TTFT: E[v] J_i."""
+        return self.v_s[:, None] * self.room
+
+
+def _truncated_poisson_mean(x: np.ndarray, cap: float) -> np.ndarray:
+    """E[min(N, cap)] for N ~ Poisson(x), cap a whole number >= 1: x P(N <= cap - 1) + cap P(N >= cap + 1)
+    (the identity of :func:`packed_wait_s`)."""
+    return x * gammaincc(cap, x) + cap * gammainc(cap + 1.0, x)
