@@ -49,7 +49,7 @@ conditional hit probability is used in each level, so the levels' mean is the ma
 any count; the count only resolves the wait's average over the footprint's law (docs/model.md,
 "Misses in bursts")."""
 # Arrays shared by every candidate (axis = sampled requests), not stacked over candidates.
-_SHARED_FIELDS = ("output_tokens",)
+_SHARED_FIELDS = ("output_tokens", "overlap")  # per sampled request, not per candidate
 
 
 def capacity_limited(scn: Scenario) -> bool:
@@ -165,7 +165,9 @@ def _merge(n: int, parts: list[tuple[np.ndarray, object]]) -> object:
     for f in fields(first):
         vals = [getattr(p, f.name) for _, p in parts]
         v0 = vals[0]
-        if is_dataclass(v0):
+        if f.name in _SHARED_FIELDS:
+            values[f.name] = v0
+        elif is_dataclass(v0):
             values[f.name] = _merge(n, [(idx, v) for (idx, _), v in zip(parts, vals, strict=True)])
         elif isinstance(v0, np.ndarray) and v0.ndim >= 1 and f.name not in _SHARED_FIELDS:
             out = np.empty((n, *v0.shape[1:]), dtype=v0.dtype)
