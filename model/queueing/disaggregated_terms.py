@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammainc, gammaincc
+from scipy.special import gammaincc, gammaln
 
 JOIN_STRATA = 8
 """Midpoints r_m = tau (m + 1/2) / JOIN_STRATA of the join residual's uniform law on [0, tau] (module
@@ -133,15 +133,23 @@ class PackedStep:
         w_cap = np.maximum(y - v * room, 0.0)
         with np.errstate(over="ignore", invalid="ignore"):
             out = np.where(m > 0, -np.expm1(-w_cap / m), 1.0)  # P(W <= y - E[v] J_i): K at the cap
+            x_c = big * w_cap  # the same Poisson mean for every t: its CDF by the pmf recursion
+            pmf_c = np.exp(-x_c)
+            cdf_c = pmf_c.copy()  # P(N <= t) at x_c, t = 0
         for t in range(min(int(room.max(initial=0.0)), PACKED_TERMS)):
             below = t < room
             if not below.any():
                 break
-            weight = (1.0 - q) ** 2 * q**t
-            x_t = big * np.maximum(y - v * t, 0.0)
-            x_c = big * w_cap
-            inner = _truncated_poisson_mean(x_t, t + 1.0) - _truncated_poisson_mean(x_c, t + 1.0)
-            out = out + np.where(below, weight * np.nan_to_num(inner), 0.0)
+            weight = np.broadcast_to((1.0 - q) ** 2 * q**t, out.shape)
+            x_t = np.broadcast_to(big * np.maximum(y - v * t, 0.0), out.shape)
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                pmf_c = pmf_c * x_c / (t + 1.0)  # P(N = t + 1) at x_c
+                outer = x_c * cdf_c + (t + 1.0) * (1.0 - cdf_c - pmf_c)
+            cdf_c = cdf_c + pmf_c
+            # only where the term can be non-zero: x_t = 0 puts x_c = 0 too (w_cap <= y - v t), inner 0
+            at = np.nonzero(below & (x_t > 0) & (weight > 0))
+            inner = _truncated_poisson_mean(x_t[at], t) - np.broadcast_to(outer, out.shape)[at]
+            out[at] += weight[at] * np.nan_to_num(inner)
         return np.where(y >= 0, np.clip(out, 0.0, 1.0), 0.0)
 
     def most_s(self) -> np.ndarray:
@@ -149,7 +157,12 @@ class PackedStep:
         return self.v_s[:, None] * self.room
 
 
-def _truncated_poisson_mean(x: np.ndarray, cap: float) -> np.ndarray:
-    """E[min(N, cap)] for N ~ Poisson(x), cap a whole number >= 1: x P(N <= cap - 1) + cap P(N >= cap + 1)
-    (the identity of :func:`packed_wait_s`)."""
-    return x * gammaincc(cap, x) + cap * gammainc(cap + 1.0, x)
+def _truncated_poisson_mean(x: np.ndarray, t: int) -> np.ndarray:
+    """E[min(N, t + 1)] for N ~ Poisson(x), t >= 0 whole: x P(N <= t) + (t + 1) P(N >= t + 2) (the
+    identity of :func:`packed_wait_s`), with P(N <= t + 1) = P(N <= t) + P(N = t + 1) (one incomplete
+    gamma per call)."""
+    cdf = gammaincc(t + 1.0, x)  # P(N <= t)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        pmf = np.exp((t + 1.0) * np.log(x) - x - gammaln(t + 2.0))  # P(N = t + 1)
+    pmf = np.where(x > 0, pmf, 0.0)
+    return x * cdf + (t + 1.0) * (1.0 - cdf - pmf)

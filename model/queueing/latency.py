@@ -291,21 +291,23 @@ class LatencyModel:
     def _ttft_given(self, t_s: np.ndarray, prob: np.ndarray, cond: np.ndarray) -> np.ndarray:
         """:meth:`ttft_cdf` with a queue wait W of P(W > 0) = ``prob`` and E[W | W > 0] = ``cond`` [C]."""
         slack = np.asarray(t_s) - self.fixed_s
-        # the wait the slack leaves a waiting prompt (less the prompts packed with it: PackedStep)
-        wslack = slack if self.packed is None else self.packed.wait_slack(slack)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            m = cond[:, None]
-            tail = np.where(m > 0, np.exp(-np.maximum(wslack, 0.0) / m), 0.0)
         if self.packed is not None:  # the law of the packed count, not its mean (PackedStep.waiting_cdf)
             tail = 1.0 - self.packed.waiting_cdf(slack, cond)
+        else:
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                m = cond[:, None]
+                tail = np.where(m > 0, np.exp(-np.maximum(slack, 0.0) / m), 0.0)
         exceed = prob[:, None] * tail
         if self.admit_prob is not None and self.admit_cond_mean_s is not None:
-            # candidates with an admission wait: the two waits' sum (the same where q = 0)
+            # candidates with an admission wait: the two waits' sum (the same where q = 0), on the wait
+            # the slack leaves a waiting prompt (less the prompts packed with it: PackedStep.wait_slack)
             rows = np.nonzero(np.asarray(self.admit_prob) > 0)[0]
             if len(rows):
                 col = (prob, cond, self.admit_prob, self.admit_cond_mean_s)
                 sub = (np.asarray(v, dtype=float)[rows, None] for v in col)
-                exceed[rows] = two_wait_exceedance(np.broadcast_to(wslack, exceed.shape)[rows], *sub)
+                rs = np.broadcast_to(slack, exceed.shape)[rows]
+                ws = rs if self.packed is None else self.packed.take(rows).wait_slack(rs)
+                exceed[rows] = two_wait_exceedance(ws, *sub)
         cdf = np.where(slack >= 0, 1.0 - exceed, 0.0)
         return np.where(self.stable[:, None], cdf, 0.0)
 
