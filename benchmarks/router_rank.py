@@ -226,19 +226,9 @@ def own_windows(index: int) -> str:
     window of the same length starting at a uniformly drawn time on the same replica (mean and variance
     / mean by output quintile; docs/validation.md, "The mean is an offset, not a scaled rate"), on the
     simulator's records at the planner's goodput (benchmarks.stall_followon's run)."""
-    from benchmarks.validate_grid import REQUESTS, _lifetime_s, run_length
-    from model.sim.simulate import SimOptions, SimRequests, poisson_requests, scenario_options, simulate
-    from model.workload.arrivals import scale_to_rate
+    from benchmarks.stall_followon import colocated_records
 
-    s = sample_scenario(SEED, index)
-    p = plan_for(s)
-    b, scn = p.best["colocated"], p.inputs.scenario
-    mean_out = float(np.mean(poisson_requests(scn.workload, 1.0, REQUESTS, seed=s.index).output_tokens))
-    n, warm = run_length(b.goodput_rps, _lifetime_s(b, mean_out), REQUESTS)
-    base = poisson_requests(scn.workload, 1.0, n, seed=s.index)
-    req = SimRequests(scale_to_rate(base.arrival_s, b.goodput_rps), base.prompt_tokens, base.output_tokens)
-    opts = {**scenario_options(scn), "options": SimOptions(warmup_requests=warm)}
-    rec = simulate(b.config, scn.arch, req, **opts).records
+    b, _, rec, _, warm = colocated_records(index)
     a, inst, end, out = rec.arrival_s, rec.instance, rec.end_s, rec.output_tokens
     t0, t1 = float(a[warm]), float(a[-1])
     per = [np.sort(a[inst == i]) for i in range(int(b.config.replicas))]

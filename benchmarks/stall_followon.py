@@ -59,8 +59,9 @@ def _router_view(rec, warm: int, replicas: int, weight: float) -> str:
     )
 
 
-def trace(index: int) -> str:
-    """One line of figures for scenario ``index``'s colocated cell (module docstring)."""
+def colocated_records(index: int):
+    """(best colocated configuration, scenario, simulator records, requests, warm-up) of scenario
+    ``index``'s colocated cell simulated at the planner's goodput (the grid's run length)."""
     from model.sim.simulate import SimOptions, SimRequests, poisson_requests, scenario_options, simulate
     from model.workload.arrivals import scale_to_rate
 
@@ -72,7 +73,12 @@ def trace(index: int) -> str:
     base = poisson_requests(scn.workload, 1.0, n, seed=s.index)
     req = SimRequests(scale_to_rate(base.arrival_s, b.goodput_rps), base.prompt_tokens, base.output_tokens)
     opts = {**scenario_options(scn), "options": SimOptions(warmup_requests=warm)}
-    rec = simulate(b.config, scn.arch, req, **opts).records
+    return b, scn, simulate(b.config, scn.arch, req, **opts).records, n, warm
+
+
+def trace(index: int) -> str:
+    """One line of figures for scenario ``index``'s colocated cell (module docstring)."""
+    b, scn, rec, n, warm = colocated_records(index)
     replicas = int(b.config.replicas)
     t0, t1 = float(rec.arrival_s[warm]), float(rec.arrival_s[-1])
     lam_r = (n - warm) / (t1 - t0) / replicas
