@@ -144,7 +144,7 @@ class PackedStep:
             x_t = np.broadcast_to(big * np.maximum(y - v * t, 0.0), out.shape)
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                 pmf_c = pmf_c * x_c / (t + 1.0)  # P(N = t + 1) at x_c
-                outer = x_c * cdf_c + (t + 1.0) * (1.0 - cdf_c - pmf_c)
+                outer = _min_mean(x_c, t, cdf_c, pmf_c)
             cdf_c = cdf_c + pmf_c
             # only where the term can be non-zero: x_t = 0 puts x_c = 0 too (w_cap <= y - v t), inner 0
             at = np.nonzero(below & (x_t > 0) & (weight > 0))
@@ -164,5 +164,10 @@ def _truncated_poisson_mean(x: np.ndarray, t: int) -> np.ndarray:
     cdf = gammaincc(t + 1.0, x)  # P(N <= t)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         pmf = np.exp((t + 1.0) * np.log(x) - x - gammaln(t + 2.0))  # P(N = t + 1)
-    pmf = np.where(x > 0, pmf, 0.0)
+    return _min_mean(x, t, cdf, np.where(x > 0, pmf, 0.0))
+
+
+def _min_mean(x: np.ndarray, t: int, cdf: np.ndarray, pmf: np.ndarray) -> np.ndarray:
+    """E[min(N, t + 1)] = x P(N <= t) + (t + 1) (1 - P(N <= t) - P(N = t + 1)) for N ~ Poisson(x), from
+    ``cdf`` = P(N <= t) and ``pmf`` = P(N = t + 1)."""
     return x * cdf + (t + 1.0) * (1.0 - cdf - pmf)
