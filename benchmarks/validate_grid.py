@@ -257,15 +257,17 @@ def _lifetime_s(b, mean_output: float) -> float:
     return float(ev.ttft_s.p90) + mean_output * float(ev.tpot_s.p90)
 
 
-def simulate_cell(scn, b, index: int, minimum: int = REQUESTS, scaled: bool = True):
+def simulate_cell(scn, b, index: int, minimum: int = REQUESTS, scaled: bool = True, seed: int | None = None):
     """The simulator's goodput search for one cell (best configuration ``b`` of the planned
-    scenario ``scn``, grid scenario ``index`` seeding the requests), on the cell's run length.
-    Returns (GoodputResult, the base requests at 1 req/s, the simulate keyword arguments)."""
+    scenario ``scn``, grid scenario ``index`` seeding the requests unless ``seed`` is given: the
+    request seed, used for the run length's mean output and the requests alike), on the cell's run
+    length. Returns (GoodputResult, the base requests at 1 req/s, the simulate keyword arguments)."""
     from model.sim.simulate import SimOptions, goodput, poisson_requests, scenario_options
 
-    mean_output = float(np.mean(poisson_requests(scn.workload, 1.0, minimum, seed=index).output_tokens))
+    seed = index if seed is None else seed
+    mean_output = float(np.mean(poisson_requests(scn.workload, 1.0, minimum, seed=seed).output_tokens))
     n_req, n_warm = run_length(b.goodput_rps, _lifetime_s(b, mean_output), minimum, scaled)
-    base = poisson_requests(scn.workload, 1.0, n_req, seed=index)
+    base = poisson_requests(scn.workload, 1.0, n_req, seed=seed)
     kw = {**scenario_options(scn), "options": SimOptions(warmup_requests=n_warm)}
     g = goodput(b.config, scn.arch, base, start_rps=b.goodput_rps, rel_tol=SIM_REL_TOL, **kw)
     return g, base, kw
