@@ -32,6 +32,7 @@ from benchmarks.validate_grid import BAND, REQUESTS, SEED, plan_for, sample_scen
 DRAW_SEED = 11  # numpy seed of the uniform cell draw (session 11)
 SEED_STRIDE = 100_000  # request seed k of scenario i: i + k x SEED_STRIDE (k = 0: the grid's own seed)
 MAX_REQUESTS = 20_000  # cells with a longer stored run are skipped (CPU on a shared machine)
+SHORT_RUN = 1600  # runs shorter than this are (near) the grid's 1,500-request floor
 LOG_BAND = (math.log(BAND[0]), math.log(BAND[1]))
 
 
@@ -119,11 +120,29 @@ def _q(xs: np.ndarray) -> str:
     )
 
 
+def _edge_log(ratio: float) -> float:
+    """|log distance| of a ratio to the nearer band edge (0.9 or 1.1)."""
+    return min(abs(math.log(ratio) - e) for e in LOG_BAND) if ratio > 0 else math.inf
+
+
+def _pooled(cells: list[dict]) -> float:
+    """Pooled SD of log goodput (equal seeds per cell, k - 1 degrees of freedom each); nan if none."""
+    return math.sqrt(float(np.mean([c["sd_log"] ** 2 for c in cells]))) if cells else math.nan
+
+
 def summary(noise: list[dict], grid: list[dict]) -> dict:
-    """Pooled noise figures of the measured cells (equal seeds per cell) against the grid's cells."""
+    """Pooled noise figures of the measured cells (equal seeds per cell) against the grid's cells.
+
+    Per-cell noise by run length: a sample mean over n requests has SD ~ 1/sqrt(n) (central limit),
+    so sd_log(n) = a / sqrt(n) with a^2 = the mean of sd_log^2 x n over the measured cells (n = the
+    cell's mean run length); ``*_per_cell`` figures use it for every grid cell's stored run length."""
     ok = [c for c in noise if math.isfinite(c["sd_log"])]
     k = len(ok[0]["runs"])
-    sd_log = math.sqrt(float(np.mean([c["sd_log"] ** 2 for c in ok])))  # pooled, k-1 dof per cell
+    sd_log = _pooled(ok)
+    n_req = {id(c): float(np.mean([r["requests"] for r in c["runs"]])) for c in ok}
+    a = math.sqrt(float(np.mean([c["sd_log"] ** 2 * n_req[id(c)] for c in ok])))
+    short = [c for c in ok if n_req[id(c)] < SHORT_RUN]
+    long_ = [c for c in ok if n_req[id(c)] >= SHORT_RUN]
     pair_logs, dev_logs = [], []
     for c in ok:
         lg = np.log([r["goodput_sim"] for r in c["runs"]])
@@ -134,30 +153,51 @@ def summary(noise: list[dict], grid: list[dict]) -> dict:
     def inb(x: np.ndarray) -> float:
         return float(((x >= LOG_BAND[0]) & (x <= LOG_BAND[1])).mean())
 
-    misses = [g for g in grid if not BAND[0] <= g["ratio"] <= BAND[1]]
-    edge = [
-        min(abs(math.log(g["ratio"]) - e) for e in LOG_BAND) if g["ratio"] > 0 else math.inf for g in misses
-    ]
-    # CPU of a K-seed grid: the searches' CPU per simulated request-run, fitted on the sample,
+    def in_band(ratio: float) -> bool:
+        return BAND[0] <= ratio <= BAND[1]
+
+    misses = [g for g in grid if not in_band(g["ratio"])]
+    inside = [g for g in grid if in_band(g["ratio"])]
+
+    def sd_cell(g: dict) -> float:
+        return a / math.sqrt(g["requests"])
+
+    # CPU of a K-seed grid: the sample's search CPU per simulated request-run (ratio estimator),
     # times every grid cell's stored requests x runs (the skipped long cells included)
-    per_req_run = np.array([r["cpu_s"] / (r["requests"] * r["sim_runs"]) for c in ok for r in c["runs"]])
-    search_cpu = float(np.median(per_req_run)) * sum(g["requests"] * g["sim_runs"] for g in grid)
+    cpu = sum(r["cpu_s"] for c in ok for r in c["runs"])
+    req_runs = sum(r["requests"] * r["sim_runs"] for c in ok for r in c["runs"])
+    search_cpu = cpu / req_runs * sum(g["requests"] * g["sim_runs"] for g in grid)
     return {
         "cells": len(ok),
         "seeds": k,
         "sd_log_pooled": sd_log,
+        f"sd_log_runs_under_{SHORT_RUN}": _pooled(short),
+        f"sd_log_runs_over_{SHORT_RUN}": _pooled(long_),
+        "cells_under_over": [len(short), len(long_)],
+        "a_sd_log_x_sqrt_requests": a,
         "cv": _q(np.array([c["cv"] for c in ok])),
         "abs_log_ratio_pairs": _q(np.abs(pair_logs_a)),
         "pairs_in_band": inb(pair_logs_a),
         "cells_all_pairs_in_band": float(np.mean([c["max_abs_log_ratio"] <= LOG_BAND[1] for c in ok])),
-        "perfect_planner_in_band_measured": inb(dev_a * math.sqrt(k / (k - 1))),
+        "sample_in_band_per_seed": [
+            sum(in_band(c["runs"][j]["goodput_sim"] / c["goodput_planner"]) for c in ok) for j in range(k)
+        ],
+        "sample_in_band_seed_mean": sum(in_band(c["mean"] / c["goodput_planner"]) for c in ok),
+        "sample_cells_changing_status": sum(
+            len({in_band(r["goodput_sim"] / c["goodput_planner"]) for r in c["runs"]}) > 1 for c in ok
+        ),
+        "perfect_planner_in_band_measured": inb(dev_a * math.sqrt(k / (k - 1))),  # unbiased spread
         "perfect_planner_in_band_normal": p_in_band(sd_log),
+        "perfect_planner_in_band_per_cell": float(np.mean([p_in_band(sd_cell(g)) for g in grid])),
         "seed_vs_seed_in_band_normal": p_in_band(math.sqrt(2.0) * sd_log),
         "grid_cells": len(grid),
         "grid_misses": len(misses),
-        "misses_within_1sd_of_edge": int(sum(e <= sd_log for e in edge)),
-        "misses_within_2sd_of_edge": int(sum(e <= 2 * sd_log for e in edge)),
-        "cpu_s_per_request_run": _q(per_req_run),
+        "misses_within_1sd_of_edge": int(sum(_edge_log(g["ratio"]) <= sd_log for g in misses)),
+        "misses_within_2sd_of_edge": int(sum(_edge_log(g["ratio"]) <= 2 * sd_log for g in misses)),
+        "misses_within_1sd_per_cell": int(sum(_edge_log(g["ratio"]) <= sd_cell(g) for g in misses)),
+        "in_band_within_1sd_of_edge": int(sum(_edge_log(g["ratio"]) <= sd_log for g in inside)),
+        "in_band_within_1sd_per_cell": int(sum(_edge_log(g["ratio"]) <= sd_cell(g) for g in inside)),
+        "sample_search_cpu_s": cpu,
         "grid_search_cpu_s_one_seed": search_cpu,
         "grid_search_cpu_s_extra_for_k_seeds": (k - 1) * search_cpu,
         "plan_cpu_s_mean": float(np.mean([c["plan_cpu_s"] for c in ok])),
@@ -220,6 +260,11 @@ def main() -> None:
         with open(args.json, "w", encoding="utf-8") as fh:
             out = {"grid": args.grid, "draw_seed": args.draw_seed, "seeds": args.seeds, "skipped": skipped}
             json.dump({**out, "cells": list(done.values())}, fh, indent=1)
+    if done:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            out = {"grid": args.grid, "draw_seed": args.draw_seed, "seeds": args.seeds, "skipped": skipped}
+            blob_out = {**out, "summary": summary(list(done.values()), grid), "cells": list(done.values())}
+            json.dump(blob_out, fh, indent=1)
     print(f"skipped (stored run > {args.max_requests} requests): {skipped}")
     print(report(list(done.values()), grid))
 
