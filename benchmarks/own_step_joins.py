@@ -1,0 +1,99 @@
+"""Prompts that join a request's replica during its own prefill step and during its decode window
+(issue 17, session 11, docs/validation.md "Session 11: colocated R > 1 under-prediction").
+
+For the colocated (prefill-first) cell of each grid scenario given, simulated at the planner's goodput
+on the grid's seeds and run length (benchmarks.stall_followon.colocated_records), per measured request:
+the prompts that join its replica while its own packed prefill step runs (prefill start -> prefill end)
+and while it decodes (first token -> end), each over lambda_r x the span's length (lambda_r = the
+measured rate / R: 1 for a random split), against the planner's exposure x
+(model.queueing.routing.stall_exposure), which scales both spans alike
+(model.serving.colocated: replica_arrivals over the packed step plus (O - 1) t_dec). Means per output
+quintile as joins / lambda_r x span.
+
+Usage: ``PYTHONPATH=. python -m benchmarks.own_step_joins 84,133``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+
+import numpy as np
+
+import model.serving.colocated as col
+from benchmarks.stall_followon import colocated_records
+from benchmarks.validate_grid import SEED, plan_for, sample_scenario
+from model.queueing.routing import stall_exposure
+
+
+def planner_exposure(index: int) -> tuple[float, float, float]:
+    """(x, decode occupancy per replica, requests before their first token per replica) of the best
+    colocated configuration of grid cell ``index`` at its planned goodput (evaluate_colocated's call)."""
+    calls: list[tuple] = []
+
+    def spy(router, batch, prob, replicas, before_first=0.0):
+        loc = inspect.currentframe().f_back.f_locals
+        x = stall_exposure(router, batch, prob, replicas, before_first)
+        if not loc["chunked"]:
+            r = np.broadcast_to(replicas, loc["rate"].shape)
+            calls.append(
+                (loc["rate"], r, x, (batch * prob).sum(axis=1), np.broadcast_to(before_first, x.shape))
+            )
+        return x
+
+    col.stall_exposure = spy
+    try:
+        best = plan_for(sample_scenario(SEED, index)).best["colocated"]
+    finally:
+        col.stall_exposure = stall_exposure
+    r = float(best.config.replicas)
+    for rate, reps, x, y, first in reversed(calls):
+        hit = np.flatnonzero((reps == r) & np.isclose(rate, best.goodput_rps))
+        if len(hit):
+            return float(x[hit[-1]]), float(y[hit[-1]]), float(first[hit[-1]])
+    raise LookupError(f"cell {index}: the best configuration's evaluation was not seen")
+
+
+def trace(index: int) -> str:
+    """One block of figures for scenario ``index``'s colocated cell (module docstring)."""
+    x, y, first = planner_exposure(index)
+    b, _, rec, n, warm = colocated_records(index)
+    replicas = int(b.config.replicas)
+    a, inst = rec.arrival_s, rec.instance
+    lam_r = (n - warm) / (float(a[-1]) - float(a[warm])) / replicas
+    per = [np.sort(a[inst == i]) for i in range(replicas)]
+    ok = np.flatnonzero(rec.measured & np.isfinite(rec.end_s) & (rec.output_tokens >= 2) & (inst >= 0))
+    out = rec.output_tokens[ok].astype(float)
+    bins = np.digitize(out, np.quantile(out, [0.2, 0.4, 0.6, 0.8]))
+    lines = [
+        f"cell {index} {b.config.label()}: planner x {x:.3f} "
+        f"(decode {y:.2f} + before first {first:.2f} per replica)"
+    ]
+    spans = {
+        "own step": (rec.prefill_start_s, rec.prefill_end_s),
+        "decode": (rec.first_token_s, rec.end_s),
+    }
+    for name, (lo, hi) in spans.items():
+        joins = np.array(
+            [
+                max(
+                    np.searchsorted(per[inst[r]], hi[r], "left")
+                    - np.searchsorted(per[inst[r]], lo[r], "right"),
+                    0,
+                )
+                for r in ok
+            ],
+            dtype=float,
+        )
+        random = lam_r * np.maximum(hi[ok] - lo[ok], 0.0)
+        quint = " ".join(f"{joins[bins == q].mean():.2f}/{random[bins == q].mean():.2f}" for q in range(5))
+        lines.append(
+            f"  {name}: factor {joins.sum() / max(random.sum(), 1e-12):.3f} "
+            f"(joins / lambda_r x span {joins.mean():.3f} / {random.mean():.3f}; by output quintile {quint})"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    for cell in sys.argv[1].split(","):
+        print(trace(int(cell)), flush=True)
