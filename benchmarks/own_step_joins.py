@@ -10,20 +10,29 @@ measured rate / R: 1 for a random split), against the planner's exposure x
 (model.serving.colocated: replica_arrivals over the packed step plus (O - 1) t_dec). Means per output
 quintile as joins / lambda_r x span.
 
-Usage: ``PYTHONPATH=. python -m benchmarks.own_step_joins 84,133``.
+``--bracket PHI`` (a diagnostic, not a law): the planner with the prompts that join during a request's
+own step counted at PHI x the planner's x lambda_r (levelling routers, R > 1, prefill-first only; a patch
+of model.serving.colocated's replica_arrivals), the cell's simulated goodput in
+benchmarks/results/grid_session10.json over the new planned goodput (no simulation).
+
+Usage: ``PYTHONPATH=. python -m benchmarks.own_step_joins 84,133`` (``--bracket 0``).
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
 import model.serving.colocated as col
 from benchmarks.stall_followon import colocated_records
 from benchmarks.validate_grid import SEED, plan_for, sample_scenario
-from model.queueing.routing import stall_exposure
+from model.queueing.routing import replica_arrivals, stall_exposure
+
+GRID = Path(__file__).parent / "results" / "grid_session10.json"
 
 
 def planner_exposure(index: int) -> tuple[float, float, float]:
@@ -94,6 +103,40 @@ def trace(index: int) -> str:
     return "\n".join(lines)
 
 
+def bracket(index: int, phi: float) -> str:
+    """One line: grid cell ``index``'s colocated planned goodput with the own-step joins at ``phi`` x
+    (module docstring), and the grid's simulated goodput over it."""
+
+    def patched(router, rate_r, window, replicas, exposure):
+        loc = inspect.currentframe().f_back.f_locals
+        if loc["chunked"] or router.policy not in ("least-loaded", "least-kv", "cache-aware"):
+            return replica_arrivals(router, rate_r, window, replicas, exposure)
+        keep = np.where(np.asarray(replicas, dtype=float) * np.ones(len(rate_r)) > 1, phi, 1.0)
+        return replica_arrivals(
+            router, rate_r, window - (1.0 - keep)[:, None] * loc["stalls"], replicas, exposure
+        )
+
+    col.replica_arrivals = patched
+    try:
+        best = plan_for(sample_scenario(SEED, index)).best["colocated"]
+    finally:
+        col.replica_arrivals = replica_arrivals
+    grid = {s["scenario"]["index"]: s for s in json.loads(GRID.read_text())["results"]}
+    c = next(c for c in grid[index]["cells"] if c["style"] == "colocated")
+    same = "" if c["config"] == best.config.label() else f" (now {best.config.label()})"
+    planned, simulated = c["goodput_planner"], c["goodput_sim"]
+    return (
+        f"cell {index} {c['config']}: planned {planned:.3f} -> {best.goodput_rps:.3f} req/s{same}; "
+        f"simulated / planned {simulated / planned:.3f} -> {simulated / best.goodput_rps:.3f}"
+    )
+
+
 if __name__ == "__main__":
-    for cell in sys.argv[1].split(","):
-        print(trace(int(cell)), flush=True)
+    cells = [int(c) for c in sys.argv[1].split(",")]
+    if "--bracket" in sys.argv:
+        phi = float(sys.argv[sys.argv.index("--bracket") + 1])
+        for cell in cells:
+            print(bracket(cell, phi), flush=True)
+    else:
+        for cell in cells:
+            print(trace(cell), flush=True)
