@@ -15,7 +15,12 @@ own step counted at PHI x the planner's x lambda_r (levelling routers, R > 1, pr
 of model.serving.colocated's replica_arrivals), the cell's simulated goodput in
 benchmarks/results/grid_session10.json over the new planned goodput (no simulation).
 
-Usage: ``PYTHONPATH=. python -m benchmarks.own_step_joins 84,133`` (``--bracket 0``).
+``--gap``: at each measured prompt's join, the other replicas whose vLLM score (4 x waiting + prefilling +
+running, rebuilt from the records as benchmarks.stall_followon does) is below the picked replica's score
+plus one (its own request during its step), those tied with it, against the level picture's R - 1 -
+(N mod R) (N the fleet's requests).
+
+Usage: ``PYTHONPATH=. python -m benchmarks.own_step_joins 84,133`` (``--bracket 0``, ``--gap``).
 """
 
 from __future__ import annotations
@@ -103,6 +108,31 @@ def trace(index: int) -> str:
     return "\n".join(lines)
 
 
+def gap(index: int) -> str:
+    """One line: the others below / tied with the picked replica once its prompt counts (module docstring)."""
+    b, scn, rec, _, warm = colocated_records(index)
+    replicas, weight = int(b.config.replicas), scn.engine.router.waiting_weight
+    a, inst, start, end = rec.arrival_s, rec.instance, rec.prefill_start_s, rec.end_s
+    below, tied, level = [], [], []
+    for r in range(warm, len(a)):
+        t, i = a[r], inst[r]
+        if i < 0:
+            continue
+        prev = np.arange(max(0, r - 4000), r)
+        live = prev[~(end[prev] <= t) & (inst[prev] >= 0)]
+        score = np.bincount(inst[live], weights=np.where(start[live] > t, weight, 1.0), minlength=replicas)
+        others = np.delete(score, i)
+        below.append(np.sum(others < score[i] + 1.0))
+        tied.append(np.sum(others == score[i] + 1.0))
+        level.append(replicas - 1 - len(live) % replicas)
+    g = np.array(below)
+    return (
+        f"cell {index} R {replicas}: others below the picked replica's new score {g.mean():.2f} (P(0) "
+        f"{np.mean(g == 0):.2f}, P(1) {np.mean(g == 1):.2f}); tied {np.mean(tied):.2f}; level picture "
+        f"{np.mean(level):.2f}"
+    )
+
+
 def bracket(index: int, phi: float) -> str:
     """One line: grid cell ``index``'s colocated planned goodput with the own-step joins at ``phi`` x
     (module docstring), and the grid's simulated goodput over it."""
@@ -138,5 +168,6 @@ if __name__ == "__main__":
         for cell in cells:
             print(bracket(cell, phi), flush=True)
     else:
+        show = gap if "--gap" in sys.argv else trace
         for cell in cells:
-            print(trace(cell), flush=True)
+            print(show(cell), flush=True)
