@@ -170,15 +170,17 @@ def planner_inputs(index: int) -> dict:
     calls: list[dict] = []
     installed = col.stall_exposure
 
-    def spy(router, batch, prob, replicas):
+    def spy(router, batch, prob, replicas, before_first=0.0):
         loc = inspect.currentframe().f_back.f_locals
         if not loc["chunked"]:
             names = ("rate", "rate_r", "stalls", "t_dec", "busy", "out_tokens")
             calls.append({"router": router, "batch": batch, "prob": prob, "queue": loc["queue"].mean_wait_s})
             calls[-1].update(
-                {k: loc[k] for k in names} | {"replicas": np.broadcast_to(replicas, loc["rate"].shape)}
+                {k: loc[k] for k in names}
+                | {"replicas": np.broadcast_to(replicas, loc["rate"].shape)}
+                | {"before_first": np.broadcast_to(before_first, loc["rate"].shape)}
             )
-        return original(router, batch, prob, replicas)
+        return original(router, batch, prob, replicas, before_first)
 
     col.stall_exposure = spy
     try:
@@ -203,7 +205,11 @@ def report(index: int) -> str:
 
     c = planner_inputs(index)
     r = int(c["R"])
-    x = float(stall_exposure(c["router"], c["batch"][None], c["prob"][None], np.array([c["R"]]))[0])
+    x = float(
+        stall_exposure(
+            c["router"], c["batch"][None], c["prob"][None], np.array([c["R"]]), np.array([c["before_first"]])
+        )[0]
+    )
     times = (c["t_dec"] / 2.0, c["busy"] / c["rate_r"], c["queue"] + c["t_dec"] / 2.0)
     f = f"{follow_on_chain(r, c['rate_r'], times, c['busy']):.3f}" if r <= 8 else "- (R > 8)"
     d = renewal_dispersion(c, x)

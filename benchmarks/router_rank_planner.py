@@ -50,8 +50,8 @@ def _tables(out: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return _TABLES[key]
 
 
-def _exposure(router, batch, prob, replicas):  # the planner's stall_exposure, plus d and the offset
-    x = stall_exposure(router, batch, prob, replicas)
+def _exposure(router, batch, prob, replicas, before_first=0.0):  # stall_exposure, plus d and the offset
+    x = stall_exposure(router, batch, prob, replicas, before_first)
     loc = inspect.currentframe().f_back.f_locals
     _STATE["d"] = _STATE["delta"] = None
     r = np.asarray(replicas, dtype=float) * np.ones(len(x))
@@ -148,7 +148,10 @@ def cell(index: int, dispersion: bool, follow_on: bool, offset: bool = False) ->
     if follow_on:
         c = planner_inputs(index)
         if c["R"] <= 8:
-            x = float(stall_exposure(c["router"], c["batch"][None], c["prob"][None], np.array([c["R"]]))[0])
+            first = np.array([c["before_first"]])
+            x = float(
+                stall_exposure(c["router"], c["batch"][None], c["prob"][None], np.array([c["R"]]), first)[0]
+            )
             times = (c["t_dec"] / 2.0, c["busy"] / c["rate_r"], c["queue"] + c["t_dec"] / 2.0)
             _STATE["ratio"] = follow_on_chain(int(c["R"]), c["rate_r"], times, c["busy"]) / x
     s = sample_scenario(SEED, index)
