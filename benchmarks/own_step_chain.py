@@ -18,8 +18,8 @@ The planner's inputs (x, lambda_r, the packed step's moments, the occupancy) are
 cell's best colocated configuration at its planned goodput.
 
 Usage: ``PYTHONPATH=. python -m benchmarks.own_step_chain 133,84 [--events 15000] [--random-ties]
-[--no-freeze] [--bracket]`` (``--bracket``: the planner with the own-step joins at the chain's factor
-over x, benchmarks.own_step_joins.bracket; a diagnostic, no simulation).
+[--no-freeze] [--fixed-life] [--pack] [--bracket]`` (``--bracket``: the planner with the own-step
+joins at the chain's factor over x, benchmarks.own_step_joins.bracket; a diagnostic, no simulation).
 """
 
 from __future__ import annotations
@@ -96,9 +96,17 @@ def cell_inputs(index: int) -> CellInputs:
 
 
 def run_chain(
-    cell: CellInputs, events: int = 15000, first_tie: bool = True, freeze: bool = True, seed: int = 1
+    cell: CellInputs,
+    events: int = 15000,
+    first_tie: bool = True,
+    freeze: bool = True,
+    fixed_life: bool = False,
+    pack: bool = False,
 ) -> ChainResult:
-    """Simulate the idealised chain (module docstring) for about ``events`` arrivals."""
+    """Simulate the idealised chain (module docstring) for about ``events`` arrivals; ``fixed_life``:
+    every request decodes for exactly L (of unfrozen time) instead of an exponential lifetime;
+    ``pack``: a replica prefills all its queued prompts in one step (the sum of their lengths)."""
+    seed = 1
     rng, draws = random.Random(seed), np.random.default_rng(seed)
     r, lam_r = cell.replicas, cell.rate_per_replica_rps
     fleet = r * lam_r
@@ -107,7 +115,10 @@ def run_chain(
     dt = min(cell.step_mean_s, 1.0 / fleet) / 20.0
     leave = 1.0 - np.exp(-dt * lam_r / max(cell.decode_occupancy, 1e-9))
     running = np.zeros(r, dtype=int)
+    left: list[list[float]] = [[] for _ in range(r)]  # fixed_life: remaining decode time per request
+    life = max(cell.decode_occupancy, 1e-9) / lam_r
     ends = np.full(r, -1.0)  # the prefill step in progress ends at (-1: none)
+    batch = [0] * r  # prompts in the step in progress
     queues: list[list[tuple[float, float]]] = [[] for _ in range(r)]  # (step length, join time)
     joins: list[list[float]] = [[] for _ in range(r)]
     steps: list[tuple[int, float, float]] = []
@@ -126,12 +137,21 @@ def run_chain(
             arrival += rng.expovariate(fleet)
         for i in range(r):
             if ends[i] >= 0 and t >= ends[i]:
-                running[i] += 1
+                running[i] += batch[i]
+                left[i].extend([life] * batch[i])
                 ends[i] = -1.0
             if ends[i] < 0 and queues[i]:
-                length, joined = queues[i].pop(0)
-                ends[i] = t + length
-                steps.append((i, max(t, joined), t + length))
+                taken = queues[i] if pack else queues[i][:1]
+                queues[i] = [] if pack else queues[i][1:]
+                length = sum(q[0] for q in taken)
+                ends[i], batch[i] = t + length, len(taken)
+                steps.extend((i, max(t, joined), t + length) for _, joined in taken)
+        if fixed_life:
+            for i in range(r):
+                if not (freeze and ends[i] >= 0) and left[i]:
+                    left[i] = [v - dt for v in left[i] if v > dt]
+                    running[i] = len(left[i])
+            continue
         out = draws.binomial(running, leave)
         if freeze:
             out[ends >= 0] = 0
@@ -150,7 +170,14 @@ if __name__ == "__main__":
     count = int(args[args.index("--events") + 1]) if "--events" in args else 15000
     for index in (int(c) for c in args[0].split(",")):
         inp = cell_inputs(index)
-        res = run_chain(inp, count, "--random-ties" not in args, "--no-freeze" not in args)
+        res = run_chain(
+            inp,
+            count,
+            "--random-ties" not in args,
+            "--no-freeze" not in args,
+            "--fixed-life" in args,
+            "--pack" in args,
+        )
         print(
             f"cell {index} R {inp.replicas}: chain own-step factor {res.own_step_factor:.3f} "
             f"(planner x {inp.exposure:.3f}, over x {res.own_step_factor / inp.exposure:.2f}); "
