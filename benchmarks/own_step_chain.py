@@ -18,8 +18,9 @@ The planner's inputs (x, lambda_r, the packed step's moments, the occupancy) are
 cell's best colocated configuration at its planned goodput.
 
 Usage: ``PYTHONPATH=. python -m benchmarks.own_step_chain 133,84 [--events 15000] [--random-ties]
-[--no-freeze] [--fixed-life] [--pack] [--bracket]`` (``--bracket``: the planner with the own-step
-joins at the chain's factor over x, benchmarks.own_step_joins.bracket; a diagnostic, no simulation).
+[--no-freeze] [--fixed-life] [--pack] [--decode-steps] [--bracket]`` (``--bracket``: the planner
+with the own-step joins at the chain's factor over x, benchmarks.own_step_joins.bracket; a
+diagnostic, no simulation).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class CellInputs:
     step_second_moment_s2: float
     decode_occupancy: float
     exposure: float
+    decode_step_s: float
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ def cell_inputs(index: int) -> CellInputs:
                     "s": stalls.mean(axis=1),
                     "s2": (stalls**2).mean(axis=1),
                     "y": (loc["occ"].batch * loc["occ"].prob).sum(axis=1),
+                    "t_dec": loc["t_dec"].copy(),
                 }
             )
         return replica_arrivals(router, rate_r, window, replicas, exposure)
@@ -90,7 +93,7 @@ def cell_inputs(index: int) -> CellInputs:
             i = hit[-1]
             return CellInputs(
                 int(c["r"][i]), float(c["rate_r"][i]), float(c["s"][i]), float(c["s2"][i]), float(c["y"][i]),
-                float(c["x"][i]),
+                float(c["x"][i]), float(c["t_dec"][i]),
             )  # fmt: skip
     raise LookupError(f"cell {index}: the best configuration's evaluation was not seen")
 
@@ -102,10 +105,13 @@ def run_chain(
     freeze: bool = True,
     fixed_life: bool = False,
     pack: bool = False,
+    decode_steps: bool = False,
 ) -> ChainResult:
     """Simulate the idealised chain (module docstring) for about ``events`` arrivals; ``fixed_life``:
     every request decodes for exactly L (of unfrozen time) instead of an exponential lifetime;
-    ``pack``: a replica prefills all its queued prompts in one step (the sum of their lengths)."""
+    ``pack``: a replica prefills all its queued prompts in one step (the sum of their lengths);
+    ``decode_steps``: a replica that is decoding starts a prefill only at the end of its decode step
+    (steps of the planner's t_dec back to back, the prompt waiting at weight 4 meanwhile)."""
     seed = 1
     rng, draws = random.Random(seed), np.random.default_rng(seed)
     r, lam_r = cell.replicas, cell.rate_per_replica_rps
@@ -119,6 +125,8 @@ def run_chain(
     life = max(cell.decode_occupancy, 1e-9) / lam_r
     ends = np.full(r, -1.0)  # the prefill step in progress ends at (-1: none)
     batch = [0] * r  # prompts in the step in progress
+    bound = [0.0] * r  # the decode step in progress ends at
+    t_dec = max(cell.decode_step_s, dt)
     queues: list[list[tuple[float, float]]] = [[] for _ in range(r)]  # (step length, join time)
     joins: list[list[float]] = [[] for _ in range(r)]
     steps: list[tuple[int, float, float]] = []
@@ -140,7 +148,10 @@ def run_chain(
                 running[i] += batch[i]
                 left[i].extend([life] * batch[i])
                 ends[i] = -1.0
-            if ends[i] < 0 and queues[i]:
+            free = not decode_steps or t >= bound[i] or not running[i]
+            if decode_steps and ends[i] < 0 and t >= bound[i] and not queues[i]:
+                bound[i] = t + t_dec  # the next decode step
+            if ends[i] < 0 and queues[i] and free:
                 taken = queues[i] if pack else queues[i][:1]
                 queues[i] = [] if pack else queues[i][1:]
                 length = sum(q[0] for q in taken)
@@ -177,6 +188,7 @@ if __name__ == "__main__":
             "--no-freeze" not in args,
             "--fixed-life" in args,
             "--pack" in args,
+            "--decode-steps" in args,
         )
         print(
             f"cell {index} R {inp.replicas}: chain own-step factor {res.own_step_factor:.3f} "
