@@ -18,9 +18,9 @@ The planner's inputs (x, lambda_r, the packed step's moments, the occupancy) are
 cell's best colocated configuration at its planned goodput.
 
 Usage: ``PYTHONPATH=. python -m benchmarks.own_step_chain 133,84 [--events 15000] [--random-ties]
-[--no-freeze] [--fixed-life] [--pack] [--decode-steps] [--bracket]`` (``--bracket``: the planner
-with the own-step joins at the chain's factor over x, benchmarks.own_step_joins.bracket; a
-diagnostic, no simulation).
+[--no-freeze] [--fixed-life] [--pack] [--decode-steps] [--spread-life] [--bracket]`` (``--bracket``:
+the planner with the own-step joins at the chain's factor over x, benchmarks.own_step_joins.bracket;
+a diagnostic, no simulation).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ class CellInputs:
     decode_occupancy: float
     exposure: float
     decode_step_s: float
+    output_tokens: tuple[float, ...]
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ def cell_inputs(index: int) -> CellInputs:
                     "s2": (stalls**2).mean(axis=1),
                     "y": (loc["occ"].batch * loc["occ"].prob).sum(axis=1),
                     "t_dec": loc["t_dec"].copy(),
+                    "out": loc["out_tokens"],
                 }
             )
         return replica_arrivals(router, rate_r, window, replicas, exposure)
@@ -93,7 +95,7 @@ def cell_inputs(index: int) -> CellInputs:
             i = hit[-1]
             return CellInputs(
                 int(c["r"][i]), float(c["rate_r"][i]), float(c["s"][i]), float(c["s2"][i]), float(c["y"][i]),
-                float(c["x"][i]), float(c["t_dec"][i]),
+                float(c["x"][i]), float(c["t_dec"][i]), tuple(float(o) for o in c["out"]),
             )  # fmt: skip
     raise LookupError(f"cell {index}: the best configuration's evaluation was not seen")
 
@@ -106,12 +108,15 @@ def run_chain(
     fixed_life: bool = False,
     pack: bool = False,
     decode_steps: bool = False,
+    spread_life: bool = False,
 ) -> ChainResult:
     """Simulate the idealised chain (module docstring) for about ``events`` arrivals; ``fixed_life``:
     every request decodes for exactly L (of unfrozen time) instead of an exponential lifetime;
     ``pack``: a replica prefills all its queued prompts in one step (the sum of their lengths);
     ``decode_steps``: a replica that is decoding starts a prefill only at the end of its decode step
-    (steps of the planner's t_dec back to back, the prompt waiting at weight 4 meanwhile)."""
+    (steps of the planner's t_dec back to back, the prompt waiting at weight 4 meanwhile);
+    ``spread_life``: with ``fixed_life``, a request decodes for L x O / E[O], O drawn from the
+    workload's output lengths (the planner's sample)."""
     seed = 1
     rng, draws = random.Random(seed), np.random.default_rng(seed)
     r, lam_r = cell.replicas, cell.rate_per_replica_rps
@@ -123,6 +128,8 @@ def run_chain(
     running = np.zeros(r, dtype=int)
     left: list[list[float]] = [[] for _ in range(r)]  # fixed_life: remaining decode time per request
     life = max(cell.decode_occupancy, 1e-9) / lam_r
+    outs = cell.output_tokens
+    mean_out = float(np.mean(outs))
     ends = np.full(r, -1.0)  # the prefill step in progress ends at (-1: none)
     batch = [0] * r  # prompts in the step in progress
     bound = [0.0] * r  # the decode step in progress ends at
@@ -146,7 +153,9 @@ def run_chain(
         for i in range(r):
             if ends[i] >= 0 and t >= ends[i]:
                 running[i] += batch[i]
-                left[i].extend([life] * batch[i])
+                left[i].extend(
+                    life * (rng.choice(outs) / mean_out if spread_life else 1.0) for _ in range(batch[i])
+                )
                 ends[i] = -1.0
             free = not decode_steps or t >= bound[i] or not running[i]
             if decode_steps and ends[i] < 0 and t >= bound[i] and not queues[i]:
@@ -189,6 +198,7 @@ if __name__ == "__main__":
             "--fixed-life" in args,
             "--pack" in args,
             "--decode-steps" in args,
+            "--spread-life" in args,
         )
         print(
             f"cell {index} R {inp.replicas}: chain own-step factor {res.own_step_factor:.3f} "
