@@ -301,9 +301,11 @@ def evaluate_colocated(
     # engine's prefill token cap). Chunked: 1 - 1 / k is the probability that a prompt waits when a
     # prompt's last iteration is scheduled (N waiting geometric of mean k - 1, as in
     # model.serving.packing.step_companions), which is when the engine fills that iteration's room
-    # with it (vLLM's scheduler fills the token budget with the waiting prompts' chunks; Sarathi-Serve,
-    # Agrawal et al. OSDI 2024, sec. 4.1-4.2): uncapped, since however few prompts one iteration holds,
-    # the room is filled whenever one waits (docs/validation.md, "Session 11: chunked prefill capacity").
+    # with it (Sarathi-Serve's stall-free batching, Agrawal et al. OSDI 2024, sec. 4.2: decodes, then
+    # the prompt in prefill, then new prompts up to the token budget; vLLM docs, "Optimization and
+    # Tuning", Chunked Prefill: pending prefills are chunked into the budget the decodes leave).
+    # Uncapped: however few prompts one iteration holds, the room is filled whenever one waits
+    # (docs/validation.md, "Session 11: chunked prefill capacity").
     step_grid = dec * emitted[:, None]
     if chunked:
         sol, _tau, _mix, _cap = _decode_batch(
