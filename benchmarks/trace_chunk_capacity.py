@@ -19,6 +19,8 @@ from contextlib import contextmanager
 import numpy as np
 
 from benchmarks.validate_grid import REQUESTS, SEED, _lifetime_s, plan_for, run_length, sample_scenario
+from model.queueing.mgc import mgc_wait
+from model.queueing.routing import blend_weight, leg_inputs
 from model.serving import colocated as plancol
 from model.serving.evaluation import evaluate
 from model.sim import colocated as simcol
@@ -50,18 +52,41 @@ def chunk_log():
 def planner_spy():
     """Capture the planner's chunked terms (model.serving.colocated._mixed_share's arguments)."""
     seen: dict[str, np.ndarray] = {}
-    saved = plancol._mixed_share
+    saved = plancol._mixed_share, plancol.routed_wait, plancol.prefill_batch
 
     def spy(rate_r, share_moments_s, iteration_s, emitted, out_tokens):
         seen["es"] = share_moments_s[0]
         seen["step"], seen["t_mix"], seen["t_full"] = iteration_s
-        return saved(rate_r, share_moments_s, iteration_s, emitted, out_tokens)
+        return saved[0](rate_r, share_moments_s, iteration_s, emitted, out_tokens)
 
-    plancol._mixed_share = spy
+    def wait_spy(router, rate_rps, es, scv, replicas, scv_arrival=1.0):
+        seen["wait_args"] = (router, rate_rps, es, scv, replicas, scv_arrival)
+        return saved[1](router, rate_rps, es, scv, replicas, scv_arrival)
+
+    def batch_spy(*args, **kwargs):
+        seen["k_q"] = saved[2](*args, **kwargs)
+        return seen["k_q"]
+
+    plancol._mixed_share, plancol.routed_wait, plancol.prefill_batch = spy, wait_spy, batch_spy
     try:
         yield seen
     finally:
-        plancol._mixed_share = saved
+        plancol._mixed_share, plancol.routed_wait, plancol.prefill_batch = saved
+
+
+def wait_legs(seen: dict) -> str:
+    """The planner's routed wait split into its round-robin and shared-queue legs
+    (model.queueing.routing.routed_wait) and the packing k at the unpacked batch."""
+    router, rate_rps, es, scv, replicas, scv_a = seen["wait_args"]
+    rate, servers, scv_leg = leg_inputs(router, rate_rps, replicas, scv_a)
+    own = mgc_wait(rate, es, scv, servers, scv_leg)
+    shared = mgc_wait(rate_rps, es, scv, replicas, scv_a)
+    f = blend_weight(router, own.utilisation, replicas)
+    return (
+        f"  wait legs: per-replica {float(own.mean_wait_s[0]) * 1e3:.1f} ms, shared"
+        f" {float(shared.mean_wait_s[0]) * 1e3:.1f} ms, blend weight {float(f[0]):.3f};"
+        f" k at the unpacked batch {float(seen['k_q'][0]):.3f}"
+    )
 
 
 def main() -> None:
@@ -87,6 +112,7 @@ def main() -> None:
         f" {ev.queue_wait_s * 1e3:.1f} ms, mean prefill {ev.prefill_s * 1e3:.1f} ms,"
         f" decode batch {ev.decode_batch:.2f}"
     )
+    print(wait_legs(seen))
     mean_out = float(np.mean(poisson_requests(scn.workload, 1.0, REQUESTS, seed=index).output_tokens))
     n_req, n_warm = run_length(best.goodput_rps, _lifetime_s(best, mean_out), REQUESTS, True)
     base = poisson_requests(scn.workload, 1.0, n_req, seed=index)
