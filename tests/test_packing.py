@@ -15,7 +15,7 @@ from model.physics.steps import mixed_step_cost
 from model.planner.goodput import config_goodput
 from model.serving.candidates import ColocatedSet
 from model.serving.configs import ColocatedConfig
-from model.serving.phase_tables import deployment, instance_tables
+from model.serving.phase_tables import BATCH_GRID, deployment, instance_tables
 from model.serving.session_cache import HIT_RATE_STEP, capacity_limited, floored
 from model.workload.lengths import Fixed
 from model.workload.presets import Workload, get_workload
@@ -92,6 +92,31 @@ def test_chunked_last_iteration_packing_by_hand():
         f = min(max(2.0 * step(tokens) - step(2.0 * tokens), 0.0), step(tokens))
         assert f > 0.0
         np.testing.assert_allclose(t.chunked_fixed_s[0], f * free, rtol=1e-3)
+
+
+def test_chunked_room_fills_when_a_prompt_waits_by_hand():
+    """1 x TP1 H100, chunk 512, 1,200-token prompts (longer than the room: two full iterations and a
+    last one about a third full) at 85% of the unpacked prefill capacity. One replica is the M/D/1
+    queue (identical prompts): W = u E[S] / (2 (1 - u)) (Pollaczek-Khinchine). The next prompt fills
+    the last iteration's room when one waits at its start, with probability 1 - 1 / k for N waiting
+    geometric of mean k - 1 = lambda (W + t_dec / 2) (Little; the decode step in progress at arrival),
+    so a prompt's share is E[alone] - (1 - 1 / k) E[F (1 - r / c)]. Here k > 3: a cap of two prompts per
+    iteration (the room holds at most one more 1,200-token prompt) would have held the fill at 1 / 2."""
+    wl = Workload("fixed-1200", Fixed(1200), Fixed(100), source="test")
+    scn = Scenario.build("llama-3.1-8b", wl, SLO(10.0, 1.0), samples=16)
+    cands = ColocatedSet.build(scn, [ColocatedConfig(H100, 1, 1, 512)])
+    t = cands.tables[0]
+    lam = 0.85 / float(t.chunked_prefill_s[0].mean())
+    res = cands.evaluate(np.array([lam]))
+    b, u, wait = float(res.batch[0]), float(res.prefill_busy[0]), float(res.queue_wait_mean_s[0])
+    es = u / lam
+    np.testing.assert_allclose(wait, u * es / (2.0 * (1.0 - u)), rtol=1e-9)
+    alone = float(np.interp(b, t.chunk_batch_grid, t.chunked_prefill_s.mean(axis=1)))
+    shareable = float(np.interp(b, t.chunk_batch_grid, t.chunked_fixed_s.mean(axis=1)))
+    np.testing.assert_allclose(float(res.prefill_mean_s[0]), alone, rtol=1e-3)
+    k = 1.0 + lam * (wait + float(np.interp(b, BATCH_GRID, t.decode_step_s)) / 2.0)
+    assert k > 3.0
+    np.testing.assert_allclose(es, alone - (1.0 - 1.0 / k) * shareable, rtol=1e-3)
 
 
 def test_session_hit_rates_follow_the_cache_limit():

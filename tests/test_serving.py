@@ -90,6 +90,14 @@ def test_batch_fixed_point_matches_closed_form() -> None:
     assert not capped.below_cap[0] and capped.batch[0] == 3.0
 
 
+def test_batch_root_after_a_saturated_point_is_the_first_finite_one() -> None:
+    # tau = 1 s at B = 0, inf at B = 1 (prefill saturated there), 0.5 s at B = 2, demand 1 token/s:
+    # f = B - tau = (-1, -inf, 1.5); the root lies in (1, 2] past a jump from -inf, so B = 2 (not NaN).
+    grid = np.array([0.0, 1.0, 2.0])
+    sol = solve_batch(np.array([1.0]), grid, np.array([[1.0, np.inf, 0.5]]), np.array([10.0]))
+    assert sol.below_cap[0] and sol.batch[0] == 2.0 and sol.per_token_s[0] == 0.5
+
+
 def test_kv_transfer_whole_request_by_hand() -> None:
     scn = Scenario.build("llama-3.1-8b", FIXED, SLO(10.0, 1.0), samples=16)
     link = get_link("eth-10g")

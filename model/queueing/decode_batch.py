@@ -62,7 +62,9 @@ def solve_batch(
     f0, f1 = f[rows, lo], f[rows, first]
     with np.errstate(divide="ignore", invalid="ignore"):
         w = np.where(f1 != f0, -f0 / (f1 - f0), 1.0)
-    w = np.clip(np.where(first == 0, 1.0, w), 0.0, 1.0)
+    # the point below the crossing is not finite (tau jumps from inf: prefill saturated there, as a
+    # chunked row's tabulated prefill work can be a little above 1 between two points where it is below)
+    w = np.clip(np.where((first == 0) | ~np.isfinite(f0), 1.0, w), 0.0, 1.0)
     b = grid[lo] + w * (grid[first] - grid[lo])
     b = np.where(has, b, np.asarray(max_batch, dtype=float))
     tau = interp_rows(b, grid, per_token_s)

@@ -18,7 +18,8 @@ decode batch B plus up to (C - B) prompt tokens. A prompt's prefill takes its ch
 S_c(L; B) from the roofline layer (prefix KV re-read per chunk, overhead per iteration); the room its
 last iteration leaves is filled by the next prompts when they wait (the shared part of that
 iteration: ``InstanceTables.chunked_fixed_s``), which lowers its share of the work and of the
-iterations by (1 - 1/k); prompts queue behind the router with that share; the prefill-busy fraction
+iterations by 1 - 1/k, the probability that a prompt waits then (N waiting geometric of mean
+k - 1); prompts queue behind the router with that share; the prefill-busy fraction
 u = (lambda / R) E[share] splits iterations into mixed ones (mean t_mix = E[share] / E[chunks]) and
 decode-only ones (t_dec), so tau(B) = 1 / (u / t_mix + (1 - u) / t_dec) (the same function). Both
 fixed points B = (lambda / R) E[O] tau(B) are solved on the batch grid (model.queueing.decode_batch),
@@ -63,7 +64,7 @@ from model.serving.common import (
     stack,
     wait_tail,
 )
-from model.serving.packing import packed_behind_s, prefill_batch, prompts_per_step
+from model.serving.packing import FILL_MAX_PROMPTS, packed_behind_s, prefill_batch, prompts_per_step
 from model.serving.phase_tables import BATCH_GRID, MIN_CHUNK_FRACTION, InstanceTables
 from model.serving.preemption import colocated_resume
 from model.workload.scenario import Scenario
@@ -296,16 +297,22 @@ def evaluate_colocated(
 
     # Prompts per step: those that queued behind busy prefill work (k_q, model.serving.packing's fixed
     # point, at the unpacked decode batch when chunked) plus those that arrived during the decode
-    # step in progress (mean residual t_step / 2), on the batch grid, within the step's cap
-    # (the engine's prefill token cap; chunked: a full iteration cuts through 1 + room / E[u]
-    # prompts, counted as 1 + max(1, floor(room / E[u]))).
+    # step in progress (mean residual t_step / 2), on the batch grid, within the step's cap (the
+    # engine's prefill token cap). Chunked: 1 - 1 / k is the probability that a prompt waits when a
+    # prompt's last iteration is scheduled (N waiting geometric of mean k - 1, as in
+    # model.serving.packing.step_companions), which is when the engine fills that iteration's room
+    # with it (Sarathi-Serve's stall-free batching, Agrawal et al. OSDI 2024, sec. 4.2: decodes, then
+    # the prompt in prefill, then new prompts up to the token budget; vLLM docs, "Optimization and
+    # Tuning", Chunked Prefill: pending prefills are chunked into the budget the decodes leave).
+    # Uncapped: however few prompts one iteration holds, the room is filled whenever one waits
+    # (docs/validation.md, "Session 11: chunked prefill capacity").
     step_grid = dec * emitted[:, None]
     if chunked:
         sol, _tau, _mix, _cap = _decode_batch(
             scn, tables, table_index, rate_r, max_batch, np.zeros((n, len(BATCH_GRID))), None
         )
         b_q = sol.batch
-        cap_grid = 1.0 + prompts_per_step(scn, np.maximum(chunk_tokens[:, None] - BATCH_GRID, 1.0))
+        cap_grid = np.full(step_grid.shape, float(FILL_MAX_PROMPTS))
         prefill_means = None
     else:
         b_q = np.zeros(n)
