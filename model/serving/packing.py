@@ -18,6 +18,7 @@ from functools import lru_cache
 import numpy as np
 
 from model.hardware.engines import Router
+from model.queueing.mgc import _erlang_c
 from model.queueing.routing import SHARED_QUEUE, routed_mean_wait_unchecked
 from model.serving.common import moments
 from model.workload.scenario import Scenario
@@ -155,6 +156,105 @@ def prefill_batch(
         if not moving.any():
             break
     return k
+
+
+POOL_BATCH_BISECTIONS = 14
+"""Bisection steps on log k in [0, log FILL_MAX_PROMPTS] for :func:`pool_batch` (bracket 5.5 / 2^14: k
+to 0.04%), then one secant step inside the last bracket."""
+
+
+def step_law(
+    alone_s: np.ndarray, fixed_s: np.ndarray, companions: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(E[share], its SCV, k_s, E[S], c_S^2) [C] of a prefill instance's steps when sampled prompt i
+    shares its step with ``companions`` [C, S] prompts, itself included.
+
+    A prompt's share of its step is v_i + F_i / c_i (v = alone - F, F the per-step part,
+    ``prefill_fixed_s``); a step of k prompts is met by k of them, so the step-weighted mean count is
+    k_s = 1 / E[1 / c] and a step lasts E[S] = k_s E[share] on average (so that lambda E[S] / (n k_s)
+    = lambda E[share] / n, the busy fraction). Its variance: the prompts' lengths plus the number
+    beside the first, geometric of mean k_s - 1 (variance (k_s - 1) k_s), times E[v]^2."""
+    share = alone_s - fixed_s + fixed_s / companions
+    es, _, scv = moments(share)
+    v_mean = (alone_s - fixed_s).mean(axis=1)
+    k_step = 1.0 / (1.0 / companions).mean(axis=1)
+    step_s = k_step * es
+    step_scv = (alone_s.var(axis=1) + v_mean**2 * (k_step - 1.0) * k_step) / np.maximum(step_s, 1e-12) ** 2
+    return es, scv, k_step, step_s, step_scv
+
+
+def pool_batch(
+    scn: Scenario, rate_rps: np.ndarray, servers: np.ndarray, alone_s: np.ndarray, fixed_s: np.ndarray
+) -> np.ndarray:
+    """The mean waiting prompts k [C] of a disaggregated prefill pool's steps (the argument of
+    :func:`step_companions`) at which the steps' count follows the pool's packing law.
+
+    The pool's n instances share one FCFS queue fed by Poisson arrivals at lambda; a freed instance
+    takes the queue up to the token cap, an instance that finds the queue empty idles and the next
+    arrival starts a step alone. Flow balance: every step end that finds the queue empty (probability
+    e_0) is followed by an idle instance, and every prompt that arrives to an idle instance
+    (probability 1 - P_W, P_W the probability that all n are busy: PASTA, Wolff 1982) starts a step
+    of its own, so sigma e_0 = lambda (1 - P_W) with sigma = lambda / k_s the steps per second, i.e.
+
+        k_s = e_0 / (1 - P_W)
+
+    (n = 1: P_W = rho = lambda E[S] / k_s, so k_s = lambda E[S] + e_0: the prompts arriving during a
+    step ride in the next one, plus one for each step started from idle). The queue is empty at a
+    step end when nothing arrived since it was last emptied, a time G, and the take that emptied it
+    left nobody behind: e_0 = phi (1 - p) / (1 - phi p) with phi = E[exp(-lambda G)] and p the
+    probability that a take leaves prompts behind (each of the 1 - e_0 steps that took a queue may
+    have). G: one instance's step (n = 1) or the pool's gap between step ends, of mean E[S] / n and
+    squared coefficient of variation w c_S^2 + 1 - w, w = 1 / (1 + 4 (1 - rho)^2 (n - 1)) (the
+    superposition of n step-end streams, Whitt 1983, "The Queueing Network Analyzer", Bell Syst.
+    Tech. J. 62(9), sec. 4.2), taken gamma: phi = (1 + lambda g c_G^2)^(-1 / c_G^2) (its Laplace
+    transform). A take finds the queue N >= 1, of mean lambda g / (1 - phi) (the arrivals over G
+    given at least one); with the N - 1 behind the head geometric (:func:`step_companions`' law), the
+    token cap leaves some behind with probability p = 1 - E[c] / E[N] (sum_j q^j (f_(j-1) - f_j) =
+    1 - c (1 - q) for q = 1 - 1 / E[N], c the capped companions, f_j the chance the next j fit).
+    P_W: Erlang C at the busy fraction (model.queueing.mgc; P(wait) of the pool's queue).
+
+    E[S], c_S^2 and rho come from the steps' companions at k (:func:`step_law`), so k_s(k) rises with
+    k while the law's k_s falls (more packing: a lower busy fraction and P_W, a longer G): the root is
+    found by bisection on log k, at most FILL_MAX_PROMPTS (where even full steps cannot carry the
+    load, the queue over shares then reports the pool unstable). Checked against the simulator's
+    steps (docs/validation.md, session 11: DEP4 prefill busy fraction 0.835 / 0.888 planned against
+    0.832 / 0.887 simulated at 6.5 / 7.5 req/s, where the waiting-prompts fixed point of
+    :func:`prefill_batch` read 0.73 / 0.79)."""
+    lam = np.asarray(rate_rps, dtype=float)
+    n = np.asarray(servers, dtype=float)
+    uncached = uncached_prompt_tokens(scn)
+    cap = float(scn.engine.prefill_token_cap)
+
+    def excess(k: np.ndarray) -> np.ndarray:
+        """k_s(k) less the packing law's k_s [C] (increasing in k)."""
+        es, _, k_step, step_s, step_scv = step_law(alone_s, fixed_s, step_companions(k, uncached, cap))
+        a = lam * es
+        busy_all = _erlang_c(n, np.minimum(a, n))  # 1 where a >= n
+        rho = np.minimum(a / n, 1.0)
+        w = 1.0 / (1.0 + 4.0 * (1.0 - rho) ** 2 * (n - 1.0))
+        c2 = np.maximum(w * step_scv + 1.0 - w, 1e-9)
+        x = lam * step_s / n  # arrivals over the mean gap
+        phi = (1.0 + x * c2) ** (-1.0 / c2)
+        taken = np.maximum(x / np.maximum(1.0 - phi, 1e-12), 1.0)  # E[N | N >= 1]
+        left = np.clip(1.0 - step_companions(taken, uncached, cap).mean(axis=1) / taken, 0.0, 1.0)
+        e0 = phi * (1.0 - left) / (1.0 - phi * left)
+        with np.errstate(divide="ignore"):
+            law = np.where(busy_all < 1.0, e0 / (1.0 - busy_all), np.inf)
+        return k_step - np.maximum(law, 1.0)
+
+    lo = np.zeros(lam.shape)  # log k
+    hi = np.full(lam.shape, np.log(FILL_MAX_PROMPTS))
+    f_lo, f_hi = excess(np.exp(lo)), excess(np.exp(hi))
+    for _ in range(POOL_BATCH_BISECTIONS):
+        mid = 0.5 * (lo + hi)
+        f_mid = excess(np.exp(mid))
+        up = f_mid < 0.0
+        lo, f_lo = np.where(up, mid, lo), np.where(up, f_mid, f_lo)
+        hi, f_hi = np.where(up, hi, mid), np.where(up, f_hi, f_mid)
+    # the secant inside the last bracket (f_hi = inf cannot occur: law is finite where a < n at k_max)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = np.where((f_lo < 0.0) & (f_hi > 0.0) & np.isfinite(f_hi), f_lo / (f_lo - f_hi), 1.0)
+    return np.exp(lo + np.clip(np.nan_to_num(t, nan=1.0), 0.0, 1.0) * (hi - lo))
 
 
 def full_step_prompts(scn: Scenario, step_tokens: float) -> tuple[np.ndarray, np.ndarray]:
