@@ -130,7 +130,8 @@ def prefill_batch(
     residual_s: np.ndarray | float = 0.0,
     router: Router = SHARED_QUEUE,
 ) -> np.ndarray:
-    """Mean number of prompts a server packs per step (>= 1), per candidate [C].
+    """Mean number of prompts a server packs per step (>= 1), per candidate [C]: the colocated styles'
+    fixed point (the disaggregated prefill pool takes its k from :func:`pool_batch` since session 11).
 
     ``servers`` (n) share one FCFS prompt queue fed at ``rate_rps`` (lambda); ``alone_s`` / ``fixed_s``
     [C, S] are each sampled prompt's time alone and the per-step part of it. A free server takes every
@@ -287,7 +288,8 @@ def pool_batch(
         up = f_mid < 0.0
         lo, f_lo = np.where(up, mid, lo), np.where(up, f_mid, f_lo)
         hi, f_hi = np.where(up, hi, mid), np.where(up, f_hi, f_mid)
-    # the secant inside the last bracket (f_hi = inf cannot occur: law is finite where a < n at k_max)
+    # one secant step inside the last bracket; where an end is -inf (all n busy: the law unbounded) or
+    # there is no sign change (the root at k = 1 or beyond FILL_MAX_PROMPTS) the upper end is kept
     with np.errstate(invalid="ignore", divide="ignore"):
         t = np.where((f_lo < 0.0) & (f_hi > 0.0) & np.isfinite(f_hi), f_lo / (f_lo - f_hi), 1.0)
     return np.exp(lo + np.clip(np.nan_to_num(t, nan=1.0), 0.0, 1.0) * (hi - lo))
