@@ -24,10 +24,11 @@ KW = dict(workload="chat", ttft_slo_s=0.5, tpot_slo_s=0.05, gpus=16, node="hgx-h
 
 @pytest.fixture(scope="module")
 def near_tie():
-    # disaggregated +6.9% at a 50 ms TPOT target since session 10's bulk-service prefill wait (+5.9% at
-    # 72 ms before it, now -5.3%; tests/test_tieband.py) against a 6% margin: the verdict sits on the
-    # edge (with the 10% default margin the measured error since issue 16 makes the tie about 90% sure)
-    return model.plan("llama-3.1-70b", "h100-sxm", margin=0.06, **{**KW, "tpot_slo_s": 0.05})
+    # disaggregated +7.2% at a 55 ms TPOT target since session 11's prefill packing law (32.44 against
+    # chunked 30.25 req/s; +10.8% at 50 ms, the case's target in session 10, +6.9% then; +5.9% at 72 ms
+    # before session 10; tests/test_tieband.py) against a 6% margin: the verdict sits on the edge
+    # (with the 10% default margin the measured error since issue 16 makes the tie about 90% sure)
+    return model.plan("llama-3.1-70b", "h100-sxm", margin=0.06, **{**KW, "tpot_slo_s": 0.055})
 
 
 def test_error_file_is_fresh():

@@ -116,7 +116,7 @@ def test_kv_transfer_whole_request_by_hand() -> None:
 
 
 def test_prefill_pool_is_m_d_c_for_fixed_prompts_and_batching_only_helps() -> None:
-    from model.serving.packing import prefill_batch
+    from model.serving.packing import pool_batch
     from model.serving.phase_tables import instance_tables
 
     scn = Scenario.build("llama-3.1-8b", FIXED, SLO(10.0, 1.0), samples=16)
@@ -132,19 +132,16 @@ def test_prefill_pool_is_m_d_c_for_fixed_prompts_and_batching_only_helps() -> No
     oracle = float(mgc_wait(light, s, 0.0, 2).mean_wait_s) * (1.0 - light * s / 2.0)
     assert ev.queue_wait_s == pytest.approx(oracle, rel=0.05)
     # At utilisation 0.6 prompts queue; a free instance batches them, sharing the per-step fixed time,
-    # so the wait is below the unbatched M/D/2 wait and the batch size is at its fixed point
-    # k = 1 + lambda W / n_p (Little's law on the queue).
+    # so the wait is below the unbatched M/D/2 wait and the steps carry more than one prompt at the
+    # pool's packing-law fixed point (model.serving.packing.pool_batch): 1 / k_s = 1 - C + C / k_q.
     busy = 1.2 / s
     ev = evaluate(cfg, scn, busy)
     assert ev.queue_wait_s < float(mgc_wait(busy, s, 0.0, 2).mean_wait_s)
     t = instance_tables(scn, H100, 1, None, "prefill")
-    k = prefill_batch(
-        scn, np.array([busy]), np.array([2.0]), t.prefill_s[None, :], t.prefill_fixed_s[None, :]
-    )[0]
+    alone, fixed = t.prefill_s[None, :], t.prefill_fixed_s[None, :]
+    k = pool_batch(scn, np.array([busy]), np.array([2.0]), alone, fixed)[0]
     assert k > 1.0
-    # (k's fixed point k = 1 + lambda W / n_p still takes W from the queue over shares, which since
-    # session 10 is no longer the reported wait: the bulk wait is shorter)
-    assert k > 1.0 + busy * ev.queue_wait_s / 2.0
+    assert pool_batch(scn, np.array([1.5 / s]), np.array([2.0]), alone, fixed)[0] > k  # more at a higher rate
 
 
 def test_colocated_stall_inflation_by_hand() -> None:

@@ -27,7 +27,8 @@ from model.planner.verdict import _no_flip_words, decide, tie_band
 # chunked mixed-share TPOT (model.queueing.mixed_share) lowered colocated-chunked here (33.38 -> 32.31
 # req/s at 68 ms: +8.3%), so the case ran at 72 ms: 33.06 against 35.0 req/s, +5.9%. Session 10's
 # bulk-service prefill wait (model.queueing.bulk_wait) lowered the split here (72 ms: -5.3%; 50 ms:
-# +6.9%, 60 ms: +0.9%), so the case now runs at 55 ms: 31.31 against 30.25 req/s, +3.5%.
+# +6.9%, 60 ms: +0.9%), so the case now runs at 55 ms: 31.31 against 30.25 req/s, +3.5%. Session 11's
+# prefill packing law (model.serving.packing.pool_batch) raised the split to 32.44 req/s: +7.2% at 55 ms.
 KW = dict(gpus=16, workload="chat", ttft_slo_s=0.5, tpot_slo_s=0.055, node="hgx-h100-8")
 
 

@@ -55,7 +55,13 @@ from model.serving.common import (
     stack,
     wait_tail,
 )
-from model.serving.packing import full_step_prompts, prefill_batch, step_companions, uncached_prompt_tokens
+from model.serving.packing import (
+    full_step_prompts,
+    pool_batch,
+    step_companions,
+    step_law,
+    uncached_prompt_tokens,
+)
 from model.serving.phase_tables import BATCH_GRID, InstanceTables
 from model.workload.scenario import Scenario
 
@@ -124,26 +130,21 @@ def evaluate_disaggregated(
     alone = stack(prefill_tables, "prefill_s")[pi]
     fixed_p = stack(prefill_tables, "prefill_fixed_s")[pi]
     # The prefill pool packs FCFS under the engine's token cap: each prompt shares its step's per-step
-    # part with the prompts that fit beside it (model.serving.packing.step_companions).
+    # part with the prompts that fit beside it (model.serving.packing.step_companions), at the queue
+    # length where the steps' count follows the pool's packing law (model.serving.packing.pool_batch).
     cap_tokens = float(scn.engine.prefill_token_cap)
-    batch_k = prefill_batch(scn, rate, n_p, alone, fixed_p)
+    batch_k = pool_batch(scn, rate, n_p, alone, fixed_p)
     companions = step_companions(batch_k, uncached_prompt_tokens(scn), cap_tokens)
     share = alone - fixed_p + fixed_p / companions  # a prompt's share of its batched step
-    es, _, scv = moments(share)
-    rho_p = rate * es / n_p
     # P(wait) and stability from the queue over shares (Erlang C at the pool's busy fraction); the wait
     # itself is the bulk-service queue's: a freed instance takes the queue up to the token cap
-    # (model.queueing.bulk_wait). An instance's step holds k_s prompts, the step-weighted mean of the
-    # prompts' companions (a step of k prompts is met by k of them: k_s = 1 / E[1 / companions]), and
-    # lasts E[S] = k_s E[share] (so lambda E[S] / (n k_s) = rho); a full step (the queue longer than the
-    # cap) holds J prompts, J's law that of the companions at a queue that never empties, per step.
+    # (model.queueing.bulk_wait). An instance's step holds k_s prompts and lasts E[S] = k_s E[share]
+    # (model.serving.packing.step_law); a full step (the queue longer than the cap) holds J prompts,
+    # J's law that of the companions at a queue that never empties, per step.
+    es, scv, _, step_s, step_scv = step_law(alone, fixed_p, companions)
+    rho_p = rate * es / n_p
     queue = mgc_wait(rate, np.maximum(es, 1e-12), scv, n_p, scn.arrival_scv)
     v_mean = (alone - fixed_p).mean(axis=1)
-    k_step = 1.0 / (1.0 / companions).mean(axis=1)
-    step_s = k_step * es
-    # its variance: the prompts' lengths and the number beside the first, geometric of mean k_s - 1
-    # (Poisson arrivals over an exponential gap), variance (k_s - 1) k_s
-    step_scv = (alone.var(axis=1) + v_mean**2 * (k_step - 1.0) * k_step) / np.maximum(step_s, 1e-12) ** 2
     full = full_step_prompts(scn, cap_tokens)
     full_s = fixed_p.mean(axis=1) + v_mean * float((full[0] * full[1]).sum())  # a full step: F + E[v] E[J]
     bulk = bulk_wait(rate, step_s, step_scv, n_p, full, full_s, rho_p, scn.arrival_scv)

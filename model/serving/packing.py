@@ -18,6 +18,7 @@ from functools import lru_cache
 import numpy as np
 
 from model.hardware.engines import Router
+from model.queueing.mgc import _erlang_c
 from model.queueing.routing import SHARED_QUEUE, routed_mean_wait_unchecked
 from model.serving.common import moments
 from model.workload.scenario import Scenario
@@ -98,6 +99,27 @@ def _companion_table(uncached_bytes: bytes, step_tokens: float) -> tuple[np.ndar
     return table, rise
 
 
+def _grid_position(k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index of the tabulated k at or below k, fraction to the next) on the companion table's grid
+    (FILL_GRID points geometric from 1 to FILL_MAX_PROMPTS; linear in log k, as step_companions)."""
+    pos = np.log(np.maximum(k, 1.0)) / np.log(FILL_MAX_PROMPTS) * (FILL_GRID - 1)
+    pos = np.clip(pos, 0.0, FILL_GRID - 1.0)
+    lo = np.minimum(np.floor(pos).astype(int), FILL_GRID - 2)
+    return lo, pos - lo
+
+
+@lru_cache(maxsize=64)
+def _table_means(uncached_bytes: bytes, step_tokens: float) -> tuple[np.ndarray, np.ndarray]:
+    """(1 / companions [K, S], mean companions [K]) on the companion table's grid (cached on the
+    prompt lengths' values and the cap)."""
+    table = _companion_table(uncached_bytes, step_tokens)[0]
+    inverse = 1.0 / table
+    mean = table.mean(axis=1)
+    inverse.flags.writeable = False
+    mean.flags.writeable = False
+    return inverse, mean
+
+
 def prefill_batch(
     scn: Scenario,
     rate_rps: np.ndarray,
@@ -108,7 +130,8 @@ def prefill_batch(
     residual_s: np.ndarray | float = 0.0,
     router: Router = SHARED_QUEUE,
 ) -> np.ndarray:
-    """Mean number of prompts a server packs per step (>= 1), per candidate [C].
+    """Mean number of prompts a server packs per step (>= 1), per candidate [C]: the colocated styles'
+    fixed point (the disaggregated prefill pool takes its k from :func:`pool_batch` since session 11).
 
     ``servers`` (n) share one FCFS prompt queue fed at ``rate_rps`` (lambda); ``alone_s`` / ``fixed_s``
     [C, S] are each sampled prompt's time alone and the per-step part of it. A free server takes every
@@ -155,6 +178,121 @@ def prefill_batch(
         if not moving.any():
             break
     return k
+
+
+POOL_BATCH_BISECTIONS = 14
+"""Bisection steps on log k in [0, log FILL_MAX_PROMPTS] for :func:`pool_batch` (bracket 5.5 / 2^14: k
+to 0.04% before the secant step inside the last bracket)."""
+
+
+def step_law(
+    alone_s: np.ndarray, fixed_s: np.ndarray, companions: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(E[share], its SCV, k_s, E[S], c_S^2) [C] of a prefill instance's steps when sampled prompt i
+    shares its step with ``companions`` [C, S] prompts, itself included.
+
+    A prompt's share of its step is v_i + F_i / c_i (v = alone - F, F the per-step part,
+    ``prefill_fixed_s``); a step of k prompts is met by k of them, so the step-weighted mean count is
+    k_s = 1 / E[1 / c] and a step lasts E[S] = k_s E[share] on average (so that lambda E[S] / (n k_s)
+    = lambda E[share] / n, the busy fraction). Its variance: the prompts' lengths plus the number
+    beside the first, geometric of mean k_s - 1 (variance (k_s - 1) k_s), times E[v]^2."""
+    share = alone_s - fixed_s + fixed_s / companions
+    es, _, scv = moments(share)
+    v_mean = (alone_s - fixed_s).mean(axis=1)
+    k_step = 1.0 / (1.0 / companions).mean(axis=1)
+    step_s = k_step * es
+    step_scv = (alone_s.var(axis=1) + v_mean**2 * (k_step - 1.0) * k_step) / np.maximum(step_s, 1e-12) ** 2
+    return es, scv, k_step, step_s, step_scv
+
+
+def pool_batch(
+    scn: Scenario, rate_rps: np.ndarray, servers: np.ndarray, alone_s: np.ndarray, fixed_s: np.ndarray
+) -> np.ndarray:
+    """The mean waiting prompts k [C] of a disaggregated prefill pool's steps (the argument of
+    :func:`step_companions`) at which the steps' count follows the pool's packing law.
+
+    The pool's n instances share one FCFS queue fed by Poisson arrivals at lambda; a freed instance
+    takes the queue up to the token cap, an instance that finds the queue empty idles and the next
+    arrival starts a step alone. A prompt that finds all n busy (probability P_W, PASTA: Wolff 1982)
+    waits and is taken with the others queued at a free-up, k_q of them per take on average; the
+    other 1 - P_W start a step of their own. Counting steps per prompt (lambda / k_s steps per
+    second, lambda (1 - P_W) of them alone and lambda P_W / k_q takes):
+
+        1 / k_s = 1 - P_W + P_W / k_q,   k_q = lambda g / (1 - e_0),   g = E[S] / n
+
+    (the takes: free-ups while all n are busy, n / E[S] per busy second, each finding the queue
+    non-empty with probability 1 - e_0, carry the lambda P_W waiting prompts). n = 1: P_W = rho =
+    lambda E[S] / k_s, so k_s = lambda E[S] + e_0 (the prompts arriving during a step ride in the
+    next one, plus one for each step started from idle). The queue is empty at a free-up when nothing
+    arrived since it was last emptied, a time G, and the take that emptied it left nobody behind:
+    e_0 = phi (1 - p) / (1 - phi p), phi = E[exp(-lambda G)], p the probability that a take leaves
+    prompts behind (a geometric series over the takes since the last empty queue). G: one instance's
+    step (n = 1) or the pool's gap between step ends, of mean g and squared coefficient of variation
+    w c_S^2 + 1 - w, w = 1 / (1 + 4 (1 - rho)^2 (n - 1)) (the superposition of n step-end streams,
+    Whitt 1983, "The Queueing Network Analyzer", Bell Syst. Tech. J. 62(9), sec. 4.2), taken gamma:
+    phi = (1 + lambda g c_G^2)^(-1 / c_G^2) (its Laplace transform). A take finds N >= 1 prompts, of
+    mean lambda g / (1 - phi); with the N - 1 behind the head geometric (:func:`step_companions`' law),
+    the token cap leaves some behind with probability p = 1 - E[c] / E[N] (sum_j q^j (f_(j-1) - f_j) =
+    1 - c (1 - q) for q = 1 - 1 / E[N], c the capped companions, f_j the chance that the next j fit).
+    P_W: Erlang C at the busy fraction (model.queueing.mgc; the pool's P(wait)).
+
+    E[S], c_S^2 and rho come from the steps' companions at k (:func:`step_law`), so k_s(k) rises with
+    k while the law's k_s falls (more packing: a lower busy fraction and P_W): the root is found by
+    bisection on log k, at most FILL_MAX_PROMPTS (where even full steps cannot carry the load; the
+    queue over shares then reports the pool unstable). Checked against the simulator's steps
+    (docs/validation.md, session 11): grid cell 0's DEP4 prefill (one instance) k_s 1.82 / 2.09 and busy
+    fraction 0.835 / 0.888 planned at 6.5 / 7.5 req/s against 1.73 / 1.99 and 0.832 / 0.887
+    simulated, where :func:`prefill_batch`'s waiting-prompts fixed point read 2.29 / 2.58 and 0.73 / 0.79."""
+    lam = np.asarray(rate_rps, dtype=float)
+    n = np.asarray(servers, dtype=float)
+    uncached = uncached_prompt_tokens(scn)
+    # step_law's means at every tabulated k at once, so that each trial k costs O(C): E[F / c] [C, K]
+    # (a matrix product with the table of 1 / c), E[1 / c] and E[c] [K]; read linearly in log k
+    # between the table's points, as step_companions reads c
+    inverse, mean_c = _table_means(uncached.tobytes(), float(scn.engine.prefill_token_cap))
+    fixed_over_c = (fixed_s @ inverse.T) / fixed_s.shape[1]
+    v_mean = (alone_s - fixed_s).mean(axis=1)
+    alone_var = alone_s.var(axis=1)
+    inverse_mean = inverse.mean(axis=1)
+    rows = np.arange(len(lam))
+
+    def excess(k: np.ndarray) -> np.ndarray:
+        """k_s(k) less the packing law's k_s [C] (increasing in k)."""
+        lo, frac = _grid_position(k)
+        es = v_mean + fixed_over_c[rows, lo] * (1.0 - frac) + fixed_over_c[rows, lo + 1] * frac
+        k_step = 1.0 / (inverse_mean[lo] * (1.0 - frac) + inverse_mean[lo + 1] * frac)
+        step_s = k_step * es  # step_law's E[S] and c_S^2
+        step_scv = (alone_var + v_mean**2 * (k_step - 1.0) * k_step) / np.maximum(step_s, 1e-12) ** 2
+        a = lam * es
+        busy_all = _erlang_c(n, np.minimum(a, n))  # 1 where a >= n
+        rho = np.minimum(a / n, 1.0)
+        w = 1.0 / (1.0 + 4.0 * (1.0 - rho) ** 2 * (n - 1.0))
+        c2 = np.maximum(w * step_scv + 1.0 - w, 1e-9)
+        x = lam * step_s / n  # arrivals over the mean gap
+        phi = (1.0 + x * c2) ** (-1.0 / c2)
+        taken = np.maximum(x / np.maximum(1.0 - phi, 1e-12), 1.0)  # E[N | N >= 1]
+        t_lo, t_frac = _grid_position(taken)
+        fitted = np.minimum(mean_c[t_lo] * (1.0 - t_frac) + mean_c[t_lo + 1] * t_frac, taken)
+        left = np.clip(1.0 - fitted / taken, 0.0, 1.0)
+        e0 = phi * (1.0 - left) / (1.0 - phi * left)
+        kq = x / np.maximum(1.0 - e0, 1e-12)  # prompts per take
+        law = 1.0 / (1.0 - busy_all + busy_all / np.maximum(kq, 1.0))
+        return k_step - np.maximum(law, 1.0)
+
+    lo = np.zeros(lam.shape)  # log k
+    hi = np.full(lam.shape, np.log(FILL_MAX_PROMPTS))
+    f_lo, f_hi = excess(np.exp(lo)), excess(np.exp(hi))
+    for _ in range(POOL_BATCH_BISECTIONS):
+        mid = 0.5 * (lo + hi)
+        f_mid = excess(np.exp(mid))
+        up = f_mid < 0.0
+        lo, f_lo = np.where(up, mid, lo), np.where(up, f_mid, f_lo)
+        hi, f_hi = np.where(up, hi, mid), np.where(up, f_hi, f_mid)
+    # one secant step inside the last bracket; where an end is -inf (all n busy: the law unbounded) or
+    # there is no sign change (the root at k = 1 or beyond FILL_MAX_PROMPTS) the upper end is kept
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = np.where((f_lo < 0.0) & (f_hi > 0.0) & np.isfinite(f_hi), f_lo / (f_lo - f_hi), 1.0)
+    return np.exp(lo + np.clip(np.nan_to_num(t, nan=1.0), 0.0, 1.0) * (hi - lo))
 
 
 def full_step_prompts(scn: Scenario, step_tokens: float) -> tuple[np.ndarray, np.ndarray]:
