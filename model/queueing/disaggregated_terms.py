@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaincc, gammaln
+from scipy.special import gammaincc
 
 JOIN_STRATA = 8
 """Midpoints r_m = tau (m + 1/2) / JOIN_STRATA of the join residual's uniform law on [0, tau] (module
@@ -136,20 +136,20 @@ class PackedStep:
             x_c = big * w_cap  # the same Poisson mean for every t: its CDF by the pmf recursion
             pmf_c = np.exp(-x_c)
             cdf_c = pmf_c.copy()  # P(N <= t) at x_c, t = 0
-        for t in range(min(int(room.max(initial=0.0)), PACKED_TERMS)):
-            below = t < room
-            if not below.any():
-                break
-            weight = np.broadcast_to((1.0 - q) ** 2 * q**t, out.shape)
-            x_t = np.broadcast_to(big * np.maximum(y - v * t, 0.0), out.shape)
-            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        # Every element takes every term, on whole arrays (no gathers): a term is exactly 0 where t >=
+        # J_i (its weight is set to 0), where x_t = 0 (then x_c = 0 too: both means are 0) and where
+        # q = 0 (weight 0); nan and inf (at m = 0 or m = inf) are set to 0 as before.
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            for t in range(min(int(room.max(initial=0.0)), PACKED_TERMS)):
+                below = t < room
+                if not below.any():
+                    break
+                weight = np.where(below, (1.0 - q) ** 2 * q**t, 0.0)
+                x_t = big * np.maximum(y - v * t, 0.0)
                 pmf_c = pmf_c * x_c / (t + 1.0)  # P(N = t + 1) at x_c
                 outer = _min_mean(x_c, t, cdf_c, pmf_c)
-            cdf_c = cdf_c + pmf_c
-            # only where the term can be non-zero: x_t = 0 puts x_c = 0 too (w_cap <= y - v t), inner 0
-            at = np.nonzero(below & (x_t > 0) & (weight > 0))
-            inner = _truncated_poisson_mean(x_t[at], t) - np.broadcast_to(outer, out.shape)[at]
-            out[at] += weight[at] * np.nan_to_num(inner)
+                cdf_c = cdf_c + pmf_c
+                out += weight * np.nan_to_num(_truncated_poisson_mean(x_t, t) - outer)
         return np.where(y >= 0, np.clip(out, 0.0, 1.0), 0.0)
 
     def most_s(self) -> np.ndarray:
@@ -159,12 +159,18 @@ class PackedStep:
 
 def _truncated_poisson_mean(x: np.ndarray, t: int) -> np.ndarray:
     """E[min(N, t + 1)] for N ~ Poisson(x), t >= 0 whole: x P(N <= t) + (t + 1) P(N >= t + 2) (the
-    identity of :func:`packed_wait_s`), with P(N <= t + 1) = P(N <= t) + P(N = t + 1) (one incomplete
-    gamma per call)."""
-    cdf = gammaincc(t + 1.0, x)  # P(N <= t)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        pmf = np.exp((t + 1.0) * np.log(x) - x - gammaln(t + 2.0))  # P(N = t + 1)
-    return _min_mean(x, t, cdf, np.where(x > 0, pmf, 0.0))
+    identity of :func:`packed_wait_s`), with P(N <= t) = sum_{k <= t} p_k and P(N = t + 1) from the pmf
+    recursion p_0 = e^-x, p_k = p_{k-1} x / k (Johnson, Kemp & Kotz, *Univariate Discrete
+    Distributions*, 3rd ed., sec. 4.2: the Poisson CDF is the regularized upper incomplete gamma
+    Q(t + 1, x), summed here in t + 2 array passes instead of one incomplete-gamma call per t; the
+    two agree to a few units in the last place). x = inf gives nan (the caller sets it to 0)."""
+    pmf = np.exp(-x)
+    cdf = pmf
+    for k in range(1, t + 2):
+        pmf = pmf * x / k
+        if k <= t:
+            cdf = cdf + pmf
+    return _min_mean(x, t, cdf, pmf)
 
 
 def _min_mean(x: np.ndarray, t: int, cdf: np.ndarray, pmf: np.ndarray) -> np.ndarray:

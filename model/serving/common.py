@@ -154,7 +154,7 @@ def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
     shape = np.shape(stable)
     bounds = lat.tpot_cdf_bounds(np.full(shape, slo.tpot_s)[:, None])
     if bounds is None:
-        return check_slo(lat, stable, slo).ok
+        return _ok_by_rows(lat, stable, slo)
     q = slo.percentile / 100.0
     ttft_cdf = lat.ttft_cdf(np.full(shape, slo.ttft_s)[:, None])
     ttft_ok = stable & (ttft_cdf.mean(axis=1) >= q)
@@ -166,4 +166,23 @@ def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
     rest = np.nonzero(ttft_ok & ~passes & ~fails)[0]
     if len(rest):
         ok[rest] = _check(ttft_cdf[rest], bounds.cdf(rest), stable[rest], slo).ok
+    return ok
+
+
+def _ok_by_rows(lat: LatencyModel, stable: np.ndarray, slo: SLO) -> np.ndarray:
+    """:func:`check_slo`'s ``ok`` with each CDF computed only on the rows it can decide: the stable
+    candidates take the TTFT law, and those whose TTFT percentile passes the TPOT law. A candidate's
+    CDFs depend on its own row alone (LatencyModel.take), so every outcome is :func:`check_slo`'s."""
+    ok = np.zeros(np.shape(stable), dtype=bool)
+    rows = np.nonzero(stable)[0]
+    if len(rows) == 0:
+        return ok
+    sub = lat if len(rows) == len(stable) else lat.take(rows)
+    ttft_cdf = sub.ttft_cdf(np.full(len(rows), slo.ttft_s)[:, None])
+    keep = np.nonzero(ttft_cdf.mean(axis=1) >= slo.percentile / 100.0)[0]
+    if len(keep) == 0:
+        return ok
+    sub = sub if len(keep) == len(rows) else sub.take(keep)
+    tpot_cdf = sub.tpot_cdf(np.full(len(keep), slo.tpot_s)[:, None])
+    ok[rows[keep]] = _check(ttft_cdf[keep], tpot_cdf, np.ones(len(keep), dtype=bool), slo).ok
     return ok
