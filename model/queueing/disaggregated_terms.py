@@ -64,6 +64,22 @@ def join_residual_cdf(
     return (1.0 - u) * law(excess_s) + u * inside / JOIN_STRATA
 
 
+def join_residual_bounds(
+    law: Callable[[np.ndarray], np.ndarray],
+    excess_s: np.ndarray,
+    busy: np.ndarray,
+    step_s: np.ndarray,
+    gaps: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds (lo, hi) [C, S] on :func:`join_residual_cdf` (same arguments) from two reads of ``law``
+    instead of JOIN_STRATA + 1: R lies in [0, tau] and ``law`` is a CDF (nondecreasing), so every
+    stratum's term lies between law(excess - tau / gaps) and law(excess), and so does their mix with
+    the idle term, whatever the busy probability (``busy``, unused)."""
+    tau = np.asarray(step_s, dtype=float)[:, None]
+    lo = law(excess_s - tau / gaps)
+    return lo, np.broadcast_to(law(excess_s), lo.shape)
+
+
 def packed_wait_s(slack_s: np.ndarray, rate_rps: np.ndarray, v_s: np.ndarray, most: np.ndarray) -> np.ndarray:
     """The wait w [C, S] that fills a TTFT slack y = ``slack_s`` when the prompts packed behind a prompt
     add h(w) = E[v] E[min(N, J_i)], N ~ Poisson(lambda w) (module docstring, "Packed behind";

@@ -171,18 +171,33 @@ def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
 
 def _ok_by_rows(lat: LatencyModel, stable: np.ndarray, slo: SLO) -> np.ndarray:
     """:func:`check_slo`'s ``ok`` with each CDF computed only on the rows it can decide: the stable
-    candidates take the TTFT law, and those whose TTFT percentile passes the TPOT law. A candidate's
-    CDFs depend on its own row alone (LatencyModel.take), so every outcome is :func:`check_slo`'s."""
+    candidates take the TTFT law, and those whose TTFT percentile passes the TPOT test, first on the
+    join residual's bounds where the model has them (LatencyModel.tpot_join_bounds: two reads of the
+    base's law instead of nine), then exactly on the rows the bounds leave open, as :func:`slo_ok`
+    does with the chunked bounds. A candidate's CDFs depend on its own row alone
+    (LatencyModel.take), so every outcome is :func:`check_slo`'s."""
     ok = np.zeros(np.shape(stable), dtype=bool)
     rows = np.nonzero(stable)[0]
     if len(rows) == 0:
         return ok
     sub = lat if len(rows) == len(stable) else lat.take(rows)
     ttft_cdf = sub.ttft_cdf(np.full(len(rows), slo.ttft_s)[:, None])
-    keep = np.nonzero(ttft_cdf.mean(axis=1) >= slo.percentile / 100.0)[0]
+    q = slo.percentile / 100.0
+    keep = np.nonzero(ttft_cdf.mean(axis=1) >= q)[0]
     if len(keep) == 0:
         return ok
     sub = sub if len(keep) == len(rows) else sub.take(keep)
+    bounds = sub.tpot_join_bounds(np.full(len(keep), slo.tpot_s)[:, None])
+    if bounds is not None:
+        lo, hi = bounds
+        ttft_kept, eps = ttft_cdf[keep], BOUND_MARGIN
+        passes = (lo.mean(axis=1) >= q + eps) & ((ttft_kept * lo).mean(axis=1) >= slo.attainment + eps)
+        fails = (hi.mean(axis=1) < q - eps) | ((ttft_kept * hi).mean(axis=1) < slo.attainment - eps)
+        ok[rows[keep[passes]]] = True
+        rest = np.nonzero(~passes & ~fails)[0]
+        if len(rest) == 0:
+            return ok
+        keep, sub = keep[rest], sub if len(rest) == len(keep) else sub.take(rest)
     tpot_cdf = sub.tpot_cdf(np.full(len(keep), slo.tpot_s)[:, None])
     ok[rows[keep]] = _check(ttft_cdf[keep], tpot_cdf, np.ones(len(keep), dtype=bool), slo).ok
     return ok
