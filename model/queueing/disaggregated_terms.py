@@ -149,23 +149,28 @@ class PackedStep:
         w_cap = np.maximum(y - v * room, 0.0)
         with np.errstate(over="ignore", invalid="ignore"):
             out = np.where(m > 0, -np.expm1(-w_cap / m), 1.0)  # P(W <= y - E[v] J_i): K at the cap
-            x_c = big * w_cap  # the same Poisson mean for every t: its CDF by the pmf recursion
-            pmf_c = np.exp(-x_c)
-            cdf_c = pmf_c.copy()  # P(N <= t) at x_c, t = 0
         # Every element takes every term, on whole arrays (no gathers): a term is exactly 0 where t >=
-        # J_i (its weight is set to 0), where x_t = 0 (then x_c = 0 too: both means are 0) and where
-        # q = 0 (weight 0); nan and inf (at m = 0 or m = inf) are set to 0 as before.
+        # J_i (weight 0), where x_t = 0 (then x_c = 0 too: both means are 0) and where q = 0 (weight
+        # 0). At m = 0 (theta' infinite) every term is 0 (out is 1 there): weight 0 and theta' set to 0,
+        # so that no nan arises (at m = inf, q = 1: weight 0 again).
+        finite = np.isfinite(big)
+        big = np.where(finite, big, 0.0)
+        x_c = big * w_cap  # the same Poisson mean for every t: its CDF by the pmf recursion
+        pmf_c = np.exp(-x_c)
+        cdf_c = pmf_c.copy()  # P(N <= t) at x_c, t = 0
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             for t in range(min(int(room.max(initial=0.0)), PACKED_TERMS)):
-                below = t < room
-                if not below.any():
-                    break
+                below = (t < room) & finite
                 weight = np.where(below, (1.0 - q) ** 2 * q**t, 0.0)
-                x_t = big * np.maximum(y - v * t, 0.0)
-                pmf_c = pmf_c * x_c / (t + 1.0)  # P(N = t + 1) at x_c
-                outer = _min_mean(x_c, t, cdf_c, pmf_c)
-                cdf_c = cdf_c + pmf_c
-                out += weight * np.nan_to_num(_truncated_poisson_mean(x_t, t) - outer)
+                x_t = np.maximum(y - v * t, 0.0)
+                x_t *= big
+                pmf_c *= x_c
+                pmf_c /= t + 1.0  # P(N = t + 1) at x_c
+                term = _truncated_poisson_mean(x_t, t)
+                term -= _min_mean(x_c, t, cdf_c, pmf_c)
+                term *= weight
+                out += term
+                cdf_c += pmf_c
         return np.where(y >= 0, np.clip(out, 0.0, 1.0), 0.0)
 
     def most_s(self) -> np.ndarray:
@@ -179,13 +184,14 @@ def _truncated_poisson_mean(x: np.ndarray, t: int) -> np.ndarray:
     recursion p_0 = e^-x, p_k = p_{k-1} x / k (Johnson, Kemp & Kotz, *Univariate Discrete
     Distributions*, 3rd ed., sec. 4.2: the Poisson CDF is the regularized upper incomplete gamma
     Q(t + 1, x), summed here in t + 2 array passes instead of one incomplete-gamma call per t; the
-    two agree to a few units in the last place). x = inf gives nan (the caller sets it to 0)."""
+    two agree to a few units in the last place). x = inf gives nan."""
     pmf = np.exp(-x)
-    cdf = pmf
+    cdf = pmf.copy()
     for k in range(1, t + 2):
-        pmf = pmf * x / k
+        pmf *= x
+        pmf /= k
         if k <= t:
-            cdf = cdf + pmf
+            cdf += pmf
     return _min_mean(x, t, cdf, pmf)
 
 
