@@ -173,9 +173,27 @@ class PackedStep:
                 cdf_c += pmf_c
         return np.where(y >= 0, np.clip(out, 0.0, 1.0), 0.0)
 
+    def waiting_floor(self, slack_s: np.ndarray, cond_s: np.ndarray) -> np.ndarray:
+        """A lower bound on :meth:`waiting_cdf` [C, S]: P(W <= y - E[v] J_i), every count at the cap
+        (its first term; the others are non-negative)."""
+        return _exp_within(np.asarray(slack_s, dtype=float) - self.most_s(), cond_s, slack_s)
+
+    def waiting_ceiling(self, slack_s: np.ndarray, cond_s: np.ndarray) -> np.ndarray:
+        """An upper bound on :meth:`waiting_cdf` [C, S]: P(W <= y), no prompt packed with it."""
+        return _exp_within(slack_s, cond_s, slack_s)
+
     def most_s(self) -> np.ndarray:
         """[C, S] the most the packed prompts add to a TTFT: E[v] J_i."""
         return self.v_s[:, None] * self.room
+
+
+def _exp_within(w_s: np.ndarray, cond_s: np.ndarray, slack_s: np.ndarray) -> np.ndarray:
+    """P(W <= w) [C, S] for W exponential of mean ``cond_s`` [C] (1 at mean 0), 0 where the slack
+    y = ``slack_s`` is negative (as :meth:`PackedStep.waiting_cdf`)."""
+    m = np.asarray(cond_s, dtype=float)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        within = np.where(m > 0, -np.expm1(-np.maximum(np.asarray(w_s, dtype=float), 0.0) / m), 1.0)
+    return np.where(np.asarray(slack_s) >= 0, np.clip(within, 0.0, 1.0), 0.0)
 
 
 def _truncated_poisson_mean(x: np.ndarray, t: int) -> np.ndarray:

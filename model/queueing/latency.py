@@ -261,17 +261,25 @@ class LatencyModel:
             mean = np.where(self.admit_prob > 0, self.admit_prob * self.admit_cond_mean_s, 0.0)
         return np.where(self.stable, mean, np.inf)
 
-    def ttft_cdf(self, t_s: np.ndarray) -> np.ndarray:
-        """P(TTFT_ci <= t), t broadcast against [C, S]; averaged over ``levels`` if any (their own docs)."""
+    def ttft_cdf(self, t_s: np.ndarray, waiting=PackedStep.waiting_cdf) -> np.ndarray:
+        """P(TTFT_ci <= t), t broadcast against [C, S]; averaged over ``levels`` if any (their own docs).
+        ``waiting``: the packed step's law of a waiting prompt (PackedStep.waiting_cdf, or a bound)."""
         if self.levels is not None:
-            return self.levels.mix(lambda p, m: self._ttft_given(t_s, p, m))
-        return self._ttft_given(t_s, self.wait_prob, self.wait_cond_mean_s)
+            return self.levels.mix(lambda p, m: self._ttft_given(t_s, p, m, waiting))
+        return self._ttft_given(t_s, self.wait_prob, self.wait_cond_mean_s, waiting)
 
-    def _ttft_given(self, t_s: np.ndarray, prob: np.ndarray, cond: np.ndarray) -> np.ndarray:
+    def ttft_cdf_bounds(self, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """(lo, hi) around :meth:`ttft_cdf` from the packed count's extremes (PackedStep.waiting_floor
+        and waiting_ceiling; the TTFT law rises with the waiting prompt's); None without a packed step."""
+        if self.packed is None:
+            return None
+        return self.ttft_cdf(t_s, PackedStep.waiting_floor), self.ttft_cdf(t_s, PackedStep.waiting_ceiling)
+
+    def _ttft_given(self, t_s: np.ndarray, prob: np.ndarray, cond: np.ndarray, waiting) -> np.ndarray:
         """:meth:`ttft_cdf` with a queue wait W of P(W > 0) = ``prob`` and E[W | W > 0] = ``cond`` [C]."""
         slack = np.asarray(t_s) - self.fixed_s
         if self.packed is not None:  # the law of the packed count, not its mean (PackedStep.waiting_cdf)
-            tail = 1.0 - self.packed.waiting_cdf(slack, cond)
+            tail = 1.0 - waiting(self.packed, slack, cond)
         else:
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 m = cond[:, None]

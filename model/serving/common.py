@@ -170,34 +170,43 @@ def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
 
 
 def _ok_by_rows(lat: LatencyModel, stable: np.ndarray, slo: SLO) -> np.ndarray:
-    """:func:`check_slo`'s ``ok`` with each CDF computed only on the rows it can decide: the stable
-    candidates take the TTFT law, and those whose TTFT percentile passes the TPOT test, first on the
-    join residual's bounds where the model has them (LatencyModel.tpot_join_bounds: two reads of the
-    base's law instead of nine), then exactly on the rows the bounds leave open, as :func:`slo_ok`
-    does with the chunked bounds. A candidate's CDFs depend on its own row alone
-    (LatencyModel.take), so every outcome is :func:`check_slo`'s."""
+    """:func:`check_slo`'s ``ok`` with each CDF computed only where it can decide: on the stable
+    candidates, first on cheap bounds where the model has them (LatencyModel.ttft_cdf_bounds: the
+    packed count at its extremes; LatencyModel.tpot_join_bounds: two reads of the base's law instead
+    of nine), which decide a candidate when its tests pass or fail whatever the exact law inside them
+    (by BOUND_MARGIN), then on the exact laws of the rows left open, as :func:`slo_ok` does with the
+    chunked bounds. A candidate's CDFs depend on its own row alone (LatencyModel.take), so every
+    outcome is :func:`check_slo`'s."""
     ok = np.zeros(np.shape(stable), dtype=bool)
     rows = np.nonzero(stable)[0]
     if len(rows) == 0:
         return ok
     sub = lat if len(rows) == len(stable) else lat.take(rows)
-    ttft_cdf = sub.ttft_cdf(np.full(len(rows), slo.ttft_s)[:, None])
-    q = slo.percentile / 100.0
-    keep = np.nonzero(ttft_cdf.mean(axis=1) >= q)[0]
-    if len(keep) == 0:
+    q, att, eps = slo.percentile / 100.0, slo.attainment, BOUND_MARGIN
+    bounds = sub.ttft_cdf_bounds(np.full(len(rows), slo.ttft_s)[:, None])
+    exact_ttft = bounds is None
+    lo_t, hi_t = (sub.ttft_cdf(np.full(len(rows), slo.ttft_s)[:, None]),) * 2 if exact_ttft else bounds
+    keep = np.nonzero(lo_t.mean(axis=1) >= q if exact_ttft else hi_t.mean(axis=1) >= q - eps)[0]
+    if len(keep) == 0:  # every TTFT percentile test failed
         return ok
     sub = sub if len(keep) == len(rows) else sub.take(keep)
-    bounds = sub.tpot_join_bounds(np.full(len(keep), slo.tpot_s)[:, None])
-    if bounds is not None:
-        lo, hi = bounds
-        ttft_kept, eps = ttft_cdf[keep], BOUND_MARGIN
-        passes = (lo.mean(axis=1) >= q + eps) & ((ttft_kept * lo).mean(axis=1) >= slo.attainment + eps)
-        fails = (hi.mean(axis=1) < q - eps) | ((ttft_kept * hi).mean(axis=1) < slo.attainment - eps)
-        ok[rows[keep[passes]]] = True
-        rest = np.nonzero(~passes & ~fails)[0]
-        if len(rest) == 0:
-            return ok
-        keep, sub = keep[rest], sub if len(rest) == len(keep) else sub.take(rest)
-    tpot_cdf = sub.tpot_cdf(np.full(len(keep), slo.tpot_s)[:, None])
-    ok[rows[keep]] = _check(ttft_cdf[keep], tpot_cdf, np.ones(len(keep), dtype=bool), slo).ok
+    rows, lo_t, hi_t = rows[keep], lo_t[keep], hi_t[keep]
+    tpot_x = np.full(len(rows), slo.tpot_s)[:, None]
+    bounds = sub.tpot_join_bounds(tpot_x)
+    exact_tpot = bounds is None
+    lo_p, hi_p = (sub.tpot_cdf(tpot_x),) * 2 if exact_tpot else bounds
+    if exact_ttft and exact_tpot:
+        ok[rows] = _check(lo_t, lo_p, np.ones(len(rows), dtype=bool), slo).ok
+        return ok
+    passes = (lo_t.mean(axis=1) >= q + eps) & (lo_p.mean(axis=1) >= q + eps)
+    passes &= (lo_t * lo_p).mean(axis=1) >= att + eps
+    fails = (hi_t.mean(axis=1) < q - eps) | (hi_p.mean(axis=1) < q - eps)
+    fails |= (hi_t * hi_p).mean(axis=1) < att - eps
+    ok[rows[passes]] = True
+    rest = np.nonzero(~passes & ~fails)[0]
+    if len(rest):
+        sub = sub.take(rest)
+        ttft = lo_t[rest] if exact_ttft else sub.ttft_cdf(np.full(len(rest), slo.ttft_s)[:, None])
+        tpot = lo_p[rest] if exact_tpot else sub.tpot_cdf(tpot_x[rest])
+        ok[rows[rest]] = _check(ttft, tpot, np.ones(len(rest), dtype=bool), slo).ok
     return ok
