@@ -149,7 +149,8 @@ def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
     fail the TTFT test (computed exactly) or that the bounds already decide (the TPOT and
     attainment tests passed, or failed, whatever the exact law inside them) skip the exact TPOT
     law; the others take the exact test on the exact CDFs of their rows, so every outcome is
-    :func:`check_slo`'s."""
+    :func:`check_slo`'s. Models without the chunked bounds take :func:`_ok_by_rows` (the
+    disaggregated laws' own bounds)."""
     lat, stable = res.latency, np.asarray(res.stable, dtype=bool)
     shape = np.shape(stable)
     bounds = lat.tpot_cdf_bounds(np.full(shape, slo.tpot_s)[:, None])
