@@ -172,6 +172,36 @@ def test_bounded_slo_test_is_the_exact_one(near_tie):
     assert decided > 0
 
 
+def test_disaggregated_bounds_give_the_exact_slo_test(near_tie):
+    """On disaggregated worlds the bounds of slo_ok (the TTFT law at the packed count's extremes, the
+    TPOT law at the join residual's; model.serving.common._ok_by_rows) bracket the exact CDFs, decide
+    some candidates alone, and slo_ok gives check_slo's outcome at rates from far below to far above
+    the goodput."""
+    import model.serving.common as common
+
+    inp = near_tie.inputs
+    slo = inp.scenario.slo
+    b = near_tie.best["disaggregated"]
+    worlds = build_set(inp.scenario, [b.config]).perturbed(world_factors(error_model(), 16, 1))
+    g = float(b.goodput_rps)
+    t, x, q = np.full((16, 1), slo.ttft_s), np.full((16, 1), slo.tpot_s), slo.percentile / 100.0
+    decided = 0
+    for scale in (0.05, 0.5, 0.9, 1.0, 1.1, 2.0):
+        res = worlds.evaluate(np.full(16, g * scale))
+        lat = res.latency
+        for (lo, hi), exact in (
+            (lat.ttft_cdf_bounds(t), lat.ttft_cdf(t)),
+            (lat.tpot_join_bounds(x), lat.tpot_cdf(x)),
+        ):
+            assert np.all(lo <= exact + 1e-12) and np.all(exact <= hi + 1e-12)
+            decided += int(
+                np.sum(res.stable & ((lo.mean(axis=1) >= q + 1e-9) | (hi.mean(axis=1) < q - 1e-9)))
+            )
+        want = common.check_slo(lat, res.stable, slo).ok
+        assert np.array_equal(common.slo_ok(res, slo), want)
+    assert decided > 0
+
+
 def test_decided_goodputs_give_the_full_searches_result(near_tie):
     """The result from the worlds' goodputs searched only as far as the result needs them equals,
     field for field, the result from every world's full goodput search; and some worlds did stop

@@ -124,3 +124,25 @@ def admission_wait(
         rate_per_instance_rps, mean_output_tokens, output_scv, max_batch, per_token_at_cap_s
     )
     return res.mean_s, res.stable
+
+
+def two_wait_exceedance(
+    t_s: np.ndarray, p: np.ndarray, m_s: np.ndarray, q: np.ndarray, a_s: np.ndarray
+) -> np.ndarray:
+    """P(W + A > t) for independent W (P(W > 0) = ``p``, exponential of mean ``m_s`` given W > 0) and
+    A (``q``, ``a_s``), broadcast; t < 0 gives 1 (model.queueing.latency's module docstring: the
+    hypoexponential tail of the two exponential stages, Ross sec. 5.2.4, mixed with the atoms at 0)."""
+    t = np.maximum(np.asarray(t_s, dtype=float), 0.0)
+    p, q = np.asarray(p, dtype=float), np.asarray(q, dtype=float)
+    m, a = np.asarray(m_s, dtype=float), np.asarray(a_s, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        em = np.where(m > 0, np.exp(-t / np.where(m > 0, m, 1.0)), 0.0)
+        ea = np.where(a > 0, np.exp(-t / np.where(a > 0, a, 1.0)), 0.0)
+        close = np.abs(m - a) <= 1e-9 * np.maximum(m, a)
+        both = np.where(close, (1.0 + t / np.where(m > 0, m, 1.0)) * em, (m * em - a * ea) / (m - a))
+        both = np.where((m > 0) & (a > 0), both, np.where(m > 0, em, ea))
+        both = np.where(np.isposinf(m) | np.isposinf(a), 1.0, both)  # an unstable wait never ends
+        em = np.where(np.isposinf(m), 1.0, em)
+        ea = np.where(np.isposinf(a), 1.0, ea)
+    out = p * (1.0 - q) * em + q * (1.0 - p) * ea + p * q * both
+    return np.where(np.asarray(t_s) < 0, 1.0, np.clip(out, 0.0, 1.0))

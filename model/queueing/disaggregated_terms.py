@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaincc, gammaln
+from scipy.special import gammaincc
 
 JOIN_STRATA = 8
 """Midpoints r_m = tau (m + 1/2) / JOIN_STRATA of the join residual's uniform law on [0, tau] (module
@@ -62,6 +62,22 @@ def join_residual_cdf(
     for m in range(JOIN_STRATA):
         inside = inside + law(excess_s - tau * ((m + 0.5) / JOIN_STRATA) / gaps)
     return (1.0 - u) * law(excess_s) + u * inside / JOIN_STRATA
+
+
+def join_residual_bounds(
+    law: Callable[[np.ndarray], np.ndarray],
+    excess_s: np.ndarray,
+    busy: np.ndarray,
+    step_s: np.ndarray,
+    gaps: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds (lo, hi) [C, S] on :func:`join_residual_cdf` (same arguments) from two reads of ``law``
+    instead of JOIN_STRATA + 1: R lies in [0, tau] and ``law`` is a CDF (nondecreasing), so every
+    stratum's term lies between law(excess - tau / gaps) and law(excess), and so does their mix with
+    the idle term, whatever the busy probability (``busy``, unused)."""
+    tau = np.asarray(step_s, dtype=float)[:, None]
+    lo = law(excess_s - tau / gaps)
+    return lo, np.broadcast_to(law(excess_s), lo.shape)
 
 
 def packed_wait_s(slack_s: np.ndarray, rate_rps: np.ndarray, v_s: np.ndarray, most: np.ndarray) -> np.ndarray:
@@ -133,38 +149,68 @@ class PackedStep:
         w_cap = np.maximum(y - v * room, 0.0)
         with np.errstate(over="ignore", invalid="ignore"):
             out = np.where(m > 0, -np.expm1(-w_cap / m), 1.0)  # P(W <= y - E[v] J_i): K at the cap
-            x_c = big * w_cap  # the same Poisson mean for every t: its CDF by the pmf recursion
-            pmf_c = np.exp(-x_c)
-            cdf_c = pmf_c.copy()  # P(N <= t) at x_c, t = 0
-        for t in range(min(int(room.max(initial=0.0)), PACKED_TERMS)):
-            below = t < room
-            if not below.any():
-                break
-            weight = np.broadcast_to((1.0 - q) ** 2 * q**t, out.shape)
-            x_t = np.broadcast_to(big * np.maximum(y - v * t, 0.0), out.shape)
-            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                pmf_c = pmf_c * x_c / (t + 1.0)  # P(N = t + 1) at x_c
-                outer = _min_mean(x_c, t, cdf_c, pmf_c)
-            cdf_c = cdf_c + pmf_c
-            # only where the term can be non-zero: x_t = 0 puts x_c = 0 too (w_cap <= y - v t), inner 0
-            at = np.nonzero(below & (x_t > 0) & (weight > 0))
-            inner = _truncated_poisson_mean(x_t[at], t) - np.broadcast_to(outer, out.shape)[at]
-            out[at] += weight[at] * np.nan_to_num(inner)
+        # Every element takes every term, on whole arrays (no gathers): a term is exactly 0 where t >=
+        # J_i (weight 0), where x_t = 0 (then x_c = 0 too: both means are 0) and where q = 0 (weight
+        # 0). At m = 0 (theta' infinite) every term is 0 (out is 1 there): weight 0 and theta' set to 0,
+        # so that no nan arises (at m = inf, q = 1: weight 0 again).
+        finite = np.isfinite(big)
+        big = np.where(finite, big, 0.0)
+        x_c = big * w_cap  # the same Poisson mean for every t: its CDF by the pmf recursion
+        pmf_c = np.exp(-x_c)
+        cdf_c = pmf_c.copy()  # P(N <= t) at x_c, t = 0
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            for t in range(min(int(room.max(initial=0.0)), PACKED_TERMS)):
+                below = (t < room) & finite
+                weight = np.where(below, (1.0 - q) ** 2 * q**t, 0.0)
+                x_t = np.maximum(y - v * t, 0.0)
+                x_t *= big
+                pmf_c *= x_c
+                pmf_c /= t + 1.0  # P(N = t + 1) at x_c
+                term = _truncated_poisson_mean(x_t, t)
+                term -= _min_mean(x_c, t, cdf_c, pmf_c)
+                term *= weight
+                out += term
+                cdf_c += pmf_c
         return np.where(y >= 0, np.clip(out, 0.0, 1.0), 0.0)
+
+    def waiting_floor(self, slack_s: np.ndarray, cond_s: np.ndarray) -> np.ndarray:
+        """A lower bound on :meth:`waiting_cdf` [C, S]: P(W <= y - E[v] J_i), every count at the cap
+        (its first term; the others are non-negative)."""
+        return _exp_within(np.asarray(slack_s, dtype=float) - self.most_s(), cond_s, slack_s)
+
+    def waiting_ceiling(self, slack_s: np.ndarray, cond_s: np.ndarray) -> np.ndarray:
+        """An upper bound on :meth:`waiting_cdf` [C, S]: P(W <= y), no prompt packed with it."""
+        return _exp_within(slack_s, cond_s, slack_s)
 
     def most_s(self) -> np.ndarray:
         """[C, S] the most the packed prompts add to a TTFT: E[v] J_i."""
         return self.v_s[:, None] * self.room
 
 
+def _exp_within(w_s: np.ndarray, cond_s: np.ndarray, slack_s: np.ndarray) -> np.ndarray:
+    """P(W <= w) [C, S] for W exponential of mean ``cond_s`` [C] (1 at mean 0), 0 where the slack
+    y = ``slack_s`` is negative (as :meth:`PackedStep.waiting_cdf`)."""
+    m = np.asarray(cond_s, dtype=float)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        within = np.where(m > 0, -np.expm1(-np.maximum(np.asarray(w_s, dtype=float), 0.0) / m), 1.0)
+    return np.where(np.asarray(slack_s) >= 0, np.clip(within, 0.0, 1.0), 0.0)
+
+
 def _truncated_poisson_mean(x: np.ndarray, t: int) -> np.ndarray:
     """E[min(N, t + 1)] for N ~ Poisson(x), t >= 0 whole: x P(N <= t) + (t + 1) P(N >= t + 2) (the
-    identity of :func:`packed_wait_s`), with P(N <= t + 1) = P(N <= t) + P(N = t + 1) (one incomplete
-    gamma per call)."""
-    cdf = gammaincc(t + 1.0, x)  # P(N <= t)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        pmf = np.exp((t + 1.0) * np.log(x) - x - gammaln(t + 2.0))  # P(N = t + 1)
-    return _min_mean(x, t, cdf, np.where(x > 0, pmf, 0.0))
+    identity of :func:`packed_wait_s`), with P(N <= t) = sum_{k <= t} p_k and P(N = t + 1) from the pmf
+    recursion p_0 = e^-x, p_k = p_{k-1} x / k (Johnson, Kemp & Kotz, *Univariate Discrete
+    Distributions*, 3rd ed., sec. 4.2: the Poisson CDF is the regularized upper incomplete gamma
+    Q(t + 1, x), summed here in t + 2 array passes instead of one incomplete-gamma call per t; the
+    two agree to a few units in the last place). x = inf gives nan."""
+    pmf = np.exp(-x)
+    cdf = pmf.copy()
+    for k in range(1, t + 2):
+        pmf *= x
+        pmf /= k
+        if k <= t:
+            cdf += pmf
+    return _min_mean(x, t, cdf, pmf)
 
 
 def _min_mean(x: np.ndarray, t: int, cdf: np.ndarray, pmf: np.ndarray) -> np.ndarray:

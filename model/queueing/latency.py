@@ -81,8 +81,9 @@ from functools import cached_property
 import numpy as np
 from scipy.special import gammainc
 
+from model.queueing.decode_batch import two_wait_exceedance
 from model.queueing.decode_spread import TpotSpread
-from model.queueing.disaggregated_terms import PackedStep, join_residual_cdf
+from model.queueing.disaggregated_terms import PackedStep, join_residual_bounds, join_residual_cdf
 from model.queueing.environment import WaitLevels
 from model.queueing.mixed_share import MixedShare, MixedTpot
 
@@ -120,28 +121,6 @@ def stall_events(arrivals: np.ndarray, per_event: np.ndarray, stall_load: np.nda
     stall total count x per_event x E[s] / (1 - rho))."""
     free = free_fraction(stall_load)
     return (np.asarray(per_event, dtype=float) / free)[:, None] * np.asarray(arrivals, dtype=float)
-
-
-def two_wait_exceedance(
-    t_s: np.ndarray, p: np.ndarray, m_s: np.ndarray, q: np.ndarray, a_s: np.ndarray
-) -> np.ndarray:
-    """P(W + A > t) for independent W (P(W > 0) = ``p``, exponential of mean ``m_s`` given W > 0) and
-    A (``q``, ``a_s``), broadcast; t < 0 gives 1 (module docstring: the hypoexponential tail of the
-    two exponential stages, Ross sec. 5.2.4, mixed with the atoms at 0)."""
-    t = np.maximum(np.asarray(t_s, dtype=float), 0.0)
-    p, q = np.asarray(p, dtype=float), np.asarray(q, dtype=float)
-    m, a = np.asarray(m_s, dtype=float), np.asarray(a_s, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        em = np.where(m > 0, np.exp(-t / np.where(m > 0, m, 1.0)), 0.0)
-        ea = np.where(a > 0, np.exp(-t / np.where(a > 0, a, 1.0)), 0.0)
-        close = np.abs(m - a) <= 1e-9 * np.maximum(m, a)
-        both = np.where(close, (1.0 + t / np.where(m > 0, m, 1.0)) * em, (m * em - a * ea) / (m - a))
-        both = np.where((m > 0) & (a > 0), both, np.where(m > 0, em, ea))
-        both = np.where(np.isposinf(m) | np.isposinf(a), 1.0, both)  # an unstable wait never ends
-        em = np.where(np.isposinf(m), 1.0, em)
-        ea = np.where(np.isposinf(a), 1.0, ea)
-    out = p * (1.0 - q) * em + q * (1.0 - p) * ea + p * q * both
-    return np.where(np.asarray(t_s) < 0, 1.0, np.clip(out, 0.0, 1.0))
 
 
 def empirical_cdf_rows(sorted_rows: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -282,17 +261,25 @@ class LatencyModel:
             mean = np.where(self.admit_prob > 0, self.admit_prob * self.admit_cond_mean_s, 0.0)
         return np.where(self.stable, mean, np.inf)
 
-    def ttft_cdf(self, t_s: np.ndarray) -> np.ndarray:
-        """P(TTFT_ci <= t), t broadcast against [C, S]; averaged over ``levels`` if any (their own docs)."""
+    def ttft_cdf(self, t_s: np.ndarray, waiting=PackedStep.waiting_cdf) -> np.ndarray:
+        """P(TTFT_ci <= t), t broadcast against [C, S]; averaged over ``levels`` if any (their own docs).
+        ``waiting``: the packed step's law of a waiting prompt (PackedStep.waiting_cdf, or a bound)."""
         if self.levels is not None:
-            return self.levels.mix(lambda p, m: self._ttft_given(t_s, p, m))
-        return self._ttft_given(t_s, self.wait_prob, self.wait_cond_mean_s)
+            return self.levels.mix(lambda p, m: self._ttft_given(t_s, p, m, waiting))
+        return self._ttft_given(t_s, self.wait_prob, self.wait_cond_mean_s, waiting)
 
-    def _ttft_given(self, t_s: np.ndarray, prob: np.ndarray, cond: np.ndarray) -> np.ndarray:
+    def ttft_cdf_bounds(self, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """(lo, hi) around :meth:`ttft_cdf` from the packed count's extremes (PackedStep.waiting_floor
+        and waiting_ceiling; the TTFT law rises with the waiting prompt's); None without a packed step."""
+        if self.packed is None:
+            return None
+        return self.ttft_cdf(t_s, PackedStep.waiting_floor), self.ttft_cdf(t_s, PackedStep.waiting_ceiling)
+
+    def _ttft_given(self, t_s: np.ndarray, prob: np.ndarray, cond: np.ndarray, waiting) -> np.ndarray:
         """:meth:`ttft_cdf` with a queue wait W of P(W > 0) = ``prob`` and E[W | W > 0] = ``cond`` [C]."""
         slack = np.asarray(t_s) - self.fixed_s
         if self.packed is not None:  # the law of the packed count, not its mean (PackedStep.waiting_cdf)
-            tail = 1.0 - self.packed.waiting_cdf(slack, cond)
+            tail = 1.0 - waiting(self.packed, slack, cond)
         else:
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 m = cond[:, None]
@@ -364,9 +351,9 @@ class LatencyModel:
         cdf = p0 * atom + p1 * one + p2 * two
         return np.where(self.stable[:, None], np.minimum(cdf, 1.0), 0.0)
 
-    def _base_cdf(self, excess_s: np.ndarray) -> np.ndarray:
+    def _base_cdf(self, excess_s: np.ndarray, join=join_residual_cdf):
         """P(s D + R / (O - 1) <= excess) [C, S]: the batch's fluctuation (a step at 0 without a spread)
-        and the join residual R (none without ``join_busy``; model.queueing.disaggregated_terms)."""
+        and the join residual R by ``join`` (none without ``join_busy``; disaggregated_terms)."""
 
         by_output = np.shape(excess_s)[-1] == 1  # one column, shifted by r / (O_i - 1): O_i only
 
@@ -375,7 +362,18 @@ class LatencyModel:
 
         if self.join_busy is None or self.join_step_s is None:
             return law(excess_s)
-        return join_residual_cdf(law, excess_s, self.join_busy, self.join_step_s, self._gaps)
+        return join(law, excess_s, self.join_busy, self.join_step_s, self._gaps)
+
+    def tpot_join_bounds(self, x_s: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """(lo, hi) [C, S] around :meth:`tpot_cdf` at ``x_s`` [C, 1] where TPOT is the base and the join
+        residual alone (no stalls, no mixed share; else None): disaggregated_terms.join_residual_bounds."""
+        if self.mixed is not None or self.join_busy is None or self.join_step_s is None:
+            return None
+        if self.stall_events.any():
+            return None
+        excess = np.asarray(x_s, dtype=float) - self.tpot_base_s[:, None]
+        bounds = self._base_cdf(excess, join_residual_bounds)
+        return tuple(np.where(self.stable[:, None], b, 0.0) for b in bounds)
 
     def join_mean_s(self) -> np.ndarray:
         """[C, S] E[R] / (O_i - 1) = u tau / 2 / (O_i - 1): the join residual's mean share of TPOT

@@ -149,12 +149,13 @@ def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
     fail the TTFT test (computed exactly) or that the bounds already decide (the TPOT and
     attainment tests passed, or failed, whatever the exact law inside them) skip the exact TPOT
     law; the others take the exact test on the exact CDFs of their rows, so every outcome is
-    :func:`check_slo`'s."""
+    :func:`check_slo`'s. Models without the chunked bounds take :func:`_ok_by_rows` (the
+    disaggregated laws' own bounds)."""
     lat, stable = res.latency, np.asarray(res.stable, dtype=bool)
     shape = np.shape(stable)
     bounds = lat.tpot_cdf_bounds(np.full(shape, slo.tpot_s)[:, None])
     if bounds is None:
-        return check_slo(lat, stable, slo).ok
+        return _ok_by_rows(lat, stable, slo)
     q = slo.percentile / 100.0
     ttft_cdf = lat.ttft_cdf(np.full(shape, slo.ttft_s)[:, None])
     ttft_ok = stable & (ttft_cdf.mean(axis=1) >= q)
@@ -166,4 +167,47 @@ def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
     rest = np.nonzero(ttft_ok & ~passes & ~fails)[0]
     if len(rest):
         ok[rest] = _check(ttft_cdf[rest], bounds.cdf(rest), stable[rest], slo).ok
+    return ok
+
+
+def _ok_by_rows(lat: LatencyModel, stable: np.ndarray, slo: SLO) -> np.ndarray:
+    """:func:`check_slo`'s ``ok`` with each CDF computed only where it can decide: on the stable
+    candidates, first on cheap bounds where the model has them (LatencyModel.ttft_cdf_bounds: the
+    packed count at its extremes; LatencyModel.tpot_join_bounds: two reads of the base's law instead
+    of nine), which decide a candidate when its tests pass or fail whatever the exact law inside them
+    (by BOUND_MARGIN), then on the exact laws of the rows left open, as :func:`slo_ok` does with the
+    chunked bounds. A candidate's CDFs depend on its own row alone (LatencyModel.take), so every
+    outcome is :func:`check_slo`'s."""
+    ok = np.zeros(np.shape(stable), dtype=bool)
+    rows = np.nonzero(stable)[0]
+    if len(rows) == 0:
+        return ok
+    sub = lat if len(rows) == len(stable) else lat.take(rows)
+    q, att, eps = slo.percentile / 100.0, slo.attainment, BOUND_MARGIN
+    bounds = sub.ttft_cdf_bounds(np.full(len(rows), slo.ttft_s)[:, None])
+    exact_ttft = bounds is None
+    lo_t, hi_t = (sub.ttft_cdf(np.full(len(rows), slo.ttft_s)[:, None]),) * 2 if exact_ttft else bounds
+    keep = np.nonzero(lo_t.mean(axis=1) >= q if exact_ttft else hi_t.mean(axis=1) >= q - eps)[0]
+    if len(keep) == 0:  # every TTFT percentile test failed
+        return ok
+    sub = sub if len(keep) == len(rows) else sub.take(keep)
+    rows, lo_t, hi_t = rows[keep], lo_t[keep], hi_t[keep]
+    tpot_x = np.full(len(rows), slo.tpot_s)[:, None]
+    bounds = sub.tpot_join_bounds(tpot_x)
+    exact_tpot = bounds is None
+    lo_p, hi_p = (sub.tpot_cdf(tpot_x),) * 2 if exact_tpot else bounds
+    if exact_ttft and exact_tpot:
+        ok[rows] = _check(lo_t, lo_p, np.ones(len(rows), dtype=bool), slo).ok
+        return ok
+    passes = (lo_t.mean(axis=1) >= q + eps) & (lo_p.mean(axis=1) >= q + eps)
+    passes &= (lo_t * lo_p).mean(axis=1) >= att + eps
+    fails = (hi_t.mean(axis=1) < q - eps) | (hi_p.mean(axis=1) < q - eps)
+    fails |= (hi_t * hi_p).mean(axis=1) < att - eps
+    ok[rows[passes]] = True
+    rest = np.nonzero(~passes & ~fails)[0]
+    if len(rest):
+        sub = sub.take(rest)
+        ttft = lo_t[rest] if exact_ttft else sub.ttft_cdf(np.full(len(rest), slo.ttft_s)[:, None])
+        tpot = lo_p[rest] if exact_tpot else sub.tpot_cdf(tpot_x[rest])
+        ok[rows[rest]] = _check(ttft, tpot, np.ones(len(rest), dtype=bool), slo).ok
     return ok
