@@ -95,14 +95,18 @@ class PackedStep:
     v_s: np.ndarray  # [C] E[v]: a packed prompt's compute less the per-step part
     room: np.ndarray  # [C, S] J_i: whole mean-length prompts the token cap fits beside prompt i
     ahead: np.ndarray  # [C, S] A_i: mean prompts ahead of it in its step, given it waited (<= J_i)
+    step_len_s: np.ndarray | None = None  # [C] one instance: L, the step in progress (0: n_p >= 2)
+    passed: np.ndarray | None = None  # [C] one instance: psi, P(a free-up passes a waiting prompt)
 
     def take(self, idx: np.ndarray) -> PackedStep:
         """Candidates ``idx`` along the leading axis."""
-        return PackedStep(self.rate_rps[idx], self.v_s[idx], self.room[idx], self.ahead[idx])
+        one = None if self.step_len_s is None else (self.step_len_s[idx], self.passed[idx])
+        return PackedStep(self.rate_rps[idx], self.v_s[idx], self.room[idx], self.ahead[idx], *(one or ()))
 
     def requests(self, mask: np.ndarray) -> PackedStep:
         """Sampled requests ``mask`` only."""
-        return PackedStep(self.rate_rps, self.v_s, self.room[:, mask], self.ahead[:, mask])
+        one = () if self.step_len_s is None else (self.step_len_s, self.passed)
+        return PackedStep(self.rate_rps, self.v_s, self.room[:, mask], self.ahead[:, mask], *one)
 
     def wait_slack(self, slack_s: np.ndarray) -> np.ndarray:
         """The wait [C, S] a waiting prompt may have within a TTFT slack (``slack_s`` = t - d): the slack
@@ -113,6 +117,50 @@ class PackedStep:
         return packed_wait_s(slack_s - ahead_s, self.rate_rps, self.v_s, behind)
 
     def waiting_cdf(self, slack_s: np.ndarray, cond_s: np.ndarray) -> np.ndarray:
+        """P(W + E[v] min(K, J_i) <= y | W > 0) [C, S] at y = ``slack_s``, E[W | W > 0] = ``cond_s`` [C]:
+        on one instance (``step_len_s`` > 0) the mixture of :meth:`unpassed_cdf` (probability 1 - psi)
+        and the exponential law of a passed prompt (psi; its mean m_p = L / 2 + (m - L / 2) / psi, so
+        the mixture's mean is m), module docstring "One instance"; else :meth:`exponential_cdf`."""
+        m = np.asarray(cond_s, dtype=float)
+        if self.step_len_s is None or not np.any(self.step_len_s > 0):
+            return self.exponential_cdf(slack_s, m)
+        psi = np.clip(np.asarray(self.passed, dtype=float), 0.0, 1.0)
+        half = np.minimum(0.5 * self.step_len_s, m)  # L / 2, at most m (smooth arrivals shrink m)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            m_passed = np.where(psi > 0, half + np.maximum(m - half, 0.0) / psi, m)
+        one = (self.step_len_s > 0) & np.isfinite(m)
+        out = self.exponential_cdf(slack_s, np.where(one, m_passed, m))
+        rows = np.nonzero(one)[0]
+        y = np.broadcast_to(np.asarray(slack_s, dtype=float), out.shape)
+        unpassed = self.take(rows).unpassed_cdf(y[rows], 2.0 * half[rows])
+        out[rows] = (1.0 - psi[rows, None]) * unpassed + psi[rows, None] * out[rows]
+        return out
+
+    def unpassed_cdf(self, slack_s: np.ndarray, step_len_s: np.ndarray) -> np.ndarray:
+        """P(R + E[v] min(K, J_i) <= y) [C, S] at y = ``slack_s`` for a prompt that waits on one instance
+        and is not passed (module docstring, "One instance"): R uniform on [0, L] (L = ``step_len_s``
+        [C]), K ~ Poisson(lambda L) independent of R, summed over K < min(J_i, PACKED_TERMS) by the pmf
+        recursion, the rest at the cap's room E[v] J_i (conservative, as :meth:`exponential_cdf`)."""
+        lam = np.asarray(self.rate_rps, dtype=float)[:, None]
+        v = np.asarray(self.v_s, dtype=float)[:, None]
+        big_l = np.maximum(np.asarray(step_len_s, dtype=float)[:, None], 1e-300)
+        y = np.asarray(slack_s, dtype=float)
+        room = self.room
+        pmf = np.broadcast_to(np.exp(-lam * big_l), y.shape).copy()  # P(K = 0)
+        below = np.zeros(y.shape)  # P(K < min(k, J_i)) so far
+        out = np.zeros(y.shape)
+        for k in range(min(int(room.max(initial=0.0)), PACKED_TERMS)):
+            inside = k < room
+            if not inside.any():
+                break
+            term = np.where(inside, pmf, 0.0)
+            out += term * np.clip((y - v * k) / big_l, 0.0, 1.0)
+            below += term
+            pmf = pmf * (lam * big_l) / (k + 1.0)
+        out += np.maximum(1.0 - below, 0.0) * np.clip((y - v * room) / big_l, 0.0, 1.0)
+        return np.where(y >= 0, np.clip(out, 0.0, 1.0), 0.0)
+
+    def exponential_cdf(self, slack_s: np.ndarray, cond_s: np.ndarray) -> np.ndarray:
         """P(W + E[v] min(K, J_i) <= y | W > 0) [C, S] at y = ``slack_s`` (module docstring, "Packed
         step", the law of the count): W exponential of mean m = ``cond_s`` [C] (rate theta = 1 / m);
         the prompts ahead, geometric of ratio q = lambda m / (1 + lambda m) (model.queueing.bulk_wait,
