@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaincc, gammaln
+from scipy.special import gammaincc, gammaincinv, gammaln
 
 JOIN_STRATA = 8
 """Midpoints r_m = tau (m + 1/2) / JOIN_STRATA of the join residual's uniform law on [0, tau] (module
@@ -41,6 +41,9 @@ PACKED_TERMS = 24
 """Companion counts t = 0 .. PACKED_TERMS - 1 summed one by one in :meth:`PackedStep.waiting_cdf`; the
 rest (at most (1 + T (1 - q)) q^T of the law, q = lambda m / (1 + lambda m)) is put at the cap's room,
 the most it can add (conservative)."""
+LENGTH_STRATA = 8
+"""Quantile midpoints of the length-biased step in progress (one instance, :meth:`PackedStep.unpassed_cdf`):
+its law read in steps of 1/LENGTH_STRATA of probability."""
 BEHIND_NEWTON_STEPS = 8
 """Newton steps for the wait that fills a TTFT slack with packed-behind prompts (converging monotonically
 from below after the first: the map is increasing and concave)."""
@@ -97,16 +100,22 @@ class PackedStep:
     ahead: np.ndarray  # [C, S] A_i: mean prompts ahead of it in its step, given it waited (<= J_i)
     step_len_s: np.ndarray | None = None  # [C] one instance: L, the step in progress (0: n_p >= 2)
     passed: np.ndarray | None = None  # [C] one instance: psi, P(a free-up passes a waiting prompt)
+    step_scv: np.ndarray | None = None  # [C] one instance: c_S^2 of a step
 
     def take(self, idx: np.ndarray) -> PackedStep:
         """Candidates ``idx`` along the leading axis."""
-        one = None if self.step_len_s is None else (self.step_len_s[idx], self.passed[idx])
+        one = None if self.step_len_s is None else (self.step_len_s[idx], self.passed[idx], self._scv[idx])
         return PackedStep(self.rate_rps[idx], self.v_s[idx], self.room[idx], self.ahead[idx], *(one or ()))
 
     def requests(self, mask: np.ndarray) -> PackedStep:
         """Sampled requests ``mask`` only."""
-        one = () if self.step_len_s is None else (self.step_len_s, self.passed)
+        one = () if self.step_len_s is None else (self.step_len_s, self.passed, self._scv)
         return PackedStep(self.rate_rps, self.v_s, self.room[:, mask], self.ahead[:, mask], *one)
+
+    @property
+    def _scv(self) -> np.ndarray:
+        """c_S^2 [C] (0, deterministic steps, when not given)."""
+        return np.zeros(len(self.rate_rps)) if self.step_scv is None else self.step_scv
 
     def wait_slack(self, slack_s: np.ndarray) -> np.ndarray:
         """The wait [C, S] a waiting prompt may have within a TTFT slack (``slack_s`` = t - d): the slack
@@ -138,26 +147,36 @@ class PackedStep:
 
     def unpassed_cdf(self, slack_s: np.ndarray, step_len_s: np.ndarray) -> np.ndarray:
         """P(R + E[v] min(K, J_i) <= y) [C, S] at y = ``slack_s`` for a prompt that waits on one instance
-        and is not passed (module docstring, "One instance"): R uniform on [0, L] (L = ``step_len_s``
-        [C]), K ~ Poisson(lambda L) independent of R, summed over K < min(J_i, PACKED_TERMS) by the pmf
-        recursion, the rest at the cap's room E[v] J_i (conservative, as :meth:`exponential_cdf`)."""
+        and is not passed (module docstring, "One instance"): the step in progress L length-biased,
+        gamma of mean ``step_len_s`` = E[S] (1 + c_S^2) and shape 1 / c_S^2 + 1 (``step_scv`` c_S^2; a
+        gamma step's length-biased law), read at LENGTH_STRATA quantile midpoints; given L, R uniform
+        on [0, L] and K ~ Poisson(lambda L) independent of R, summed over K < min(J_i, PACKED_TERMS) by
+        the pmf recursion, the rest at the cap's room E[v] J_i (conservative, as :meth:`exponential_cdf`)."""
         lam = np.asarray(self.rate_rps, dtype=float)[:, None]
         v = np.asarray(self.v_s, dtype=float)[:, None]
-        big_l = np.maximum(np.asarray(step_len_s, dtype=float)[:, None], 1e-300)
+        mean_l = np.asarray(step_len_s, dtype=float)
+        scv = np.zeros_like(mean_l) if self.step_scv is None else np.asarray(self.step_scv, dtype=float)
         y = np.asarray(slack_s, dtype=float)
         room = self.room
-        pmf = np.broadcast_to(np.exp(-lam * big_l), y.shape).copy()  # P(K = 0)
-        below = np.zeros(y.shape)  # P(K < min(k, J_i)) so far
-        out = np.zeros(y.shape)
-        for k in range(min(int(room.max(initial=0.0)), PACKED_TERMS)):
-            inside = k < room
-            if not inside.any():
-                break
-            term = np.where(inside, pmf, 0.0)
-            out += term * np.clip((y - v * k) / big_l, 0.0, 1.0)
-            below += term
-            pmf = pmf * (lam * big_l) / (k + 1.0)
-        out += np.maximum(1.0 - below, 0.0) * np.clip((y - v * room) / big_l, 0.0, 1.0)
+        top = min(int(room.max(initial=0.0)), PACKED_TERMS)
+        out = np.zeros(np.broadcast_shapes(y.shape, room.shape))
+        shape = 1.0 / np.maximum(scv, 1e-6) + 1.0
+        for j in range(LENGTH_STRATA):
+            frac = gammaincinv(shape, (j + 0.5) / LENGTH_STRATA) / shape  # L / E[L] at the midpoint
+            big_l = np.maximum(np.where(scv > 1e-6, mean_l * frac, mean_l), 1e-300)[:, None]
+            pmf = np.broadcast_to(np.exp(-lam * big_l), out.shape).copy()  # P(K = 0)
+            below = np.zeros(out.shape)  # P(K < min(k, J_i)) so far
+            part = np.zeros(out.shape)
+            for k in range(top):
+                inside = k < room
+                if not inside.any():
+                    break
+                term = np.where(inside, pmf, 0.0)
+                part += term * np.clip((y - v * k) / big_l, 0.0, 1.0)
+                below += term
+                pmf = pmf * (lam * big_l) / (k + 1.0)
+            part += np.maximum(1.0 - below, 0.0) * np.clip((y - v * room) / big_l, 0.0, 1.0)
+            out += part / LENGTH_STRATA
         return np.where(y >= 0, np.clip(out, 0.0, 1.0), 0.0)
 
     def exponential_cdf(self, slack_s: np.ndarray, cond_s: np.ndarray) -> np.ndarray:
