@@ -215,7 +215,9 @@ def evaluate_disaggregated(
     step_len = np.where(n_p == 1, 2.0 * bulk.first_s, 0.0)
     with np.errstate(divide="ignore"):
         pass_s = full_s / (1.0 - bulk.passed)  # n_p = 1: g_J / (1 - psi), the passes given one
-    packed = PackedStep(rate, v_mean, np.broadcast_to(room, alone.shape), ahead, step_len, pass_s, step_scv, full_s)
+    packed = PackedStep(
+        rate, v_mean, np.broadcast_to(room, alone.shape), ahead, step_len, pass_s, step_scv, full_s
+    )
     fixed = service + exposed + (extra + scn.engine.request_s)[:, None]
     latency = LatencyModel(
         wait_prob=prob,
