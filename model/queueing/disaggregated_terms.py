@@ -33,7 +33,8 @@ is bounded by the step, and the prompts in its next step are the others that arr
 K ~ Poisson(lambda L), independent of R given L (the arrivals of a Poisson process over an interval
 around an arrival epoch are Poisson, Palm's theorem). The step is taken gamma of mean E[S] and squared
 coefficient of variation c_S^2, so L is gamma of shape 1 / c_S^2 + 1 and mean E[S] (1 + c_S^2) (the
-length-biased gamma; E[R] = E[S] (1 + c_S^2) / 2, the M/G/1 residual); L is read at quantile midpoints.
+length-biased gamma; E[R] = E[S] (1 + c_S^2) / 2, the M/G/1 residual); L is read at the conditional means
+of equal-probability strata.
 Passed (psi), the wait is the residual plus a geometric number N >= 1 (mean 1 / (1 - psi)) of full
 steps g_J apart (the M/G^(1,J)/1 waiting time, Chaudhry & Templeton 1983, ch. 4, has a geometric tail in
 the steps passed): taken as the first full step g_J, which every passed prompt waits, plus an exponential
@@ -52,7 +53,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaincc, gammaincinv, gammaln
+from scipy.special import gammainc, gammaincc, gammaincinv, gammaln
 
 JOIN_STRATA = 8
 """Midpoints r_m = tau (m + 1/2) / JOIN_STRATA of the join residual's uniform law on [0, tau] (module
@@ -63,8 +64,9 @@ PACKED_TERMS = 24
 rest (at most (1 + T (1 - q)) q^T of the law, q = lambda m / (1 + lambda m)) is put at the cap's room,
 the most it can add (conservative)."""
 LENGTH_STRATA = 8
-"""Quantile midpoints of the length-biased step in progress (one instance, :meth:`PackedStep.unpassed_cdf`):
-its law read in steps of 1/LENGTH_STRATA of probability."""
+"""Equal-probability strata of the length-biased step in progress (one instance,
+:meth:`PackedStep.unpassed_cdf`), each read at its conditional mean (so E[L], and the residual's mean
+E[L] / 2, are kept exactly)."""
 BEHIND_NEWTON_STEPS = 8
 """Newton steps for the wait that fills a TTFT slack with packed-behind prompts (converging monotonically
 from below after the first: the map is increasing and concave)."""
@@ -182,7 +184,8 @@ class PackedStep:
         """P(R + E[v] min(K, J_i) <= y) [C, S] at y = ``slack_s`` for a prompt that waits on one instance
         and is not passed (module docstring, "One instance"): the step in progress L length-biased,
         gamma of mean ``step_len_s`` = E[S] (1 + c_S^2) and shape 1 / c_S^2 + 1 (``step_scv`` c_S^2; a
-        gamma step's length-biased law), read at LENGTH_STRATA quantile midpoints; given L, R uniform
+        gamma step's length-biased law), read at the conditional means of LENGTH_STRATA equal-probability
+        strata; given L, R uniform
         on [0, L] and K ~ Poisson(lambda L) independent of R, summed over K < min(J_i, PACKED_TERMS) by
         the pmf recursion, the rest at the cap's room E[v] J_i (conservative, as :meth:`exponential_cdf`)."""
         lam = np.asarray(self.rate_rps, dtype=float)[:, None]
@@ -194,8 +197,11 @@ class PackedStep:
         top = min(int(room.max(initial=0.0)), PACKED_TERMS)
         out = np.zeros(np.broadcast_shapes(y.shape, room.shape))
         shape = 1.0 / np.maximum(scv, 1e-6) + 1.0
+        # the strata's conditional means (E[L; stratum] = E[L] P(Gamma(shape + 1) in it), so they keep E[L])
+        edges = [gammaincinv(shape, j / LENGTH_STRATA) for j in range(LENGTH_STRATA)] + [np.inf]
+        below_edge = [gammainc(shape + 1.0, u) for u in edges]
         for j in range(LENGTH_STRATA):
-            frac = gammaincinv(shape, (j + 0.5) / LENGTH_STRATA) / shape  # L / E[L] at the midpoint
+            frac = LENGTH_STRATA * (below_edge[j + 1] - below_edge[j])  # E[L | stratum j] / E[L]
             big_l = np.maximum(np.where(scv > 1e-6, mean_l * frac, mean_l), 1e-300)[:, None]
             pmf = np.broadcast_to(np.exp(-lam * big_l), out.shape).copy()  # P(K = 0)
             below = np.zeros(out.shape)  # P(K < min(k, J_i)) so far
