@@ -72,6 +72,8 @@ class BulkWait:
 
     cond_mean_s: np.ndarray
     ahead: np.ndarray
+    passed: np.ndarray | None = None  # [C] psi = E[s^J]: P(a free-up passes a waiting prompt) (item 2)
+    first_s: np.ndarray | None = None  # [C] K g: the mean wait for the first free-up (item 1)
 
 
 def bulk_wait(
@@ -118,5 +120,6 @@ def bulk_wait(
     with np.errstate(divide="ignore", invalid="ignore"):
         cond = np.where(lam > 0, s / (1.0 - s) / np.maximum(lam, 1e-300), first)
         folded = s / (1.0 - s) - mean_j * s**mean_j / (1.0 - s**mean_j)  # E[Q mod J] at J's mean
+        passed = (probs * s[:, None] ** counts).sum(axis=1)  # psi at the root
     ahead = np.where(stable, np.maximum(folded, 0.0), np.inf)
-    return BulkWait(np.where(stable, cond * kingman, np.inf), ahead)
+    return BulkWait(np.where(stable, cond * kingman, np.inf), ahead, np.where(stable, passed, 1.0), first)

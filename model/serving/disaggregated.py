@@ -210,7 +210,15 @@ def evaluate_disaggregated(
     uncached = uncached_prompt_tokens(scn)
     room = np.floor(np.maximum(cap_tokens - uncached, 0.0) / max(float(uncached.mean()), 1.0))[None, :]
     ahead = np.minimum(bulk.ahead[:, None], room)
-    packed = PackedStep(rate, v_mean, np.broadcast_to(room, alone.shape), ahead)
+    # One instance: a waiting prompt waits out the step in progress (uniform residual on its length L =
+    # 2 K g = E[S] (1 + c_S^2), the length-biased mean step) unless passed (model.queueing.
+    # disaggregated_terms, "One instance").
+    step_len = np.where(n_p == 1, 2.0 * bulk.first_s, 0.0)
+    with np.errstate(divide="ignore"):
+        pass_s = full_s / (1.0 - bulk.passed)  # n_p = 1: g_J / (1 - psi), the passes given one
+    packed = PackedStep(
+        rate, v_mean, np.broadcast_to(room, alone.shape), ahead, step_len, pass_s, step_scv, full_s
+    )
     fixed = service + exposed + (extra + scn.engine.request_s)[:, None]
     latency = LatencyModel(
         wait_prob=prob,
