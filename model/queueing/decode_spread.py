@@ -72,7 +72,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 from scipy.special import gammaln
 
-from model.queueing.decode_batch import interp_rows
+from model.queueing.decode_batch import interp_rows, whole_batch_rows
 from model.queueing.overlap import LightLaw, OverlapLaw, light_law, overlap_law
 
 # Support points of the occupancy law per candidate: integers when the window around the mean batch
@@ -182,8 +182,24 @@ class TpotSpread:
         """[C, points] deviations D at the middles (m + 1/2) / points of ``points`` equiprobable strata of
         the per-token law (its quantiles there): a ``points``-point quadrature of D for the colocated
         styles' convolution with prefill stalls (model.queueing.latency)."""
-        u = (np.arange(points, dtype=float) + 0.5) / points
-        idx = (self.cdf[:, :, None] >= u[None, None, :] - 1e-12).argmax(axis=1)  # [C, points]
+        return self.quantiles_s((np.arange(points, dtype=float) + 0.5) / points)
+
+    def strata_at(self, edges: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(probabilities [M], D [M, C], z [M, C]) of the strata between the probability ``edges``: D
+        at each stratum's middle level, z = D in standard deviations of this quadrature itself
+        (centred and scaled over the strata, so a law regressed on z keeps its variance:
+        model.queueing.mixed_share.MixedShare.given)."""
+        e = np.asarray(edges, dtype=float)
+        w = np.diff(e)
+        d = self.quantiles_s((e[:-1] + e[1:]) / 2.0).T
+        dc = d - w @ d
+        return w, d, dc / np.sqrt(np.maximum(w @ (dc * dc), 1e-300))[None]
+
+    def quantiles_s(self, levels: np.ndarray) -> np.ndarray:
+        """[C, len(levels)] deviations D at the probability ``levels`` (the support point where the
+        per-token law's CDF first reaches each level)."""
+        u = np.asarray(levels, dtype=float)
+        idx = (self.cdf[:, :, None] >= u[None, None, :] - 1e-12).argmax(axis=1)  # [C, len(levels)]
         return np.take_along_axis(self.dev_s, idx, axis=1)
 
     def variance_s2(self) -> np.ndarray:
@@ -443,6 +459,7 @@ def base_step_occupancy(
     cap: np.ndarray,
     mean_batch: np.ndarray,
     instances: np.ndarray,
+    whole_batches: bool = False,
 ) -> Occupancy:
     """A colocated replica's batch law with the plain decode step t_dec(N) (no prefill in it) at each
     support point: the occupancy follows the per-token time *with* prefill interference
@@ -459,5 +476,13 @@ def base_step_occupancy(
     top = np.max(np.where(finite, per_token_s, 0.0), axis=1, keepdims=True)
     tau = np.where(finite, per_token_s, np.where(top > 0, top, 1.0))
     occ = occupancy(demand_tokens_per_s, grid, tau, cap, mean_batch, instances)
-    step = interp_rows(np.maximum(occ.batch, 1.0), grid, step_s)
+    # ``whole_batches`` (chunked replicas): the plain step of whole sequences at each support point
+    # (t(ceil b) on the grid read at whole batches, a level fleet between them:
+    # model.queueing.decode_batch.whole_batch_rows). Prefill-first replicas keep the grid's linear
+    # read, whose upward bias at small MoE batches offsets their stall law's own quadrature and
+    # batch / stall independence (docs/validation.md, session 11: not corrected there yet).
+    if whole_batches:
+        step = whole_batch_rows(occ.batch, grid, step_s)
+    else:
+        step = interp_rows(np.maximum(occ.batch, 1.0), grid, step_s)
     return Occupancy(occ.batch, occ.prob, step, occ.elasticity)
