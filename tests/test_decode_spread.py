@@ -331,3 +331,20 @@ def test_table_read_holds_an_atom_one_table_step_above_it():
     for above_s, want in ((0.0002 + 0.00002, 0.1910112 + 0.2996254), (0.0002 - 0.00002, 0.1910112)):
         x = (sp.dev_s[0, 0] + above_s) * shrink
         assert float(sp.excess_cdf(np.array([[x]]))[0, 0]) == pytest.approx(want, rel=1e-6)
+
+
+def test_whole_batch_read_of_a_ceil_table_by_hand() -> None:
+    """decode_batch.whole_batch_rows on a table t(ceil g) over a grid with no integers but 1 (as the
+    geometric BATCH_GRID): t = 4, 6, 7, 8, 9 ms at 1 .. 5 sequences. At 2 the whole-batch read is t(2)
+    = 6 where the grid's linear read mixes in t(3) (6.25 between 1.9 and 2.3); at 2.5 a level fleet
+    holds 2 or 3 per replica (half each), tokens per replica 0.5 x 2 / 6 + 0.5 x 3 / 7 = 0.380952 per
+    ms, per-token time 2.5 / 0.380952 = 6.5625 ms; below one sequence the batch-1 step."""
+    from model.queueing.decode_batch import interp_rows, whole_batch_rows
+
+    grid = np.array([0.0, 1.0, 1.4, 1.9, 2.3, 2.9, 3.3, 4.1])
+    table = np.array([[4.0, 4.0, 6.0, 6.0, 7.0, 7.0, 8.0, 9.0]])
+    x = np.array([[2.0, 2.5, 3.0, 0.4]])
+    assert interp_rows(x[:, :1], grid, table)[0, 0] == pytest.approx(6.25)
+    read = whole_batch_rows(x, grid, table)[0]
+    assert read == pytest.approx([6.0, 2.5 / (0.5 * 2 / 6 + 0.5 * 3 / 7), 7.0, 4.0])
+    assert read[1] == pytest.approx(6.5625)

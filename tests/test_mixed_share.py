@@ -261,14 +261,18 @@ def test_share_given_the_batch_two_point_law() -> None:
         assert (a[k, 0, 0], b[k, 0, 0]) == pytest.approx(hand[k], rel=1e-9)
     # TPOT excess y = 0.003 over the plain step, D shifts -/+ 0.001: F* = (y -/+ 0.001) / 0.01
     y, shift = np.array([[0.003]]), np.array([[[-0.001]], [[0.001]]])
-    law = MixedTpot.at(share, y, shift, np.array([True]), (np.array([0.5, 0.5]), np.array([[-1.0], [1.0]])))
+    law = MixedTpot.at(
+        share, y, shift, np.array([True]), (np.array([0.5, 0.5]), share.given(np.array([[-1.0], [1.0]])))
+    )
     expect = 0.5 * (betainc(*hand[0], 0.4) + betainc(*hand[1], 0.2))
     assert law.cdf()[0, 0] == pytest.approx(expect, rel=1e-9)
     lo, hi = law.bounds()
     assert lo[0, 0] <= expect <= hi[0, 0]
     indep = MixedShare.build(0.2 * one, 2.0 * one, 8.0 * one, per_token, 0.0 * one)
     old = MixedTpot.at(indep, y, shift, np.array([True]))
-    new = MixedTpot.at(indep, y, shift, np.array([True]), (np.array([0.5, 0.5]), np.array([[-1.0], [1.0]])))
+    new = MixedTpot.at(
+        indep, y, shift, np.array([True]), (np.array([0.5, 0.5]), indep.given(np.array([[-1.0], [1.0]])))
+    )
     assert new.cdf()[0, 0] == pytest.approx(old.cdf()[0, 0], rel=1e-9)
     assert old.cdf()[0, 0] == pytest.approx(0.5 * (betainc(2.0, 8.0, 0.4) + betainc(2.0, 8.0, 0.2)), rel=1e-9)
     assert law.cdf()[0, 0] < old.cdf()[0, 0]

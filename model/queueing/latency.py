@@ -93,11 +93,9 @@ midpoint rule: D at its quartiles 1/4 and 3/4). The no-stall term, which carries
 is exact; on the broad grid's cells 4 strata moved no planned goodput by more than 4.3% and left
 every cell on the same side of the [0.9, 1.1] band, at ~10% more planner time per stratum."""
 MIXED_STRATA_EDGES = (0.0, 0.5, 0.75, 0.875, 0.9375, 1.0)
-"""Probability edges of the strata of D over which the chunked replicas' mixed-share law is
-averaged (D at each stratum's middle level, weighted by its probability; halved towards the top so
-the quadrature reads D's upper tail, docs/validation.md session 11). Each stratum is one Beta CDF per
-candidate and request, most of a chunked evaluation's time; F is taken given D's stratum
-(model.queueing.mixed_share.MixedShare.given: both count the prompts arriving in the window)."""
+"""Probability edges of the strata of D over which the chunked mixed-share law is averaged (D at
+each middle level, weighted; halved towards the top to read D's tail, docs/validation.md session 11),
+F given D's stratum (model.queueing.mixed_share.MixedShare.given). One Beta CDF per stratum."""
 MAX_STALL_LOAD = 0.95
 """Largest stall load rho the feedback uses (the moments grow as 1 / (1 - rho)^3; a decode that
 stalls 95% of its time is far past any SLO anyway)."""
@@ -394,8 +392,13 @@ class LatencyModel:
         y = np.broadcast_to(x - self.tpot_base_s[:, None], self.stall_events.shape)
         if self.spread is None:
             return MixedTpot.at(self.mixed, y, None, self.stable)
+        return MixedTpot.at(self.mixed, y, self._mixed_strata[0], self.stable, self._mixed_strata[1:])
+
+    @cached_property
+    def _mixed_strata(self) -> tuple:
+        """(shift s D [M, C, S], weights [M], F's Beta given each stratum [M, C, S]), built once."""
         w, d, z = self.spread.strata_at(MIXED_STRATA_EDGES)  # [M], [M, C], [M, C]
-        return MixedTpot.at(self.mixed, y, d[:, :, None] * self.spread.shrink[None], self.stable, (w, z))
+        return d[:, :, None] * self.spread.shrink[None], w, self.mixed.given(z)
 
     def tpot_cdf_bounds(self, x_s: np.ndarray) -> MixedTpot | None:
         """The chunked TPOT law at ``x_s`` with cheap bounds on :meth:`tpot_cdf` (MixedTpot.bounds)

@@ -299,18 +299,18 @@ class MixedTpot:
         y: np.ndarray,
         shift: np.ndarray | None,
         stable: np.ndarray,
-        strata: tuple[np.ndarray, np.ndarray] | None = None,
+        strata: tuple | None = None,
     ) -> MixedTpot:
         """At excess ``y`` [C, S] over the plain step, less each stratum's ``shift`` [M, C, S] of D;
-        ``strata`` = (probabilities [M], D in standard deviations [M, C]) (None: equiprobable, F
-        independent of D)."""
+        ``strata`` = (probabilities [M], F's (alpha, beta) given each stratum [M, C, S]:
+        :meth:`MixedShare.given`) (None: equiprobable, F independent of D)."""
         if shift is None:
             return cls(share, *share.roots(y, 1, stable), stable)
         roots = share.roots((y[None] - shift).reshape(-1, y.shape[1]), len(shift), stable)
         if strata is None:
             return cls(share, *roots, stable)
-        weights, z = strata
-        return cls(share, *roots, stable, np.asarray(weights, dtype=float), share.given(z))
+        weights, params = strata
+        return cls(share, *roots, stable, np.asarray(weights, dtype=float), params)
 
     def cdf(self, rows: np.ndarray | None = None) -> np.ndarray:
         """The exact CDF [C, S] (of candidates ``rows`` only when given: entry for entry the same)."""
