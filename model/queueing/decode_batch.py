@@ -42,35 +42,18 @@ def interp_rows(x: np.ndarray, grid: np.ndarray, values: np.ndarray) -> np.ndarr
     return np.where(w <= 0, a, np.where(w >= 1, b, mixed))
 
 
-def whole_batch_rows(x: np.ndarray, grid: np.ndarray, values: np.ndarray) -> np.ndarray:
+def whole_rows(n: np.ndarray, grid: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Each row of ``values`` [C, G], a per-token time of whole sequences tabulated on ``grid`` as
-    t(ceil(g)) (model.physics.steps: a step runs whole sequences, ceil(batch) per micro-batch), read
-    at a per-replica batch x [C, K] of a level fleet: N = R x sequences over R replicas hold
-    k = floor(x) or k + 1 each (a fraction f = x - k of the replicas the larger; the least-loaded
-    router, model.queueing.routing.pair_moment), so the fleet's tokens per second per replica are
-    (1 - f) k / t(k) + f (k + 1) / t(k + 1) and the per-token time of its sequences is x over that
-    (Little's law on the fleet's tokens: linear in throughput between whole batches, the harmonic
-    mean weighting each replica by its sequences). t(n) is read at the largest grid point at or below
-    n when it lies above n - 1 (there ceil(g) = n exactly), else linearly at n (a grid coarser than
-    one sequence, where the table is smooth). :func:`interp_rows` between the grid points around an
-    integer n mixes t(n) with t(n + 1): a MoE step whose experts read grow from one sequence to two
-    (Mixtral 1 x TP2 H200 4.64 -> 5.93 -> 6.91 ms at 1, 2, 3) read 6.32 ms at 2. A batch below one
-    sequence is a batch-1 step."""
-    x = np.maximum(np.asarray(x, dtype=float), 1.0)
-    k = np.floor(x)
-
-    def at_whole(n: np.ndarray) -> np.ndarray:
-        idx = np.clip(np.searchsorted(grid, n, side="right") - 1, 0, len(grid) - 1)
-        rows = np.arange(values.shape[0]).reshape((-1,) + (1,) * (n.ndim - 1))
-        on_step = grid[idx] > n - 1.0
-        return np.where(on_step, values[rows, idx], interp_rows(n, grid, values))
-
-    lo, hi = at_whole(k), at_whole(k + 1.0)
-    frac = x - k
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        rate = (1.0 - frac) * k / lo + frac * (k + 1.0) / hi
-        fleet = x / rate
-    return np.where((frac > 0) & np.isfinite(fleet) & (fleet > 0), fleet, np.where(frac > 0, hi, lo))
+    t(ceil(g)) (model.physics.steps: a step runs whole sequences), read at whole batches n [C, K]
+    (>= 1): t(n) at the largest grid point at or below n when it lies above n - 1 (there
+    ceil(g) = n exactly), else linearly at n (a grid coarser than one sequence, where the table is
+    smooth). :func:`interp_rows` between the grid points around an integer n mixes t(n) with
+    t(n + 1): a MoE step whose experts read grow from one sequence to two (Mixtral 1 x TP2 H200
+    4.64 -> 5.93 -> 6.91 ms at 1, 2, 3) read 6.32 ms at 2."""
+    n = np.asarray(n, dtype=float)
+    idx = np.clip(np.searchsorted(grid, n, side="right") - 1, 0, len(grid) - 1)
+    rows = np.arange(values.shape[0]).reshape((-1,) + (1,) * (n.ndim - 1))
+    return np.where(grid[idx] > n - 1.0, values[rows, idx], interp_rows(n, grid, values))
 
 
 def solve_batch(

@@ -72,7 +72,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 from scipy.special import gammaln
 
-from model.queueing.decode_batch import interp_rows, whole_batch_rows
+from model.queueing.decode_batch import interp_rows, whole_rows
 from model.queueing.overlap import LightLaw, OverlapLaw, light_law, overlap_law
 
 # Support points of the occupancy law per candidate: integers when the window around the mean batch
@@ -459,7 +459,6 @@ def base_step_occupancy(
     cap: np.ndarray,
     mean_batch: np.ndarray,
     instances: np.ndarray,
-    whole_batches: bool = False,
 ) -> Occupancy:
     """A colocated replica's batch law with the plain decode step t_dec(N) (no prefill in it) at each
     support point: the occupancy follows the per-token time *with* prefill interference
@@ -476,13 +475,25 @@ def base_step_occupancy(
     top = np.max(np.where(finite, per_token_s, 0.0), axis=1, keepdims=True)
     tau = np.where(finite, per_token_s, np.where(top > 0, top, 1.0))
     occ = occupancy(demand_tokens_per_s, grid, tau, cap, mean_batch, instances)
-    # ``whole_batches`` (chunked replicas): the plain step of whole sequences at each support point
-    # (t(ceil b) on the grid read at whole batches, a level fleet between them:
-    # model.queueing.decode_batch.whole_batch_rows). Prefill-first replicas keep the grid's linear
-    # read, whose upward bias at small MoE batches offsets their stall law's own quadrature and
-    # batch / stall independence (docs/validation.md, session 11: not corrected there yet).
-    if whole_batches:
-        step = whole_batch_rows(occ.batch, grid, step_s)
-    else:
-        step = interp_rows(np.maximum(occ.batch, 1.0), grid, step_s)
+    step = interp_rows(np.maximum(occ.batch, 1.0), grid, step_s)
     return Occupancy(occ.batch, occ.prob, step, occ.elasticity)
+
+
+def replica_split(occ: Occupancy, grid: np.ndarray, step_s: np.ndarray) -> Occupancy:
+    """The batch law a sequence of a level fleet sees, in whole batches (chunked; session 11): at the
+    per-replica batch x = N / R of ``occ`` a level fleet has k = floor(x) sequences on a fraction
+    1 - f of its replicas and k + 1 on f = x - k (model.queueing.routing.pair_moment), so each point
+    splits into whole batches k and k + 1 with probabilities P (1 - f) and P f per replica, whose
+    per-token weights n p(n) / t(n) (:func:`tpot_spread`) are the fleet's sequences at each: a
+    sequence's step is t(k) or t(k + 1), not their average, the table t(ceil g) read at whole
+    batches (model.queueing.decode_batch.whole_rows). A batch below one is a batch-1 step."""
+    x = np.maximum(np.asarray(occ.batch, dtype=float), 0.0)
+    k = np.floor(x)
+    f = x - k
+    batch = np.concatenate([k, k + 1.0], axis=1)
+    prob = np.concatenate([occ.prob * (1.0 - f), occ.prob * f], axis=1)
+    order = np.argsort(batch, axis=1, kind="stable")
+    batch = np.take_along_axis(batch, order, axis=1)
+    prob = np.take_along_axis(prob, order, axis=1)
+    step = whole_rows(np.maximum(batch, 1.0), grid, step_s)
+    return Occupancy(batch, prob, step, occ.elasticity)

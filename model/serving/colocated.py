@@ -48,7 +48,7 @@ import numpy as np
 
 from model.physics.steps import mixed_step_cost
 from model.queueing.decode_batch import admission_queue, interp_rows, solve_batch
-from model.queueing.decode_spread import base_step_occupancy, tpot_spread
+from model.queueing.decode_spread import base_step_occupancy, replica_split, tpot_spread
 from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel, stall_events
 from model.queueing.mixed_share import MixedShare, alternation, mixed_share
@@ -373,7 +373,7 @@ def evaluate_colocated(
     queue = routed_wait(router, rate, np.maximum(es, 1e-12), scv, replicas, scn.arrival_scv)
     # The plain decode step fluctuates with the replica's batch (model.queueing.decode_spread), whose
     # sequences leave at the per-token time with prefill in it, tau; the stalls come on top.
-    occ = base_step_occupancy(rate_r * eo, BATCH_GRID, tau, dec, max_batch, b, replicas * np.ones(n), chunked)
+    occ = base_step_occupancy(rate_r * eo, BATCH_GRID, tau, dec, max_batch, b, replicas * np.ones(n))
     # Stalls: the prompts that join the request's replica from its own prefill start (prefill-first:
     # its packed step, as those arriving while it waited share it; chunked: its prefill iterations, as
     # those arriving during its queue wait are offset, in the mean, by the prompts its decode's last
@@ -409,7 +409,9 @@ def evaluate_colocated(
     behind = np.zeros((n, 1)) if chunked else packed_behind_s(k, service, shareable)
     # the KV-admission wait enters the TTFT law as its own atom + exponential tail (LatencyModel)
     fixed = service + behind + (residual + scn.engine.request_s)[:, None]
-    spread = tpot_spread(occ, out_tokens)
+    # chunked: a sequence's step at the whole batch of its replica (decode_spread.replica_split; the
+    # prefill-first stall law keeps the grid read: docs/validation.md, session 11)
+    spread = tpot_spread(replica_split(occ, BATCH_GRID, dec) if chunked else occ, out_tokens)
     mixed = None
     if chunked:
         # The TPOT above the plain step comes from the mixed share F of the request's iterations
