@@ -55,7 +55,7 @@ F both grow with the number N of prompts that arrive at its replica during its w
 joins its batch for the rest of the window and runs its prefill's mixed iterations in it. N is
 Poisson, and the rest of each (the sequences already running at the window's start, the busy period
 it starts in) is independent of N (Poisson arrivals in disjoint intervals; Kingman 1993, *Poisson
-Processes*, sec. 2.2). With both linear in N (each arrival's coverage of the window, Takacs 1962,
+Processes*, ch. 2). With both linear in N (each arrival's coverage of the window, Takacs 1962,
 ch. 3: model.queueing.overlap.arrival_correlation, :func:`arrival_share_correlation`), the law of
 total covariance, Cov[D, F] = Cov[E[D | N], E[F | N]] + E[Cov[D, F | N]] with the second term 0,
 gives corr(D, F) = r = rho_D rho_F (rho_X the correlation of X with N). F is taken given D by the

@@ -201,7 +201,7 @@ def arrival_correlation(output_tokens: np.ndarray) -> np.ndarray:
     in its own decode window of T = O_i - 1 tokens, for the M/G/inf count (sojourns the sampled
     outputs O, in tokens; model.queueing.decode_spread item 3). The count over the window is the
     sequences present at its start (independent of N: Poisson arrivals in disjoint intervals,
-    Kingman 1993, *Poisson Processes*, sec. 2.2) plus the window's own arrivals, each at a uniform
+    Kingman 1993, *Poisson Processes*, ch. 2) plus the window's own arrivals, each at a uniform
     time with u ~ U(0, T) of the window left and present for min(u, O) of it (the coverage above).
     So E[window average | N] = const + c N, c = E[min(U, O)] / T = E[1/2 if O >= T else
     O / T - O^2 / (2 T^2)], and Cov = c Var[N] = c lambda T; the window average's variance is

@@ -153,7 +153,7 @@ def _mixed_share(
     arriving in the window: corr r = rho_D sqrt(p) rho_F (model.queueing.decode_spread.
     arrival_correlation, mixed_share.arrival_share_correlation), p = ``pool_share`` [C] the share of
     the pool's arrivals (whose count drives the levelled batch) that join the request's replica (a
-    Poisson thinning: corr of the two counts sqrt(p), Kingman 1993, sec. 5.1)."""
+    Poisson thinning: corr of the two counts sqrt(p), Kingman 1993, ch. 5, the colouring theorem)."""
     t_dec, t_mix, t_full = iteration_s
     alt = alternation(rate_r, share_moments_s, t_dec, t_mix)
     # computed once per distinct output length (a request's law depends on it alone), then spread
