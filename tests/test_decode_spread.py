@@ -331,3 +331,26 @@ def test_table_read_holds_an_atom_one_table_step_above_it():
     for above_s, want in ((0.0002 + 0.00002, 0.1910112 + 0.2996254), (0.0002 - 0.00002, 0.1910112)):
         x = (sp.dev_s[0, 0] + above_s) * shrink
         assert float(sp.excess_cdf(np.array([[x]]))[0, 0]) == pytest.approx(want, rel=1e-6)
+
+
+def test_whole_batch_read_and_replica_split_by_hand() -> None:
+    """decode_batch.whole_rows on a table t(ceil g) over a grid with no integer but 1 (as the
+    geometric BATCH_GRID): t = 4, 6, 7, 8, 9 ms at 1 .. 5 sequences; at 2 it reads t(2) = 6 where the
+    grid's linear read mixes in t(3) (6.25 between 1.9 and 2.3). decode_spread.replica_split: a
+    level fleet at x = 2.5 sequences per replica (probability 1) holds 2 on half its replicas and 3
+    on the other half: atoms 2 and 3 at probability 1/2 each, steps 6 and 7 ms, so the per-token law
+    (n p(n) / t(n)) puts 2/6 : 3/7 on them, i.e. P(step 6) = (1/3) / (1/3 + 3/7) = 7/16."""
+    from model.queueing.decode_batch import interp_rows, whole_rows
+    from model.queueing.decode_spread import replica_split
+
+    grid = np.array([0.0, 1.0, 1.4, 1.9, 2.3, 2.9, 3.3, 4.1])
+    table = np.array([[4.0, 4.0, 6.0, 6.0, 7.0, 7.0, 8.0, 9.0]])
+    assert interp_rows(np.array([[2.0]]), grid, table)[0, 0] == pytest.approx(6.25)
+    assert whole_rows(np.array([[1.0, 2.0, 3.0, 4.0]]), grid, table)[0] == pytest.approx([4.0, 6.0, 7.0, 8.0])
+    occ = Occupancy(np.array([[2.5]]), np.array([[1.0]]), np.array([[0.0]]), np.array([0.0]))
+    split = replica_split(occ, grid, table)
+    assert split.batch[0] == pytest.approx([2.0, 3.0]) and split.prob[0] == pytest.approx([0.5, 0.5])
+    assert split.tau_s[0] == pytest.approx([6.0, 7.0])
+    law = tpot_spread(split, np.array([10.0]))
+    assert law.cdf[0, 0] == pytest.approx(7.0 / 16.0)
+    assert law.mean_s[0] == pytest.approx(2.5 / (1.0 / 6.0 * 2 * 0.5 + 3.0 / 7.0 * 0.5))  # x / tokens per ms

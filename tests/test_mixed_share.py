@@ -42,7 +42,7 @@ def test_window_factor_limits() -> None:
 def test_long_window_variance_is_the_renewal_limit() -> None:
     # Var[F] -> (m_I^2 s_B^2 + m_B^2 s_I^2) / ((m_B + m_I)^3 n) = (100 x 300 + 100 x 100) / (8000 n) = 5 / n
     n = 1e5
-    mean, a, b = mixed_share(_alt(), np.array([n]))
+    mean, a, b, _r = mixed_share(_alt(), np.array([n]))
     var = mean * (1 - mean) / (a + b + 1)
     assert mean[0, 0] == pytest.approx(0.5, abs=1e-3)  # the start's weight h ~ theta / n is gone
     assert var[0, 0] == pytest.approx(5.0 / n, rel=1e-3)
@@ -53,7 +53,7 @@ def test_short_window_is_bernoulli_of_the_wall_utilisation() -> None:
     # a one-iteration window starts in a busy period with probability u: F ~ Bernoulli(0.5)
     alt = _alt(t=(np.array([0.1]), np.array([0.4])))
     assert alt.fbar[0] == pytest.approx(0.2)
-    mean, a, b = mixed_share(alt, np.array([1e-6]))
+    mean, a, b, _r = mixed_share(alt, np.array([1e-6]))
     assert mean[0, 0] == pytest.approx(0.5, abs=1e-5)
     share = MixedShare.build(mean, a, b, (np.array([0.01]), np.array([0.04]), np.array([0.04])))
     # half the requests see no mixed iteration, half only mixed ones: P(excess <= 0.5 x 0.03) = 1/2
@@ -64,10 +64,10 @@ def test_short_window_is_bernoulli_of_the_wall_utilisation() -> None:
 def test_utilisation_limits() -> None:
     # rho_p -> 0: no mixed iterations, the plain step; rho_p -> 1: (almost) all mixed
     low = _alt(rate=np.array([1e-9]))
-    mean, _a, _b = mixed_share(low, np.array([50.0]))
+    mean, _a, _b, _r = mixed_share(low, np.array([50.0]))
     assert mean[0, 0] < 1e-8
     high = _alt(rate=np.array([1.9999]))
-    mean, _a, _b = mixed_share(high, np.array([50.0]))
+    mean, _a, _b, _r = mixed_share(high, np.array([50.0]))
     assert high.u[0] == pytest.approx(0.999)
     assert mean[0, 0] > 0.99
 
@@ -133,7 +133,7 @@ def test_monte_carlo_of_the_alternation() -> None:
     for n in (1, 3, 10, 30, 100, 300):
         starts = ends[ends + n <= len(mixed)]
         f = (cum[starts + n] - cum[starts]) / n
-        mean, a, b = mixed_share(alt, np.array([float(n)]))
+        mean, a, b, _r = mixed_share(alt, np.array([float(n)]))
         sd = math.sqrt(mean[0, 0] * (1 - mean[0, 0]) / (a[0, 0] + b[0, 0] + 1))
         assert f.mean() == pytest.approx(mean[0, 0], abs=0.03), n
         assert f.std() == pytest.approx(sd, rel=0.1), n
@@ -177,7 +177,7 @@ def test_cantelli_bounds_hold_the_beta_cdf() -> None:
     Cantelli's lower bound 1 - 0.05 / (0.05 + 0.16) = 16/21, below the exact 0.972."""
     rng = np.random.default_rng(3)
     a, b = rng.uniform(0.05, 60.0, (6, 40)), rng.uniform(0.05, 60.0, (6, 40))
-    share = MixedShare(a / (a + b), a, b, np.ones((6, 40)), np.zeros((6, 40)))
+    share = MixedShare(a / (a + b), a, b, np.ones((6, 40)), np.zeros((6, 40)), np.zeros((6, 40)))
     f = np.concatenate([rng.uniform(-0.2, 1.2, (6, 35)), np.array([[0.0, 1.0, -1.0, 0.5, 1e-9]] * 6)], axis=1)
     want = (f > 0.0) & (f < 1.0)
     exact = share.cdf_at(f, want)
@@ -186,7 +186,12 @@ def test_cantelli_bounds_hold_the_beta_cdf() -> None:
     outside = (f >= 1.0) | (f < 0.0)
     assert np.array_equal(lo[outside], exact[outside]) and np.array_equal(hi[outside], exact[outside])
     hand = MixedShare(
-        np.array([[0.5]]), np.array([[2.0]]), np.array([[2.0]]), np.ones((1, 1)), np.zeros((1, 1))
+        np.array([[0.5]]),
+        np.array([[2.0]]),
+        np.array([[2.0]]),
+        np.ones((1, 1)),
+        np.zeros((1, 1)),
+        np.zeros((1, 1)),
     )
     lo, hi = hand.bounds_at(np.array([[0.9]]), np.array([[True]]))
     assert lo[0, 0] == pytest.approx(16.0 / 21.0) and hi[0, 0] == 1.0
@@ -209,3 +214,65 @@ def test_distinct_columns_reconstruct_exactly() -> None:
     y_other = np.array([[7.0, 8.0, 6.0, 9.0, 8.0]])  # column 2 differs from column 0 here
     cols = distinct_columns(x, y_other)
     assert cols is not None and len(cols[0]) == 4
+
+
+def test_arrival_correlations_hand_values() -> None:
+    """rho_D for equal outputs O = 401 (window T = 400 tokens): c = 1/2 (every arrival stays to the
+    window's end), g(T) = 1 - T / (3 O) (item 3's closed form for O >= T), so
+    rho_D^2 = T c^2 / (O g) = 100 / (401 - 400 / 3) = 0.373599. rho_F: arrivals 0.01 / 0.02 per
+    decode / mixed iteration, prompts of 2 mixed iterations, window n = 100, E[F] = 0.1,
+    Var[F] = 0.001: b = phi(0.02) = 0.0198, mu = 100 (0.1 x 0.02 + 0.9 x 0.01) = 1.1,
+    rho_F^2 = 0.0198^2 x 1.1 / 0.001 = 0.431244."""
+    from model.queueing.mixed_share import Alternation, arrival_share_correlation
+    from model.queueing.overlap import arrival_correlation
+
+    rho_d = arrival_correlation(np.full(8, 401.0))
+    assert rho_d[0] ** 2 == pytest.approx(100.0 / (401.0 - 400.0 / 3.0), rel=1e-9)
+    assert arrival_correlation(np.array([1.0, 400.0]))[0] == pytest.approx(0.0, abs=1e-3)  # T = 0
+    one = np.array([1.0])
+    alt = Alternation(one, one, one, (np.array([0.01]), np.array([0.02])), np.array([2.0]))
+    rho_f = arrival_share_correlation(alt, np.array([[100.0]]), np.array([[0.1]]), np.array([[0.001]]))
+    assert rho_f[0, 0] ** 2 == pytest.approx(0.431244, rel=1e-9)
+
+
+def test_share_given_the_batch_two_point_law() -> None:
+    """F given D (MixedShare.given) on a two-point D (z = -1, +1, probability 1/2 each) by hand:
+    F ~ Beta(2, 8) (mean 0.2, Var = 0.16 / 11), r = 0.5: given z the mean is 0.2 + 0.5 sd z and the
+    variance 0.75 Var, Beta(m c, (1 - m) c) with c = m (1 - m) / (0.75 Var) - 1. The two-stratum law
+    averages the conditional Beta CDFs; with r = 0 it is the independent convolution (the old law)
+    entry for entry, and a positive r moves mass to where D and F are high together: at a target the
+    high-D stratum barely meets, the CDF falls."""
+    from scipy.special import betainc
+
+    from model.queueing.mixed_share import MixedTpot
+
+    var = 0.16 / 11.0
+    sd = math.sqrt(var)
+    hand = []
+    for z in (-1.0, 1.0):
+        m = 0.2 + 0.5 * sd * z
+        c = m * (1 - m) / (0.75 * var) - 1.0
+        hand.append((m * c, (1 - m) * c))
+    per_token = (np.array([0.01]), np.array([0.02]), np.array([0.02]))
+    one = np.ones((1, 1))
+    share = MixedShare.build(0.2 * one, 2.0 * one, 8.0 * one, per_token, 0.5 * one)
+    a, b = share.given(np.array([[-1.0], [1.0]]))
+    for k in range(2):
+        assert (a[k, 0, 0], b[k, 0, 0]) == pytest.approx(hand[k], rel=1e-9)
+    # TPOT excess y = 0.003 over the plain step, D shifts -/+ 0.001: F* = (y -/+ 0.001) / 0.01
+    y, shift = np.array([[0.003]]), np.array([[[-0.001]], [[0.001]]])
+    law = MixedTpot.at(
+        share, y, shift, np.array([True]), (np.array([0.5, 0.5]), share.given(np.array([[-1.0], [1.0]])))
+    )
+    expect = 0.5 * (betainc(*hand[0], 0.4) + betainc(*hand[1], 0.2))
+    assert law.cdf()[0, 0] == pytest.approx(expect, rel=1e-9)
+    lo, hi = law.bounds()
+    assert lo[0, 0] <= expect <= hi[0, 0]
+    indep = MixedShare.build(0.2 * one, 2.0 * one, 8.0 * one, per_token, 0.0 * one)
+    old = MixedTpot.at(indep, y, shift, np.array([True]))
+    new = MixedTpot.at(
+        indep, y, shift, np.array([True]), (np.array([0.5, 0.5]), indep.given(np.array([[-1.0], [1.0]])))
+    )
+    assert new.cdf()[0, 0] == pytest.approx(old.cdf()[0, 0], rel=1e-9)
+    assert old.cdf()[0, 0] == pytest.approx(0.5 * (betainc(2.0, 8.0, 0.4) + betainc(2.0, 8.0, 0.2)), rel=1e-9)
+    assert law.cdf()[0, 0] < old.cdf()[0, 0]

@@ -72,7 +72,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 from scipy.special import gammaln
 
-from model.queueing.decode_batch import interp_rows
+from model.queueing.decode_batch import interp_rows, whole_rows
 from model.queueing.overlap import LightLaw, OverlapLaw, light_law, overlap_law
 
 # Support points of the occupancy law per candidate: integers when the window around the mean batch
@@ -182,8 +182,24 @@ class TpotSpread:
         """[C, points] deviations D at the middles (m + 1/2) / points of ``points`` equiprobable strata of
         the per-token law (its quantiles there): a ``points``-point quadrature of D for the colocated
         styles' convolution with prefill stalls (model.queueing.latency)."""
-        u = (np.arange(points, dtype=float) + 0.5) / points
-        idx = (self.cdf[:, :, None] >= u[None, None, :] - 1e-12).argmax(axis=1)  # [C, points]
+        return self.quantiles_s((np.arange(points, dtype=float) + 0.5) / points)
+
+    def strata_at(self, edges: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(probabilities [M], D [M, C], z [M, C]) of the strata between the probability ``edges``: D
+        at each stratum's middle level, z = D in standard deviations of this quadrature itself
+        (centred and scaled over the strata, so a law regressed on z keeps its variance:
+        model.queueing.mixed_share.MixedShare.given)."""
+        e = np.asarray(edges, dtype=float)
+        w = np.diff(e)
+        d = self.quantiles_s((e[:-1] + e[1:]) / 2.0).T
+        dc = d - w @ d
+        return w, d, dc / np.sqrt(np.maximum(w @ (dc * dc), 1e-300))[None]
+
+    def quantiles_s(self, levels: np.ndarray) -> np.ndarray:
+        """[C, len(levels)] deviations D at the probability ``levels`` (the support point where the
+        per-token law's CDF first reaches each level)."""
+        u = np.asarray(levels, dtype=float)
+        idx = (self.cdf[:, :, None] >= u[None, None, :] - 1e-12).argmax(axis=1)  # [C, len(levels)]
         return np.take_along_axis(self.dev_s, idx, axis=1)
 
     def variance_s2(self) -> np.ndarray:
@@ -461,3 +477,23 @@ def base_step_occupancy(
     occ = occupancy(demand_tokens_per_s, grid, tau, cap, mean_batch, instances)
     step = interp_rows(np.maximum(occ.batch, 1.0), grid, step_s)
     return Occupancy(occ.batch, occ.prob, step, occ.elasticity)
+
+
+def replica_split(occ: Occupancy, grid: np.ndarray, step_s: np.ndarray) -> Occupancy:
+    """The batch law a sequence of a level fleet sees, in whole batches (chunked; session 11): at the
+    per-replica batch x = N / R of ``occ`` a level fleet has k = floor(x) sequences on a fraction
+    1 - f of its replicas and k + 1 on f = x - k (model.queueing.routing.pair_moment), so each point
+    splits into whole batches k and k + 1 with probabilities P (1 - f) and P f per replica, whose
+    per-token weights n p(n) / t(n) (:func:`tpot_spread`) are the fleet's sequences at each: a
+    sequence's step is t(k) or t(k + 1), not their average, the table t(ceil g) read at whole
+    batches (model.queueing.decode_batch.whole_rows). A batch below one is a batch-1 step."""
+    x = np.maximum(np.asarray(occ.batch, dtype=float), 0.0)
+    k = np.floor(x)
+    f = x - k
+    batch = np.concatenate([k, k + 1.0], axis=1)
+    prob = np.concatenate([occ.prob * (1.0 - f), occ.prob * f], axis=1)
+    order = np.argsort(batch, axis=1, kind="stable")
+    batch = np.take_along_axis(batch, order, axis=1)
+    prob = np.take_along_axis(prob, order, axis=1)
+    step = whole_rows(np.maximum(batch, 1.0), grid, step_s)
+    return Occupancy(batch, prob, step, occ.elasticity)

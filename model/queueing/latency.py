@@ -63,7 +63,7 @@ request (least-loaded: model.queueing.routing.stall_exposure, which also scales 
 
 Chunked replicas (``mixed``, model.queueing.mixed_share) replace the stalls by the mixed share F of
 the request's iterations: TPOT = b + s D + excess(F), F ~ Beta per request, its law averaged over
-MIXED_STRATA strata of D (the same convolution).
+the MIXED_STRATA_EDGES strata of D, F's law given D's stratum.
 
 Disaggregated terms (model.queueing.disaggregated_terms): the join residual R of a decode instance
 adds R / (O_i - 1) to TPOT (``join_busy`` / ``join_step_s``), and the prompts packed with a waiting
@@ -93,13 +93,10 @@ SPREAD_STRATA = 2
 midpoint rule: D at its quartiles 1/4 and 3/4). The no-stall term, which carries the tail of D,
 is exact; on the broad grid's cells 4 strata moved no planned goodput by more than 4.3% and left
 every cell on the same side of the [0.9, 1.1] band, at ~10% more planner time per stratum."""
-MIXED_STRATA = 2
-"""Equiprobable strata of D over which the chunked replicas' mixed-share law is averaged (the same
-midpoint rule as SPREAD_STRATA: D at its quartiles 1/4 and 3/4). Each stratum is one Beta CDF per
-candidate and request, which is most of a chunked evaluation's time: with 4 strata (D at 1/8, 3/8,
-5/8, 7/8) the 64-GPU Llama-3.1-70B chat plan took 0.51 s instead of ~0.40 s (one core, idle), and
-the 8B chunk-512 speculation cell's planned goodput read 31.5 req/s instead of 32.4 (simulator
-31.2-33.0 in two runs): a 3% move inside the model's error, for a quarter of the plan's time."""
+MIXED_STRATA_EDGES = (0.0, 0.5, 0.75, 0.875, 0.9375, 1.0)
+"""Probability edges of the strata of D over which the chunked mixed-share law is averaged (D at
+each middle level, weighted; halved towards the top to read D's tail, docs/validation.md session 11),
+F given D's stratum (model.queueing.mixed_share.MixedShare.given). One Beta CDF per stratum."""
 MAX_STALL_LOAD = 0.95
 """Largest stall load rho the feedback uses (the moments grow as 1 / (1 - rho)^3; a decode that
 stalls 95% of its time is far past any SLO anyway)."""
@@ -385,7 +382,7 @@ class LatencyModel:
 
     def _mixed_cdf(self, x: np.ndarray) -> np.ndarray:
         """P(b + s D + F extra <= x) on a chunked replica (model.queueing.mixed_share): F's Beta law
-        exact, D (the batch's fluctuation, independent) at MIXED_STRATA equiprobable strata."""
+        exact, D (the batch's fluctuation) at the MIXED_STRATA_EDGES strata, F given D."""
         return self._mixed_law(x).cdf()
 
     def _mixed_law(self, x: np.ndarray) -> MixedTpot:
@@ -393,8 +390,13 @@ class LatencyModel:
         y = np.broadcast_to(x - self.tpot_base_s[:, None], self.stall_events.shape)
         if self.spread is None:
             return MixedTpot.at(self.mixed, y, None, self.stable)
-        d = self.spread.strata_s(MIXED_STRATA).T  # [M, C]
-        return MixedTpot.at(self.mixed, y, d[:, :, None] * self.spread.shrink[None], self.stable)
+        return MixedTpot.at(self.mixed, y, self._mixed_strata[0], self.stable, self._mixed_strata[1:])
+
+    @cached_property
+    def _mixed_strata(self) -> tuple:
+        """(shift s D [M, C, S], weights [M], F's Beta given each stratum [M, C, S]), built once."""
+        w, d, z = self.spread.strata_at(MIXED_STRATA_EDGES)  # [M], [M, C], [M, C]
+        return d[:, :, None] * self.spread.shrink[None], w, self.mixed.given(z)
 
     def tpot_cdf_bounds(self, x_s: np.ndarray) -> MixedTpot | None:
         """The chunked TPOT law at ``x_s`` with cheap bounds on :meth:`tpot_cdf` (MixedTpot.bounds)

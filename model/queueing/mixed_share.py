@@ -49,6 +49,21 @@ given busy, up to the chunk's room; model.serving.colocated). :class:`MixedShare
 time linear in F, t_mix at F = E[F] and t_full at F = 1 (an interpolation, traced on the simulator:
 docs/model.md, "Chunked TPOT: the mixed share"), so the TPOT above the plain step is
 F (t_mix - t_dec + q (F - E[F])), q = (t_full - t_mix) / (1 - E[F]).
+
+Batch and mixed share together. The request's batch deviation D (model.queueing.decode_spread) and
+F both grow with the number N of prompts that arrive at its replica during its window: each arrival
+joins its batch for the rest of the window and runs its prefill's mixed iterations in it. N is
+Poisson, and the rest of each (the sequences already running at the window's start, the busy period
+it starts in) is independent of N (Poisson arrivals in disjoint intervals; Kingman 1993, *Poisson
+Processes*, ch. 2). With both linear in N (each arrival's coverage of the window, Takacs 1962,
+ch. 3: model.queueing.overlap.arrival_correlation, :func:`arrival_share_correlation`), the law of
+total covariance, Cov[D, F] = Cov[E[D | N], E[F | N]] + E[Cov[D, F | N]] with the second term 0,
+gives corr(D, F) = r = rho_D rho_F (rho_X the correlation of X with N). F is taken given D by the
+linear regression, mean E[F] + r sd(F) z and variance (1 - r^2) Var[F] at D = E[D] + z sd(D) (exact
+for the bivariate normal limit of many arrivals, and the two moments of F exact for any law whose
+regression on D is linear; Papoulis, sec. 6-4), a Beta of those moments (:meth:`MixedShare.given`).
+The strata of D are standardised over the quadrature itself, so the strata's conditional laws
+average back to F's mean and variance; r = 0 is the independent convolution.
 """
 
 from __future__ import annotations
@@ -133,19 +148,40 @@ class MixedShare:
     beta: np.ndarray  # [C, S]
     lin_s: np.ndarray  # [C, S]
     quad_s: np.ndarray  # [C, S]
+    corr: np.ndarray  # [C, S] r: the correlation of F with the request's batch deviation D
 
     @classmethod
     def build(
-        cls, mean: np.ndarray, alpha: np.ndarray, beta: np.ndarray, per_token_s: tuple[np.ndarray, ...]
+        cls,
+        mean: np.ndarray,
+        alpha: np.ndarray,
+        beta: np.ndarray,
+        per_token_s: tuple[np.ndarray, ...],
+        corr: np.ndarray | None = None,
     ) -> MixedShare:
         """From the per-token times (t_dec, t_mix, t_full) [C] (t_mix at least t_dec, t_full at least
-        t_mix)."""
+        t_mix) and the correlation ``corr`` of F with D (None: independent)."""
         t_dec, t_mix, t_full = (np.asarray(v, dtype=float)[:, None] for v in per_token_s)
         lin = np.maximum(t_mix - t_dec, 0.0) + 0.0 * mean
         with np.errstate(divide="ignore", invalid="ignore"):
             quad = np.maximum(t_full - t_mix, 0.0) / np.maximum(1.0 - mean, 1e-12)
             quad = np.minimum(quad, np.where(mean > 0, lin / np.where(mean > 0, mean, 1.0), np.inf))
-        return cls(mean, alpha, beta, lin, np.where(np.isfinite(quad), quad, 0.0))
+        r = np.zeros_like(mean) if corr is None else np.clip(np.broadcast_to(corr, mean.shape), -0.999, 0.999)
+        return cls(mean, alpha, beta, lin, np.where(np.isfinite(quad), quad, 0.0), r)
+
+    def given(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(alpha, beta) [M, C, S] of F given the batch deviation D at ``z`` [M, C] standard deviations
+        from its mean: mean E[F] + r sd(F) z and variance (1 - r^2) Var[F] (the linear regression on D;
+        module docstring, "Batch and mixed share together"), a Beta of those moments (concentration
+        floored at _MIN_CONCENTRATION: the conditional mean held inside (0, 1))."""
+        conc = self.alpha + self.beta
+        var = self.mean * (1.0 - self.mean) / (conc + 1.0)
+        r = self.corr[None]
+        m = np.clip(self.mean[None] + r * np.sqrt(var)[None] * np.asarray(z)[:, :, None], 1e-9, 1.0 - 1e-9)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            c = m * (1.0 - m) / np.maximum((1.0 - r * r) * var[None], 1e-300) - 1.0
+        c = np.clip(np.where(np.isfinite(c), c, 1e12), _MIN_CONCENTRATION, 1e12)
+        return m * c, (1.0 - m) * c
 
     def excess_s(self, f: np.ndarray) -> np.ndarray:
         """excess(F) = F (lin + quad (F - E[F])) at shares ``f`` [C, S]."""
@@ -177,33 +213,40 @@ class MixedShare:
             want &= np.tile(np.asarray(rows, dtype=bool), repeats)[:, None]
         return f, want
 
-    def cdf_at(self, f: np.ndarray, want: np.ndarray, repeats: int = 1) -> np.ndarray:
-        """:meth:`excess_cdf` from its :meth:`roots`: P(F <= F*), the Beta CDF where ``want``.
-        Requests whose (alpha, beta, F*) columns repeat another's (equal outputs: the same window
-        and shrink) take that column's values, computed once (:func:`distinct_columns`)."""
-        cols = distinct_columns(self.alpha, self.beta, f)
+    def cdf_at(
+        self, f: np.ndarray, want: np.ndarray, repeats: int = 1, params: tuple | None = None
+    ) -> np.ndarray:
+        """:meth:`excess_cdf` from its :meth:`roots`: P(F <= F*), the Beta CDF where ``want``, of
+        parameters ``params`` ((alpha, beta) [C, S] or per stratum [repeats, C, S]; None: this
+        share's). Requests whose (alpha, beta, F*) columns repeat another's (equal outputs: the same
+        window and shrink) take that column's values, computed once (:func:`distinct_columns`)."""
+        alpha, beta = (self.alpha, self.beta) if params is None else params
+        cols = distinct_columns(alpha, beta, f)
         pick = slice(None) if cols is None else cols[0]
-        a, b = self.alpha[:, pick], self.beta[:, pick]  # broadcast over the strata
-        shape = (repeats, *a.shape)
+        a, b = alpha[..., pick], beta[..., pick]  # broadcast over the strata
+        shape = (repeats, *a.shape[-2:])
         fc, wc = f[:, pick].reshape(shape), want[:, pick].reshape(shape)
         inside = betainc(a, b, np.clip(fc, 0.0, 1.0), out=np.zeros(shape), where=wc).reshape(len(f), -1)
         if cols is not None:
             inside = inside[:, cols[1]]
         return np.where(f >= 1.0, 1.0, np.where(f < 0.0, 0.0, inside))
 
-    def bounds_at(self, f: np.ndarray, want: np.ndarray, repeats: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    def bounds_at(
+        self, f: np.ndarray, want: np.ndarray, repeats: int = 1, params: tuple | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(lower, upper) bounds on :meth:`cdf_at` without the Beta CDF: exact where F* is outside
         (0, 1), and inside it Cantelli's one-sided Chebyshev inequality on F (mean
         m = alpha / (alpha + beta), variance s^2 = m (1 - m) / (alpha + beta + 1)):
         P(F <= F*) >= 1 - s^2 / (s^2 + d^2) for F* = m + d above the mean and <= s^2 / (s^2 + d^2)
         below it (Cantelli 1928; Grimmett and Stirzaker, *Probability and Random Processes*, 3rd ed.,
         sec. 7.11, problem 9). The goodput search decides a candidate from these when they already
-        settle its SLO test (model.serving.common.slo_ok)."""
+        settle its SLO test (model.serving.common.slo_ok). ``params`` as for :meth:`cdf_at`."""
+        alpha, beta = (self.alpha, self.beta) if params is None else params
         shape = (repeats, *self.alpha.shape)  # the strata broadcast against [C, S]
         fr, wr = f.reshape(shape), want.reshape(shape)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            conc = self.alpha + self.beta
-            m = self.alpha / conc
+            conc = alpha + beta
+            m = alpha / conc
             var = m * (1.0 - m) / (conc + 1.0)
             d = fr - m
             tail = var / (var + d * d)
@@ -231,39 +274,58 @@ class MixedShare:
         return MixedShare(*(v[idx] for v in self._fields()))
 
     def _fields(self) -> tuple[np.ndarray, ...]:
-        return (self.mean, self.alpha, self.beta, self.lin_s, self.quad_s)
+        return (self.mean, self.alpha, self.beta, self.lin_s, self.quad_s, self.corr)
 
 
 @dataclass(frozen=True, eq=False)
 class MixedTpot:
     """A chunked replica's TPOT law at one target per candidate, P(b + s D + excess(F) <= x)
     (model.queueing.latency): the roots F* (:meth:`MixedShare.roots`) of every stratum of D, stacked
-    along the rows [M x C, S], and the candidates' ``stable`` [C]."""
+    along the rows [M x C, S], the candidates' ``stable`` [C], the strata's probabilities ``weights``
+    [M] (None: 1 / M each) and F's Beta law given each stratum, ``params`` (alpha, beta) [M, C, S]
+    (:meth:`MixedShare.given`; None: F independent of D)."""
 
     share: MixedShare
     roots: np.ndarray
     want: np.ndarray
     stable: np.ndarray
+    weights: np.ndarray | None = None
+    params: tuple[np.ndarray, np.ndarray] | None = None
 
     @classmethod
-    def at(cls, share: MixedShare, y: np.ndarray, shift: np.ndarray | None, stable: np.ndarray) -> MixedTpot:
-        """At excess ``y`` [C, S] over the plain step, less each stratum's ``shift`` [M, C, S] of D."""
+    def at(
+        cls,
+        share: MixedShare,
+        y: np.ndarray,
+        shift: np.ndarray | None,
+        stable: np.ndarray,
+        strata: tuple | None = None,
+    ) -> MixedTpot:
+        """At excess ``y`` [C, S] over the plain step, less each stratum's ``shift`` [M, C, S] of D;
+        ``strata`` = (probabilities [M], F's (alpha, beta) given each stratum [M, C, S]:
+        :meth:`MixedShare.given`) (None: equiprobable, F independent of D)."""
         if shift is None:
             return cls(share, *share.roots(y, 1, stable), stable)
-        return cls(share, *share.roots((y[None] - shift).reshape(-1, y.shape[1]), len(shift), stable), stable)
+        roots = share.roots((y[None] - shift).reshape(-1, y.shape[1]), len(shift), stable)
+        if strata is None:
+            return cls(share, *roots, stable)
+        weights, params = strata
+        return cls(share, *roots, stable, np.asarray(weights, dtype=float), params)
 
     def cdf(self, rows: np.ndarray | None = None) -> np.ndarray:
         """The exact CDF [C, S] (of candidates ``rows`` only when given: entry for entry the same)."""
         if rows is None:
-            return self._average(self.share.cdf_at(self.roots, self.want, self._strata), self.stable)
+            cdf = self.share.cdf_at(self.roots, self.want, self._strata, self.params)
+            return self._average(cdf, self.stable)
         n, m = len(self.stable), self._strata
         pick = (np.arange(m)[:, None] * n + rows[None, :]).ravel()
-        cdf = self.share.take(rows).cdf_at(self.roots[pick], self.want[pick], m)
+        params = None if self.params is None else tuple(v[:, rows] for v in self.params)
+        cdf = self.share.take(rows).cdf_at(self.roots[pick], self.want[pick], m, params)
         return self._average(cdf, self.stable[rows])
 
     def bounds(self) -> tuple[np.ndarray, ...]:
         """(lower, upper) bounds on :meth:`cdf` (:meth:`MixedShare.bounds_at`), no Beta CDF."""
-        lo_hi = self.share.bounds_at(self.roots, self.want, self._strata)
+        lo_hi = self.share.bounds_at(self.roots, self.want, self._strata, self.params)
         return tuple(self._average(v, self.stable) for v in lo_hi)
 
     @property
@@ -271,9 +333,11 @@ class MixedTpot:
         return len(self.roots) // len(self.stable)
 
     def _average(self, cdf: np.ndarray, stable: np.ndarray) -> np.ndarray:
-        """The strata averaged (midpoint quadrature over D), capped at 1, 0 where not ``stable``."""
+        """The strata averaged with their probabilities (a quadrature over D), capped at 1, 0 where
+        not ``stable``."""
         if self._strata > 1:
-            cdf = cdf.reshape(self._strata, len(stable), -1).mean(axis=0)
+            cdf = cdf.reshape(self._strata, len(stable), -1)
+            cdf = cdf.mean(axis=0) if self.weights is None else np.tensordot(self.weights, cdf, axes=1)
         return np.where(stable[:, None], np.minimum(cdf, 1.0), 0.0)
 
 
@@ -286,6 +350,8 @@ class Alternation:
     fbar: np.ndarray
     u: np.ndarray
     theta: np.ndarray
+    arrivals: tuple[np.ndarray, np.ndarray] | None = None  # lambda T_dec, lambda T_mix per iteration
+    prompt_iterations: np.ndarray | None = None  # E[S] / T_mix: a prompt's mixed iterations
 
 
 def alternation(
@@ -309,17 +375,48 @@ def alternation(
         fbar = np.where((lam > 0) & (m1 > 0), m_b / cycle, 0.0)
         theta = (m_i * m_i * var_b + m_b * m_b * m_i * m_i) / (2.0 * cycle * m_b * m_i)
         theta = np.where(np.isfinite(theta) & (fbar > 0), theta, 0.0)
-    return Alternation(fbar, np.where(fbar > 0, u, 0.0), theta)
+    return Alternation(fbar, np.where(fbar > 0, u, 0.0), theta, (lam * t_dec, lam * t_mix), m1 / t_mix)
 
 
 def mixed_share(alt: Alternation, window_iterations: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(E[F], alpha, beta) [C, S] of the mixed share over each request's window of n iterations ([S]
-    or [C, S]), which starts in a busy period with probability u (module docstring)."""
-    h, g = _window_factors(np.atleast_2d(np.asarray(window_iterations, dtype=float)), alt.theta[:, None])
+    """(E[F], alpha, beta, rho_F) [C, S] of the mixed share over each request's window of n
+    iterations ([S] or [C, S]), which starts in a busy period with probability u (module docstring);
+    rho_F the correlation of F with the number of prompts arriving in the window
+    (:func:`arrival_share_correlation`)."""
+    n = np.atleast_2d(np.asarray(window_iterations, dtype=float))
+    h, g = _window_factors(n, alt.theta[:, None])
     fbar = alt.fbar[:, None]
     mean = np.where(fbar > 0, fbar + (alt.u[:, None] - fbar) * h, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         conc = np.maximum(np.where(g > 0, 1.0 / g - 1.0, np.inf), _MIN_CONCENTRATION)
     conc = np.minimum(conc, 1e12)
     fb = np.clip(mean, 1e-12, 1.0 - 1e-12)
-    return mean, fb * conc, (1.0 - fb) * conc
+    rho = arrival_share_correlation(alt, n, mean, mean * (1.0 - mean) / (conc + 1.0))
+    return mean, fb * conc, (1.0 - fb) * conc, rho
+
+
+def arrival_share_correlation(
+    alt: Alternation, window_iterations: np.ndarray, mean: np.ndarray, var: np.ndarray
+) -> np.ndarray:
+    """rho_F [C, S]: the correlation of the mixed share F (mean ``mean``, variance ``var``) with the
+    number N of prompts that arrive in the request's window of n iterations. N is Poisson with mean
+    mu = n (E[F] lambda T_mix + (1 - E[F]) lambda T_dec) (arrivals per iteration in each state), and
+    each arrival, at a uniform point with u ~ U(0, n) iterations of the window left, runs its
+    p = E[S] / T_mix mixed iterations, min(u, p) of them inside the window: E[F | N] = const + b N
+    with b = E[min(U, p)] / n = phi(p / n), phi(x) = x - x^2 / 2 below 1 and 1/2 above (the
+    M/G/inf coverage of the window, Takacs 1962, *Introduction to the Theory of Queues*, ch. 3; Hall
+    1988, ch. 1; the prompt's share taken at its mean: exact for equal prompts, and an upper bound
+    on b by Jensen as phi is concave). Cov[F, N] = b Var[N] = b mu (Poisson), so
+    rho_F^2 = b^2 mu / Var[F], at most 1. For long windows b^2 mu n^2 -> mu E[S]^2 / T_mix^2, the
+    mixed iterations' whole variance mu E[S^2] / T_mix^2 times E[S]^2 / E[S^2]; queueing behind a
+    busy period shifts an arrival's iterations later (some past the window's end), not counted."""
+    if alt.arrivals is None or alt.prompt_iterations is None:
+        return np.zeros_like(mean)
+    a_dec, a_mix = (v[:, None] for v in alt.arrivals)
+    n = np.maximum(window_iterations, 1e-12)
+    x = alt.prompt_iterations[:, None] / n
+    b = np.where(x < 1.0, x - x * x / 2.0, 0.5)
+    mu = n * (mean * a_mix + (1.0 - mean) * a_dec)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho2 = b * b * mu / var
+    return np.sqrt(np.clip(np.where(np.isfinite(rho2) & (var > 0), rho2, 0.0), 0.0, 1.0))

@@ -194,3 +194,36 @@ def light_law(alone: np.ndarray, levels: np.ndarray, overlap: OverlapLaw) -> Lig
         count = -lv[:, :1] / (-log_alpha * (lv[:, 1:2] - lv[:, :1]))
     count = np.where(np.isfinite(count) & (count > 0), count, 1.0)
     return LightLaw(rows, alpha, count, lv, overlap, p0, p1, p2, shape, inv_mean)
+
+
+def arrival_correlation(output_tokens: np.ndarray) -> np.ndarray:
+    """[S] rho_D: the correlation of request i's window-average batch with the number N of arrivals
+    in its own decode window of T = O_i - 1 tokens, for the M/G/inf count (sojourns the sampled
+    outputs O, in tokens; model.queueing.decode_spread item 3). The count over the window is the
+    sequences present at its start (independent of N: Poisson arrivals in disjoint intervals,
+    Kingman 1993, *Poisson Processes*, ch. 2) plus the window's own arrivals, each at a uniform
+    time with u ~ U(0, T) of the window left and present for min(u, O) of it (the coverage above).
+    So E[window average | N] = const + c N, c = E[min(U, O)] / T = E[1/2 if O >= T else
+    O / T - O^2 / (2 T^2)], and Cov = c Var[N] = c lambda T; the window average's variance is
+    (2 lambda / T^2) E[int_0^T (T - t)(O - t)+ dt] (Eick, Massey and Whitt 1993; the integral
+    T^2 O / 2 - T^3 / 6 for O >= T, T O^2 / 2 - O^3 / 6 otherwise), so
+    rho_D^2 = c^2 T^3 / (2 E[integral]): 0 at T = 0, T / (4 (O - T / 3)) for equal outputs O >= T,
+    E[O]^2 / E[O^2] for long windows. The per-token time is taken linear in the count (the
+    spread's linearisation), so rho_D is the per-token deviation's correlation too."""
+    return _arrival_correlation(np.ascontiguousarray(output_tokens, dtype=float).tobytes())
+
+
+@lru_cache(maxsize=64)
+def _arrival_correlation(output_bytes: bytes) -> np.ndarray:
+    """:func:`arrival_correlation`, cached per sample (the others at OTHER_POINTS quantiles)."""
+    out = np.frombuffer(output_bytes, dtype=float)
+    o = np.quantile(out, (np.arange(OTHER_POINTS) + 0.5) / OTHER_POINTS)[None, :]
+    t = np.maximum(out - 1.0, 1e-9)[:, None]
+    long = o >= t
+    c = np.where(long, 0.5, o / t - o * o / (2.0 * t * t)).mean(axis=1)
+    inner = np.where(long, t * t * o / 2.0 - t**3 / 6.0, t * o * o / 2.0 - o**3 / 6.0).mean(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho2 = c * c * t[:, 0] ** 3 / (2.0 * inner)
+    rho = np.sqrt(np.clip(np.where(np.isfinite(rho2), rho2, 0.0), 0.0, 1.0))
+    rho.flags.writeable = False
+    return rho

@@ -49,10 +49,11 @@ import numpy as np
 
 from model.physics.steps import mixed_step_cost
 from model.queueing.decode_batch import admission_queue, interp_rows, solve_batch
-from model.queueing.decode_spread import base_step_occupancy, tpot_spread
+from model.queueing.decode_spread import base_step_occupancy, replica_split, tpot_spread
 from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel, stall_events
 from model.queueing.mixed_share import MixedShare, alternation, mixed_share
+from model.queueing.overlap import arrival_correlation
 from model.queueing.routing import replica_arrivals, routed_wait, stall_exposure
 from model.serving.common import (
     StyleResult,
@@ -144,18 +145,25 @@ def _mixed_share(
     iteration_s: tuple[np.ndarray, np.ndarray, np.ndarray],
     emitted: np.ndarray,
     out_tokens: np.ndarray,
+    pool_share: np.ndarray,
 ) -> MixedShare:
     """The chunked replicas' TPOT excess over the plain step [C, S] (model.queueing.mixed_share): F
     the mixed share of the request's (O - 1) / e iterations, its mixed iterations' mean time rising
     from the mean mixed iteration T_mix at F = E[F] to a busy period's iteration T_full at F = 1.
-    ``iteration_s`` = (T_dec, T_mix, T_full) [C]."""
+    ``iteration_s`` = (T_dec, T_mix, T_full) [C]. F and the batch deviation D both count the prompts
+    arriving in the window: corr r = rho_D sqrt(p) rho_F (model.queueing.decode_spread.
+    arrival_correlation, mixed_share.arrival_share_correlation), p = ``pool_share`` [C] the share of
+    the pool's arrivals (whose count drives the levelled batch) that join the request's replica (a
+    Poisson thinning: corr of the two counts sqrt(p), Kingman 1993, ch. 5, the colouring theorem)."""
     t_dec, t_mix, t_full = iteration_s
     alt = alternation(rate_r, share_moments_s, t_dec, t_mix)
     # computed once per distinct output length (a request's law depends on it alone), then spread
     outputs, inverse = np.unique(out_tokens, return_inverse=True)
     laws = mixed_share(alt, (outputs[None, :] - 1.0) / emitted[:, None])
-    mean, alpha, beta = (v[:, inverse.reshape(-1)] for v in laws)
-    return MixedShare.build(mean, alpha, beta, (t_dec / emitted, t_mix / emitted, t_full / emitted))
+    mean, alpha, beta, rho_f = (v[:, inverse.reshape(-1)] for v in laws)
+    corr = arrival_correlation(out_tokens)[None, :] * np.sqrt(np.clip(pool_share, 0.0, 1.0))[:, None] * rho_f
+    per_token = (t_dec / emitted, t_mix / emitted, t_full / emitted)
+    return MixedShare.build(mean, alpha, beta, per_token, corr)
 
 
 _GRID_MEANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -408,7 +416,9 @@ def evaluate_colocated(
     behind = np.zeros((n, 1)) if chunked else packed_behind_s(k, service, shareable)
     # the KV-admission wait enters the TTFT law as its own atom + exponential tail (LatencyModel)
     fixed = service + behind + (residual + scn.engine.request_s)[:, None]
-    spread = tpot_spread(occ, out_tokens)
+    # chunked: a sequence's step at the whole batch of its replica (decode_spread.replica_split; the
+    # prefill-first stall law keeps the grid read: docs/validation.md, session 11)
+    spread = tpot_spread(replica_split(occ, BATCH_GRID, dec) if chunked else occ, out_tokens)
     mixed = None
     if chunked:
         # The TPOT above the plain step comes from the mixed share F of the request's iterations
@@ -424,7 +434,12 @@ def evaluate_colocated(
         t_full = _busy_iteration_s(scn, tables, table_index, b, in_busy)
         # the prompts that join a running request's replica: exposure x lambda_r (the router levels them)
         mixed = _mixed_share(
-            rate_r * exposure, (es, es2), (step, t_mix * emitted, t_full), emitted, out_tokens
+            rate_r * exposure,
+            (es, es2),
+            (step, t_mix * emitted, t_full),
+            emitted,
+            out_tokens,
+            exposure / replicas,
         )
         events = np.zeros_like(events)
     # incremental KV with pre-emption (engine policy "recompute" / "swap"): the resumes' TPOT share
