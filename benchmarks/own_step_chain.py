@@ -32,9 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import model.serving.colocated as col
 from benchmarks.own_step_joins import bracket
-from benchmarks.validate_grid import SEED, plan_for, sample_scenario
+from benchmarks.validate_grid import colocated_best_with
 from model.queueing.routing import replica_arrivals
 
 
@@ -84,11 +83,7 @@ def cell_inputs(index: int) -> CellInputs:
             )
         return replica_arrivals(router, rate_r, window, replicas, exposure)
 
-    col.replica_arrivals = spy
-    try:
-        best = plan_for(sample_scenario(SEED, index)).best["colocated"]
-    finally:
-        col.replica_arrivals = replica_arrivals
+    best = colocated_best_with(index, "replica_arrivals", spy)
     for c in reversed(calls):
         hit = np.flatnonzero((c["r"] == best.config.replicas) & np.isclose(c["rate"], best.goodput_rps))
         if len(hit):

@@ -32,9 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-import model.serving.colocated as col
 from benchmarks.stall_followon import colocated_records
-from benchmarks.validate_grid import SEED, plan_for, sample_scenario
+from benchmarks.validate_grid import colocated_best_with
 from model.queueing.routing import replica_arrivals, stall_exposure
 
 GRID = Path(__file__).parent / "results" / "grid_session10.json"
@@ -55,11 +54,7 @@ def planner_exposure(index: int) -> tuple[float, float, float]:
             )
         return x
 
-    col.stall_exposure = spy
-    try:
-        best = plan_for(sample_scenario(SEED, index)).best["colocated"]
-    finally:
-        col.stall_exposure = stall_exposure
+    best = colocated_best_with(index, "stall_exposure", spy)
     r = float(best.config.replicas)
     for rate, reps, x, y, first in reversed(calls):
         hit = np.flatnonzero((reps == r) & np.isclose(rate, best.goodput_rps))
@@ -146,11 +141,7 @@ def bracket(index: int, phi: float) -> str:
             router, rate_r, window - (1.0 - keep)[:, None] * loc["stalls"], replicas, exposure
         )
 
-    col.replica_arrivals = patched
-    try:
-        best = plan_for(sample_scenario(SEED, index)).best["colocated"]
-    finally:
-        col.replica_arrivals = replica_arrivals
+    best = colocated_best_with(index, "replica_arrivals", patched)
     grid = {s["scenario"]["index"]: s for s in json.loads(GRID.read_text())["results"]}
     c = next(c for c in grid[index]["cells"] if c["style"] == "colocated")
     same = "" if c["config"] == best.config.label() else f" (now {best.config.label()})"

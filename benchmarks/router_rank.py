@@ -45,7 +45,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from benchmarks.validate_grid import SEED, plan_for, sample_scenario
+from benchmarks.validate_grid import colocated_best_with
 
 
 def _compositions(total: int, parts: int) -> Iterator[tuple[int, ...]]:
@@ -164,11 +164,9 @@ def planner_inputs(index: int) -> dict:
     model.serving.colocated.evaluate_colocated at the call of stall_exposure (the caller's locals)."""
     import inspect
 
-    import model.serving.colocated as col
     from model.queueing.routing import stall_exposure as original
 
     calls: list[dict] = []
-    installed = col.stall_exposure
 
     def spy(router, batch, prob, replicas, before_first=0.0):
         loc = inspect.currentframe().f_back.f_locals
@@ -182,11 +180,7 @@ def planner_inputs(index: int) -> dict:
             )
         return original(router, batch, prob, replicas, before_first)
 
-    col.stall_exposure = spy
-    try:
-        best = plan_for(sample_scenario(SEED, index)).best["colocated"]
-    finally:
-        col.stall_exposure = installed
+    best = colocated_best_with(index, "stall_exposure", spy)
     r = float(best.config.replicas)
     call, row = next(
         (c, int(np.flatnonzero(hit)[-1]))

@@ -18,15 +18,12 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from benchmarks.validate_grid import REQUESTS, SEED, _lifetime_s, plan_for, run_length, sample_scenario
+from benchmarks.validate_grid import SEED, cell_records_at, plan_for, sample_scenario
 from model.queueing.mgc import mgc_wait
 from model.queueing.routing import blend_weight, leg_inputs
 from model.serving import colocated as plancol
 from model.serving.evaluation import evaluate
 from model.sim import colocated as simcol
-from model.sim.engine import SimOptions
-from model.sim.simulate import poisson_requests, scenario_options, simulate
-from model.workload.arrivals import scale_to_rate
 
 
 @contextmanager
@@ -113,14 +110,8 @@ def main() -> None:
         f" decode batch {ev.decode_batch:.2f}"
     )
     print(wait_legs(seen))
-    mean_out = float(np.mean(poisson_requests(scn.workload, 1.0, REQUESTS, seed=index).output_tokens))
-    n_req, n_warm = run_length(best.goodput_rps, _lifetime_s(best, mean_out), REQUESTS, True)
-    base = poisson_requests(scn.workload, 1.0, n_req, seed=index)
-    kw = {**scenario_options(scn), "options": SimOptions(warmup_requests=n_warm)}
     with chunk_log() as log:
-        rec = simulate(
-            best.config, scn.arch, base.at_times(scale_to_rate(base.arrival_s, rate)), **kw
-        ).records
+        rec = cell_records_at(scn, best, index, rate)
     it = np.array(log)
     m = rec.measured & np.isfinite(rec.first_token_s)
     t0, t1 = float(rec.arrival_s[m].min()), float(rec.arrival_s[m].max())

@@ -19,12 +19,9 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from benchmarks.validate_grid import REQUESTS, SEED, _lifetime_s, plan_for, run_length, sample_scenario
+from benchmarks.validate_grid import SEED, cell_records_at, plan_for, sample_scenario
 from model.serving.evaluation import evaluate
 from model.sim import colocated as simcol
-from model.sim.engine import SimOptions
-from model.sim.simulate import poisson_requests, scenario_options, simulate
-from model.workload.arrivals import scale_to_rate
 
 
 @contextmanager
@@ -74,14 +71,8 @@ def main() -> None:
         "planner TPOT p50/p90/p99 ms",
         [round(v * 1e3, 3) for v in (ev.tpot_s.p50, ev.tpot_s.p90, ev.tpot_s.p99)],
     )
-    mean_out = float(np.mean(poisson_requests(scn.workload, 1.0, REQUESTS, seed=index).output_tokens))
-    n_req, n_warm = run_length(best.goodput_rps, _lifetime_s(best, mean_out), REQUESTS, True)
-    base = poisson_requests(scn.workload, 1.0, n_req, seed=index)
-    kw = {**scenario_options(scn), "options": SimOptions(warmup_requests=n_warm)}
     with iteration_log() as log:
-        rec = simulate(
-            best.config, scn.arch, base.at_times(scale_to_rate(base.arrival_s, rate)), **kw
-        ).records
+        rec = cell_records_at(scn, best, index, rate)
     it = np.array(log)
     dt, mixed = it[:, 2] - it[:, 1], it[:, 3] > 0
     m = rec.measured & np.isfinite(rec.end_s) & (rec.output_tokens > 1)

@@ -262,15 +262,48 @@ def simulate_cell(scn, b, index: int, minimum: int = REQUESTS, scaled: bool = Tr
     scenario ``scn``, grid scenario ``index`` seeding the requests unless ``seed`` is given: the
     request seed, used for the run length's mean output and the requests alike), on the cell's run
     length. Returns (GoodputResult, the base requests at 1 req/s, the simulate keyword arguments)."""
-    from model.sim.simulate import SimOptions, goodput, poisson_requests, scenario_options
+    from model.sim.simulate import goodput
+
+    base, kw = cell_requests(scn, b, index, minimum, scaled, seed)
+    g = goodput(b.config, scn.arch, base, start_rps=b.goodput_rps, rel_tol=SIM_REL_TOL, **kw)
+    return g, base, kw
+
+
+def cell_requests(scn, b, index: int, minimum: int = REQUESTS, scaled: bool = True, seed: int | None = None):
+    """The requests at 1 req/s and the simulate keyword arguments of one cell's runs (as
+    :func:`simulate_cell`): seeded by ``seed`` (default the scenario ``index``), on the run length of
+    :func:`run_length` at the planner's goodput of ``b``."""
+    from model.sim.simulate import SimOptions, poisson_requests, scenario_options
 
     seed = index if seed is None else seed
     mean_output = float(np.mean(poisson_requests(scn.workload, 1.0, minimum, seed=seed).output_tokens))
     n_req, n_warm = run_length(b.goodput_rps, _lifetime_s(b, mean_output), minimum, scaled)
     base = poisson_requests(scn.workload, 1.0, n_req, seed=seed)
-    kw = {**scenario_options(scn), "options": SimOptions(warmup_requests=n_warm)}
-    g = goodput(b.config, scn.arch, base, start_rps=b.goodput_rps, rel_tol=SIM_REL_TOL, **kw)
-    return g, base, kw
+    return base, {**scenario_options(scn), "options": SimOptions(warmup_requests=n_warm)}
+
+
+def cell_records_at(scn, b, index: int, rate_rps: float):
+    """The simulator's request records of one cell's configuration ``b`` run once at ``rate_rps``
+    on the cell's requests (:func:`cell_requests`), for the trace tools."""
+    from model.sim.simulate import simulate
+    from model.workload.arrivals import scale_to_rate
+
+    base, kw = cell_requests(scn, b, index)
+    return simulate(b.config, scn.arch, base.at_times(scale_to_rate(base.arrival_s, rate_rps)), **kw).records
+
+
+def colocated_best_with(index: int, name: str, replacement):
+    """The best colocated configuration of grid scenario ``index`` planned with
+    model.serving.colocated's ``name`` replaced by ``replacement`` for the call (the trace tools' spies
+    on the planner's arrays); the original is restored afterwards."""
+    import model.serving.colocated as col
+
+    original = getattr(col, name)
+    setattr(col, name, replacement)
+    try:
+        return plan_for(sample_scenario(SEED, index)).best["colocated"]
+    finally:
+        setattr(col, name, original)
 
 
 def cell_ratio(
