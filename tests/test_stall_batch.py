@@ -74,3 +74,17 @@ def test_correlated_two_point_case_by_hand():
     # the conditional means of D average back to its mean: P0 z_0 + P1 z_1 + P2 z_2 = 0
     en = (1.0 - e) / p2
     assert e * -0.5 + p2 * 0.5 * (en - 1.0) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_start_coverage_ratio_by_hand():
+    # equal outputs O = 401 (T = 400): an arrival at the window's start decodes through it (1), one
+    # inside it covers half of it on average: k = 2. Outputs 101 and 401: for the 101-token request
+    # (T = 100) every other output covers its window, k = 2 again; for T = 400 an output o < T covers
+    # o / T from the start and o / T - o^2 / (2 T^2) from inside, a ratio 1 / (1 - o / (2 T)) in
+    # (1, 2): one output of 101 alone gives 1 / (1 - 101 / 800).
+    from model.queueing.overlap import start_coverage_ratio
+
+    assert start_coverage_ratio(np.array([401.0, 401.0])) == pytest.approx([2.0, 2.0])
+    k = start_coverage_ratio(np.array([101.0, 401.0]))
+    assert k[0] == pytest.approx(2.0) and 1.0 < k[1] < 2.0
+    assert start_coverage_ratio(np.array([101.0]))[0] == pytest.approx(2.0)

@@ -53,7 +53,7 @@ from model.queueing.decode_spread import base_step_occupancy, replica_split, tpo
 from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel, stall_events
 from model.queueing.mixed_share import MixedShare, alternation, mixed_share
-from model.queueing.overlap import arrival_correlation
+from model.queueing.overlap import arrival_correlation, start_coverage_ratio
 from model.queueing.routing import replica_arrivals, routed_wait, stall_exposure
 from model.serving.common import (
     StyleResult,
@@ -431,10 +431,11 @@ def evaluate_colocated(
     fixed = service + behind + (residual + scn.engine.request_s)[:, None]
     # a sequence's step at the whole batch of its replica (decode_spread.replica_split; session 11)
     spread = tpot_spread(replica_split(occ, BATCH_GRID, dec), out_tokens)
-    # prefill-first: the stall count and D both count the window's arrivals (model.queueing.stall_batch);
-    # the decode window's share q of the count's mean: its correlation with the whole count sqrt(q)
-    share = decode_s / np.maximum(window + decode_s, 1e-300)
-    stall_corr = batch_correlation(out_tokens, exposure / replicas, np.sqrt(np.clip(share, 0.0, 1.0)))
+    # prefill-first: the stall count and D both count the window's arrivals (model.queueing.stall_batch):
+    # q its decode-window share, the prefill window's k times the batch per arrival
+    q = np.clip(decode_s / np.maximum(window + decode_s, 1e-300), 1e-12, 1.0)
+    rho_n = (q + start_coverage_ratio(out_tokens)[None, :] * (1.0 - q)) / np.sqrt(q)
+    stall_corr = batch_correlation(out_tokens, exposure / replicas, rho_n)
     mixed = None
     if chunked:
         # The TPOT above the plain step comes from the mixed share F of the request's iterations
