@@ -227,18 +227,3 @@ def _arrival_correlation(output_bytes: bytes) -> np.ndarray:
     rho = np.sqrt(np.clip(np.where(np.isfinite(rho2), rho2, 0.0), 0.0, 1.0))
     rho.flags.writeable = False
     return rho
-
-
-def start_coverage_ratio(output_tokens: np.ndarray) -> np.ndarray:
-    """[S] k = c_start / c: how much more of request i's decode window T = O_i - 1 an arrival present
-    at the window's start covers (E[min(O, T)] / T, it decodes from the start) than one arriving
-    inside it (c = E[min(U, O)] / T, U ~ U(0, T): :func:`arrival_correlation`'s coverage), others'
-    outputs O at OTHER_POINTS quantiles of the sample (2 for equal outputs O >= T). A prefill-first
-    request's stalls count both: the prompts that arrive during its prefill window are prefilled
-    at its decode's start and decode beside it (model.queueing.stall_batch)."""
-    out = np.ascontiguousarray(output_tokens, dtype=float)
-    o = np.quantile(out, (np.arange(OTHER_POINTS) + 0.5) / OTHER_POINTS)[None, :]
-    t = np.maximum(out - 1.0, 1e-9)[:, None]
-    inside = np.where(o >= t, 0.5, o / t - o * o / (2.0 * t * t)).mean(axis=1)
-    start = np.minimum(o / t, 1.0).mean(axis=1)
-    return np.where(inside > 0, start / np.maximum(inside, 1e-300), 1.0)

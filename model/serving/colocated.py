@@ -53,7 +53,7 @@ from model.queueing.decode_spread import base_step_occupancy, replica_split, tpo
 from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel, stall_events
 from model.queueing.mixed_share import MixedShare, alternation, mixed_share
-from model.queueing.overlap import arrival_correlation, start_coverage_ratio
+from model.queueing.overlap import arrival_correlation
 from model.queueing.routing import replica_arrivals, routed_wait, stall_exposure
 from model.serving.common import (
     StyleResult,
@@ -161,22 +161,9 @@ def _mixed_share(
     outputs, inverse = np.unique(out_tokens, return_inverse=True)
     laws = mixed_share(alt, (outputs[None, :] - 1.0) / emitted[:, None])
     mean, alpha, beta, rho_f = (v[:, inverse.reshape(-1)] for v in laws)
-    corr = batch_correlation(out_tokens, pool_share, rho_f)
+    corr = arrival_correlation(out_tokens)[None, :] * np.sqrt(np.clip(pool_share, 0.0, 1.0))[:, None] * rho_f
     per_token = (t_dec / emitted, t_mix / emitted, t_full / emitted)
     return MixedShare.build(mean, alpha, beta, per_token, corr)
-
-
-def batch_correlation(out_tokens: np.ndarray, pool_share: np.ndarray, rho_x: np.ndarray) -> np.ndarray:
-    """[C, S] corr(D, X) = rho_D sqrt(p) rho_X of a request's batch deviation D with a quantity X
-    driven by the prompts that join its replica in its window (both colocated styles: the chunked
-    mixed share F, model.queueing.mixed_share; the prefill-first stall count, model.queueing.
-    stall_batch): rho_D D's correlation with the pool's arrivals in the decode window
-    (model.queueing.overlap.arrival_correlation), p = ``pool_share`` [C] the replica's Poisson share
-    of them (corr of the two counts sqrt(p), Kingman 1993, ch. 5, the colouring theorem) and
-    ``rho_x`` [C, S] X's correlation with the replica's count (law of total covariance, X and D
-    independent given the count)."""
-    rho_d = arrival_correlation(out_tokens)[None, :]
-    return rho_d * np.sqrt(np.clip(pool_share, 0.0, 1.0))[:, None] * rho_x
 
 
 _GRID_MEANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -429,13 +416,9 @@ def evaluate_colocated(
     behind = np.zeros((n, 1)) if chunked else packed_behind_s(k, service, shareable)
     # the KV-admission wait enters the TTFT law as its own atom + exponential tail (LatencyModel)
     fixed = service + behind + (residual + scn.engine.request_s)[:, None]
-    # a sequence's step at the whole batch of its replica (decode_spread.replica_split; session 11)
-    spread = tpot_spread(replica_split(occ, BATCH_GRID, dec), out_tokens)
-    # prefill-first: the stall count and D both count the window's arrivals (model.queueing.stall_batch):
-    # q its decode-window share, the prefill window's k times the batch per arrival
-    q = np.clip(decode_s / np.maximum(window + decode_s, 1e-300), 1e-12, 1.0)
-    rho_n = (q + start_coverage_ratio(out_tokens)[None, :] * (1.0 - q)) / np.sqrt(q)
-    stall_corr = batch_correlation(out_tokens, exposure / replicas, rho_n)
+    # chunked: a sequence's step at the whole batch of its replica (decode_spread.replica_split; the
+    # prefill-first stall law keeps the grid read: docs/validation.md, session 11)
+    spread = tpot_spread(replica_split(occ, BATCH_GRID, dec) if chunked else occ, out_tokens)
     mixed = None
     if chunked:
         # The TPOT above the plain step comes from the mixed share F of the request's iterations
@@ -475,7 +458,6 @@ def evaluate_colocated(
         admit_prob=adm.prob,
         admit_cond_mean_s=adm.cond_mean_s,
         mixed=mixed,
-        stall_corr=None if chunked else stall_corr,
     )
     zeros = np.zeros(n)
     decode_busy = np.minimum(busy + (1.0 - np.minimum(busy, 1.0)) * busy_fraction(b), 1.0)
