@@ -101,3 +101,29 @@ def test_heavy_batch_is_item_3_law():
     x = np.array([[-1e-4], [0.0], [2e-5], [1e-4]])
     rows = np.zeros(4, dtype=int)
     assert light.take(rows).excess_cdf(x) == pytest.approx(plain.take(rows).excess_cdf(x))
+
+
+def test_light_levels_are_whole_batch_steps():
+    """A one-instance table tabulated as the physics does, t(ceil(g)) on BATCH_GRID with t(n) = 6, 9,
+    10, 10.5, .. ms (t(n) = 6 + 3 (1 + ..) concave): the light law's step at n others + 1 is t(n + 1)
+    exactly (levels 6, 9, 10 ms), not the linear read between the grid points around 2 (1.92 -> t(2),
+    2.11 -> t(3)), which gives 9 + (2 - 1.9244) / (2.1131 - 1.9244) x 1 = 9.40 ms; and the per-token
+    law's support at batch 2 is t(2) = 9 ms too (so Little's count c stays about 1 on one instance)."""
+    whole = {1: 6.0, 2: 9.0, 3: 10.0}
+    t_ms = np.array(
+        [whole.get(math.ceil(max(g, 1.0) - 1e-12), 10.0 + 0.5 * (math.ceil(g) - 3)) for g in BATCH_GRID]
+    )
+    per_token = (t_ms * 1e-3)[None, :]
+    lam_eo = np.array([0.1 / 6e-3])  # a mean batch of about 0.1
+    from model.queueing.decode_spread import decode_tpot_spread
+
+    out = np.full(64, 200.0)
+    sp = decode_tpot_spread(lam_eo, BATCH_GRID, per_token, np.array([64.0]), np.array([0.1]), out)
+    steps_ms = (sp.levels[0, :3] + sp.mean_s[0]) * 1e3
+    assert steps_ms == pytest.approx([6.0, 9.0, 10.0], abs=1e-9)
+    k = int(np.searchsorted(BATCH_GRID, 2.0))
+    linear = 9.0 + (2.0 - BATCH_GRID[k - 1]) / (BATCH_GRID[k] - BATCH_GRID[k - 1]) * 1.0
+    assert linear == pytest.approx(9.40, abs=0.01)  # the read this replaces
+    occ_levels = np.unique(np.round((sp.dev_s[0] + sp.mean_s[0]) * 1e3, 9))
+    assert 9.0 in occ_levels and not np.any((occ_levels > 9.0) & (occ_levels < 10.0))
+    assert sp._light.count[0, 0] == pytest.approx(1.0, abs=0.05)  # Little to first order in m

@@ -56,6 +56,19 @@ def whole_rows(n: np.ndarray, grid: np.ndarray, values: np.ndarray) -> np.ndarra
     return np.where(grid[idx] > n - 1.0, values[rows, idx], interp_rows(n, grid, values))
 
 
+def batch_rows(x: np.ndarray, grid: np.ndarray, values: np.ndarray, whole: np.ndarray | bool) -> np.ndarray:
+    """``values`` [C, G] read at per-instance batches x [C, K]: on the rows where ``whole`` [C] (one
+    instance, whose batch is a whole number of sequences) at the nearest whole batch by
+    :func:`whole_rows`, elsewhere (a pool's average N / R) by :func:`interp_rows`. On grid cell 72
+    (Mixtral, one H200) the linear read put t(2) at 9.53 ms, between t(2) = 8.77 and t(3) = 10.66
+    ms; the simulator's batch-2 step is 8.77 ms (docs/validation.md, session 11, branch ovl11)."""
+    lin = interp_rows(x, grid, values)
+    one = np.broadcast_to(np.asarray(whole, dtype=bool), (values.shape[0],))
+    if not one.any():
+        return lin
+    return np.where(one[:, None], whole_rows(np.maximum(np.rint(x), 1.0), grid, values), lin)
+
+
 def solve_batch(
     demand_tokens_per_s: np.ndarray, grid: np.ndarray, per_token_s: np.ndarray, max_batch: np.ndarray
 ) -> BatchSolution:

@@ -72,7 +72,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 from scipy.special import gammaln
 
-from model.queueing.decode_batch import interp_rows, whole_rows
+from model.queueing.decode_batch import batch_rows, interp_rows, whole_rows
 from model.queueing.overlap import LightLaw, OverlapLaw, light_law, overlap_law
 
 # Support points of the occupancy law per candidate: integers when the window around the mean batch
@@ -284,6 +284,7 @@ def occupancy(
     cap: np.ndarray,
     mean_batch: np.ndarray,
     instances: np.ndarray | None = None,
+    whole: bool = False,
 ) -> Occupancy:
     """p(n) of the birth-death batch (module docstring, item 1) on SUPPORT_POINTS points per candidate.
 
@@ -303,7 +304,7 @@ def occupancy(
     alone). Independent instances fed a Poisson split (lambda / R each, random routing) would fluctuate
     more: at a mean batch of 0.1 on 3 instances a request shares its instance ~10% of the time, on a
     least-loaded pool only when 4 or more are running (~0.03%). The returned ``batch`` is N / R, the
-    per-instance batch.
+    per-instance batch. ``whole``: tau at whole batches on one instance (decode_batch.batch_rows).
     """
     inst = np.ones(len(np.atleast_1d(cap))) if instances is None else np.asarray(instances, dtype=float)
     c_one = np.maximum(np.floor(np.asarray(cap, dtype=float)), 1.0)
@@ -321,7 +322,7 @@ def occupancy(
     run = np.diff(n, axis=1, prepend=n[:, :1] - 1.0)  # integers each point stands for (1 at j = 0)
     mid = np.where(run > 0, n - (run - 1.0) / 2.0, n)  # the middle of the run: where its mass sits
     per_instance = np.maximum(mid / inst[:, None], 1.0)
-    tau = interp_rows(np.concatenate([per_instance, c_one[:, None]], axis=1), grid, per_token_s)
+    tau = batch_rows(np.column_stack([per_instance, c_one]), grid, per_token_s, whole & (inst == 1.0))
     tau_mid, tau_c = tau[:, :-1], tau[:, -1]  # at the runs' middles, and at the cap
     rows = np.arange(len(c))
     last = np.argmax(n >= hi[:, None], axis=1)  # the point that reaches hi
@@ -443,11 +444,11 @@ def decode_tpot_spread(
     """The per-request TPOT law of C decode pools (``instances`` each, behind a least-loaded router;
     per-instance demand, cap and mean batch): :func:`occupancy` then :func:`tpot_spread` with the
     light-batch overlap law (module docstring, item 4)."""
-    occ = occupancy(demand_tokens_per_s, grid, per_token_s, cap, mean_batch, instances)
-    # the step at per-instance batches 1 .. LIGHT_LEVELS (item 4), held at the cap beyond it
+    occ = occupancy(demand_tokens_per_s, grid, per_token_s, cap, mean_batch, instances, whole=True)
+    # item 4's step at per-instance batches 1 .. LIGHT_LEVELS (held at the cap), read as tau above
     c = np.maximum(np.floor(np.asarray(cap, dtype=float)), 1.0)[:, None]
     levels = np.minimum(np.arange(1.0, LIGHT_LEVELS + 1.0)[None, :], c)
-    steps = interp_rows(levels, grid, per_token_s)
+    steps = batch_rows(levels, grid, per_token_s, instances is None or np.asarray(instances) == 1.0)
     return tpot_spread(occ, output_tokens, np.where(np.isfinite(steps), steps, np.inf))
 
 
