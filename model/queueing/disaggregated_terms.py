@@ -42,9 +42,12 @@ of mean E[L] / 2 + g_J psi / (1 - psi) (the residual and the further passes), m_
 psi) in all. For Poisson arrivals the mixture's mean
 is bulk_wait's m = E[L] / 2 + g_J psi / (1 - psi); where m carries Kingman's factor (bursty arrivals) the
 weight of the passed branch is the one that keeps the mean m, (m - E[L] / 2) (1 - psi) / g_J, at most 1
-(then the exponential law of mean m, as on several instances). The exponential law of
-mean m used before overstated the tail of a wait bounded by one step (grid cell 62: the simulated W | W >
-0 quantiles p50 / p90 / p99 0.18 / 0.38 / 0.80 s, the exponential's 0.17 / 0.55 / 1.11).
+(then the exponential law of mean m, as on several instances). Per prompt (session 11,
+model.queueing.bulk_wait item 4): m is prompt i's own m_i = m x ``wait_scale`` (a long prompt, less room
+beside the prompts ahead, is passed more often), so the weight is its own psi_i and ``pass_s`` its own
+g_J E[passes_i] / psi_i. The exponential law of mean m used before overstated the tail of a wait
+bounded by one step (grid cell 62: the simulated W | W > 0 quantiles p50 / p90 / p99 0.18 / 0.38 /
+0.80 s, the exponential's 0.17 / 0.55 / 1.11).
 """
 
 from __future__ import annotations
