@@ -170,11 +170,6 @@ class PackedStep:
             return np.where(np.isfinite(m), m * self.wait_scale, m)
 
     @property
-    def _scv(self) -> np.ndarray:
-        """c_S^2 [C] (0, deterministic steps, when not given)."""
-        return np.zeros(len(self.rate_rps)) if self.step_scv is None else self.step_scv
-
-    @property
     def _full(self) -> np.ndarray:
         """g_J [C] (0, no shift, when not given)."""
         return np.zeros(len(self.rate_rps)) if self.full_step_s is None else self.full_step_s
