@@ -46,16 +46,32 @@ g_J = E[S_J] / n that between the ends of full steps (S_J a step that took a ful
    E[J] is lambda m when nothing overflows (the gap's age, whose mean equals its residual's) and
    about (J - 1) / 2 when the queue is long. Those behind it arrive during its wait.
 
-Limits (hand-derived in tests/test_bulk_wait.py): J = 1 and S_J = S: m = K g / (1 - lambda g), Kimura's
-M/G/n conditional wait (model.queueing.mgc), at n = 1 the Pollaczek-Khinchine E[S] (1 + c_S^2) / (2 (1 -
-rho)) (M/D/1 at c_S^2 = 0, M/M/1 at 1); J -> infinity (no cap): the first free-up alone, K g, with
-lambda K g prompts ahead. Non-Poisson arrivals scale the wait by Kingman's factor
-(c_a^2 + c_S^2) / (1 + c_S^2), as model.queueing.mgc does (Whitt 1993, sec. 2).
+4. Per prompt (session 11, the ``full`` law's optional third entry). A free-up takes the queue head-first
+   FCFS and stops at the first prompt that does not fit under the cap C (model.sim.disaggregated, vLLM),
+   so it passes prompt i (u_i tokens) iff the prompts ahead of it fill C - u_i without it: Q > R_i, R_i =
+   #{j >= 1 : u_1 + ... + u_j <= C - u_i} over the prompts ahead (model.serving.packing.prompt_room_law;
+   R_i <= T, the prompts a full take holds, T = max(1, #{j : u_1 + ... + u_j <= C}), J's law). From Q
+   geometric (ratio s) the first free-up passes it with psi_i = P(Q > R_i) = E[s^(R_i + 1)]; it passed
+   either because the step filled before reaching it (Q > T, probability omega_0 = E[s^(T + 1)]; the Q - T
+   still ahead are 1 + geometric, memoryless) or because it did not fit beside all of them (R_i < Q <=
+   T; it is then the head and the next free-up takes it: one pass). From the state "at least one ahead"
+   a free-up passes it with phi_i = E[s^R_i] and overflows with omega = E[s^T], so (a renewal argument
+   on that state) E[passes_i] = psi_i + omega_0 phi_i / (1 - omega). The mean-value equation keeps the
+   pool's m = s / (1 - s) / lambda = K g + g_J E_i[passes_i] (Little's law over all prompts: linear in
+   psi_i and phi_i, so it is the pooled law of R), and prompt i's own wait is m_i = K g + g_J
+   E[passes_i] (``own_scale`` = m_i / m; with Kingman's factor on both). R_i = J - 1 for every prompt,
+   J fixed, gives s^J / (1 - s^J), item 2's law; J = 1 (R = 0) the M/G/1 E[Q] = s / (1 - s).
+
+Limits (hand-derived in tests/test_bulk_wait.py and tests/test_prompt_passes.py): J = 1 and S_J = S: m =
+K g / (1 - lambda g), Kimura's M/G/n conditional wait (model.queueing.mgc), at n = 1 the
+Pollaczek-Khinchine E[S] (1 + c_S^2) / (2 (1 - rho)) (M/D/1 at c_S^2 = 0, M/M/1 at 1); J -> infinity (no
+cap): the first free-up alone, K g, with lambda K g prompts ahead. Non-Poisson arrivals scale the wait
+by Kingman's factor (c_a^2 + c_S^2) / (1 + c_S^2), as model.queueing.mgc does (Whitt 1993, sec. 2).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -74,6 +90,9 @@ class BulkWait:
     ahead: np.ndarray
     passed: np.ndarray | None = None  # [C] psi = E[s^J]: P(a free-up passes a waiting prompt) (item 2)
     first_s: np.ndarray | None = None  # [C] K g: the mean wait for the first free-up (item 1)
+    own_passed: np.ndarray | None = None  # [C, S] psi_i: P(prompt i is passed at least once) (item 4)
+    own_scale: np.ndarray | None = None  # [C, S] m_i / m: prompt i's E[W | W > 0] over the pool's (item 4)
+    own_pass_s: np.ndarray | None = None  # [C, S] g_J E[passes_i | passed]: the passes' mean given one
 
 
 def bulk_wait(
@@ -81,7 +100,7 @@ def bulk_wait(
     step_mean_s: np.ndarray,
     step_scv: np.ndarray,
     servers: np.ndarray,
-    full: tuple[np.ndarray, np.ndarray],
+    full: tuple[np.ndarray, ...],
     full_step_s: np.ndarray,
     busy: np.ndarray,
     scv_arrival: float = 1.0,
@@ -89,13 +108,18 @@ def bulk_wait(
     """E[W | W > 0] and the prompts ahead in the step of the bulk-service prefill queue (module
     docstring) [C]: ``rate_rps`` lambda, ``step_mean_s`` E[S] and ``step_scv`` c_S^2 of an instance's
     step, ``servers`` n, ``full`` the law of J (whole prompts a full step takes: counts >= 1 and their
-    probabilities, model.serving.packing.full_step_prompts), ``full_step_s`` E[S_J] the mean length of
-    a full step (those that end while the queue outgrows a step), ``busy`` rho (an instance's busy
-    fraction, for Kimura's ratio). Inf where the queue grows (lambda E[S_J] / n >= E[J])."""
+    probabilities, model.serving.packing.full_step_prompts; optionally a third entry, the per-prompt
+    law of R_i [S, R + 1], model.serving.packing.prompt_room_law, for item 4's per-prompt passes),
+    ``full_step_s`` E[S_J] the mean length of a full step (those that end while the queue outgrows a
+    step), ``busy`` rho (an instance's busy fraction, for Kimura's ratio). Inf where the queue grows (lambda
+    E[S_J] / n >= E[J])."""
     lam = np.asarray(rate_rps, dtype=float)
     scv = np.asarray(step_scv, dtype=float)
     n = np.asarray(servers, dtype=float)
-    counts, probs = (np.asarray(a, dtype=float)[None, :] for a in full)
+    counts, probs = (np.asarray(a, dtype=float)[None, :] for a in full[:2])
+    own = None if len(full) < 3 else np.asarray(full[2], dtype=float)  # [S, R + 1] P(R_i = r)
+    pooled = None if own is None else own.mean(axis=0)[None, :]  # R's law over the prompts
+    r_pow = None if own is None else np.arange(own.shape[1], dtype=float)[None, :]
     gap = np.asarray(step_mean_s, dtype=float) / n  # mean time between free-ups while all are busy
     rho = np.clip(np.asarray(busy, dtype=float), 1e-9, 1.0 - 1e-9)
     first = _kimura_ratio(rho, n, scv) * gap  # (1 + c_S^2) / 2 at n = 1 (item 1)
@@ -107,6 +131,8 @@ def bulk_wait(
         """Right side less left side of the mean-value equation at ratio s [C] (decreasing at the root)."""
         passed = (probs * s[:, None] ** counts).sum(axis=1)  # P(Q >= J) = E[s^J]
         steps = passed / (1.0 - passed)  # E[free-ups passed]: geometric (item 2)
+        if pooled is not None:  # item 4 averaged over the prompts (linear in psi_i, phi_i)
+            steps = _own_passes(s, counts, probs, pooled, r_pow)[:, 0]
         return first + full_gap * steps - s / (1.0 - s) / np.maximum(lam, 1e-300)
 
     lo, hi = np.zeros(lam.shape), np.ones(lam.shape)
@@ -122,4 +148,36 @@ def bulk_wait(
         folded = s / (1.0 - s) - mean_j * s**mean_j / (1.0 - s**mean_j)  # E[Q mod J] at J's mean
         passed = (probs * s[:, None] ** counts).sum(axis=1)  # psi at the root
     ahead = np.where(stable, np.maximum(folded, 0.0), np.inf)
-    return BulkWait(np.where(stable, cond * kingman, np.inf), ahead, np.where(stable, passed, 1.0), first)
+    out = BulkWait(np.where(stable, cond * kingman, np.inf), ahead, np.where(stable, passed, 1.0), first)
+    if own is None:
+        return out
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        psi_i = (
+            np.exp(np.log(np.maximum(s, 1e-300))[:, None] * (r_pow + 1.0)) @ own.T
+        )  # [C, S] E[s^(R_i + 1)]
+        steps_i = _own_passes(s, counts, probs, own, r_pow)  # [C, S]
+        mean_steps = _own_passes(s, counts, probs, own.mean(axis=0)[None, :], r_pow)  # [C, 1]
+        scale = (first[:, None] + full_gap[:, None] * steps_i) / (
+            first[:, None] + full_gap[:, None] * mean_steps
+        )
+        pass_s = np.where(psi_i > 0, full_gap[:, None] * steps_i / psi_i, full_gap[:, None])
+    ok = stable[:, None] & np.isfinite(scale)
+    return replace(
+        out,
+        own_passed=np.where(ok, psi_i, 1.0),
+        own_scale=np.where(ok, scale, 1.0),
+        own_pass_s=np.where(ok, pass_s, np.inf),
+    )
+
+
+def _own_passes(
+    s: np.ndarray, counts: np.ndarray, probs: np.ndarray, own: np.ndarray, r_pow: np.ndarray
+) -> np.ndarray:
+    """E[free-ups passing prompt i] [C, G] (item 4) at ratio s [C]: psi_i + omega_0 phi_i / (1 - omega) with
+    psi_i = E[s^(R_i + 1)], phi_i = E[s^R_i] (``own`` [G, R + 1] the laws of R_i, ``r_pow`` [1, R + 1] the
+    values r) and omega_0 = E[s^(T + 1)], omega = E[s^T] (T of law ``counts``, ``probs`` [1, K])."""
+    log_s = np.log(np.maximum(s, 1e-300))[:, None]
+    phi = np.exp(log_s * r_pow) @ own.T  # [C, G]
+    psi = phi * s[:, None]
+    omega = (probs * np.exp(log_s * counts)).sum(axis=1, keepdims=True)
+    return psi + omega * s[:, None] * phi / (1.0 - omega)

@@ -42,9 +42,12 @@ of mean E[L] / 2 + g_J psi / (1 - psi) (the residual and the further passes), m_
 psi) in all. For Poisson arrivals the mixture's mean
 is bulk_wait's m = E[L] / 2 + g_J psi / (1 - psi); where m carries Kingman's factor (bursty arrivals) the
 weight of the passed branch is the one that keeps the mean m, (m - E[L] / 2) (1 - psi) / g_J, at most 1
-(then the exponential law of mean m, as on several instances). The exponential law of
-mean m used before overstated the tail of a wait bounded by one step (grid cell 62: the simulated W | W >
-0 quantiles p50 / p90 / p99 0.18 / 0.38 / 0.80 s, the exponential's 0.17 / 0.55 / 1.11).
+(then the exponential law of mean m, as on several instances). Per prompt (session 11,
+model.queueing.bulk_wait item 4): m is prompt i's own m_i = m x ``wait_scale`` (a long prompt, less room
+beside the prompts ahead, is passed more often), so the weight is its own psi_i and ``pass_s`` its own
+g_J E[passes_i] / psi_i. The exponential law of mean m used before overstated the tail of a wait
+bounded by one step (grid cell 62: the simulated W | W > 0 quantiles p50 / p90 / p99 0.18 / 0.38 /
+0.80 s, the exponential's 0.17 / 0.55 / 1.11).
 """
 
 from __future__ import annotations
@@ -138,26 +141,33 @@ class PackedStep:
     room: np.ndarray  # [C, S] J_i: whole mean-length prompts the token cap fits beside prompt i
     ahead: np.ndarray  # [C, S] A_i: mean prompts ahead of it in its step, given it waited (<= J_i)
     step_len_s: np.ndarray | None = None  # [C] one instance: L, the step in progress (0: n_p >= 2)
-    pass_s: np.ndarray | None = None  # [C] one instance: g_J / (1 - psi), the passes' mean given one
+    pass_s: np.ndarray | None = None  # [C] or [C, S] one instance: the passes' mean given one
     step_scv: np.ndarray | None = None  # [C] one instance: c_S^2 of a step
     full_step_s: np.ndarray | None = None  # [C] one instance: g_J, a full step (the least a pass adds)
+    wait_scale: np.ndarray | None = None  # [C, S] m_i / m: prompt i's conditional wait over the pool's
 
     def take(self, idx: np.ndarray) -> PackedStep:
         """Candidates ``idx`` along the leading axis."""
-        one = () if self.step_len_s is None else (self.step_len_s, self.pass_s, self._scv, self._full)
+        one = (self.step_len_s, self.pass_s, self.step_scv, self.full_step_s, self.wait_scale)
         return PackedStep(
-            self.rate_rps[idx], self.v_s[idx], self.room[idx], self.ahead[idx], *(a[idx] for a in one)
+            self.rate_rps[idx], self.v_s[idx], self.room[idx], self.ahead[idx], *(_rows(a, idx) for a in one)
         )
 
     def requests(self, mask: np.ndarray) -> PackedStep:
         """Sampled requests ``mask`` only."""
-        one = () if self.step_len_s is None else (self.step_len_s, self.pass_s, self._scv, self._full)
-        return PackedStep(self.rate_rps, self.v_s, self.room[:, mask], self.ahead[:, mask], *one)
+        one = (self.step_len_s, self.pass_s, self.step_scv, self.full_step_s, self.wait_scale)
+        cols = (a[:, mask] if a is not None and a.ndim == 2 else a for a in one)
+        return PackedStep(self.rate_rps, self.v_s, self.room[:, mask], self.ahead[:, mask], *cols)
 
-    @property
-    def _scv(self) -> np.ndarray:
-        """c_S^2 [C] (0, deterministic steps, when not given)."""
-        return np.zeros(len(self.rate_rps)) if self.step_scv is None else self.step_scv
+    def cond_s(self, cond_s: np.ndarray) -> np.ndarray:
+        """Prompt i's E[W | W > 0] [C, S] (or [C, 1]) from the pool's [C]: times ``wait_scale`` (its own
+        passes, model.queueing.bulk_wait item 4) where given."""
+        m = np.asarray(cond_s, dtype=float)
+        m = m if m.ndim == 2 else m[:, None]
+        if self.wait_scale is None:
+            return m
+        with np.errstate(invalid="ignore"):
+            return np.where(np.isfinite(m), m * self.wait_scale, m)
 
     @property
     def _full(self) -> np.ndarray:
@@ -179,21 +189,25 @@ class PackedStep:
         = E[L] / 2 + G in all (G = ``pass_s``), weighted w = (m - E[L] / 2) / G so that the mixture's mean
         is m (w = psi for Poisson arrivals; w = 1 and the unshifted exponential of mean m where the
         passes alone exceed G), module docstring "One instance"; else :meth:`exponential_cdf`."""
-        m = np.asarray(cond_s, dtype=float)
+        m = self.cond_s(cond_s)  # [C, S] (or [C, 1])
         if self.step_len_s is None or not np.any(self.step_len_s > 0):
             return self.exponential_cdf(slack_s, m)
-        half = np.minimum(0.5 * self.step_len_s, m)  # E[L] / 2, at most m (smooth arrivals shrink m)
+        half = np.minimum(0.5 * self.step_len_s[:, None], m)  # E[L] / 2, at most m (smooth arrivals shrink m)
+        pass_s = self.pass_s if self.pass_s.ndim == 2 else self.pass_s[:, None]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            psi = np.clip(np.where(self.pass_s > 0, (m - half) / self.pass_s, 1.0), 0.0, 1.0)
-            m_passed = np.where(psi < 1.0, half + self.pass_s, m)
-        one = (self.step_len_s > 0) & np.isfinite(m)
-        shift = np.where(one & (psi < 1.0), self._full, 0.0)  # a passed prompt waits a full step at least
+            psi = np.clip(np.where(pass_s > 0, (m - half) / pass_s, 1.0), 0.0, 1.0)
+            m_passed = np.where(psi < 1.0, half + pass_s, m)
+        one = (self.step_len_s[:, None] > 0) & np.isfinite(m)
+        shift = np.where(one & (psi < 1.0), self._full[:, None], 0.0)  # a passed prompt waits a full step
         y = np.asarray(slack_s, dtype=float)
-        out = self.exponential_cdf(y - shift[:, None], np.maximum(np.where(one, m_passed, m) - shift, 0.0))
-        rows = np.nonzero(one)[0]
+        out = self.exponential_cdf(y - shift, np.maximum(np.where(one, m_passed, m) - shift, 0.0))
+        rows = np.nonzero(one.any(axis=1))[0]
         y = np.broadcast_to(y, out.shape)
+        half = np.broadcast_to(half, out.shape)
+        psi = np.broadcast_to(psi, out.shape)
         unpassed = self.take(rows).unpassed_cdf(y[rows], 2.0 * half[rows])
-        out[rows] = (1.0 - psi[rows, None]) * unpassed + psi[rows, None] * out[rows]
+        mixed = (1.0 - psi[rows]) * unpassed + psi[rows] * out[rows]
+        out[rows] = np.where(np.broadcast_to(one, out.shape)[rows], mixed, out[rows])
         return out
 
     def unpassed_cdf(self, slack_s: np.ndarray, step_len_s: np.ndarray) -> np.ndarray:
@@ -207,7 +221,8 @@ class PackedStep:
         lam = np.asarray(self.rate_rps, dtype=float)[:, None]
         v = np.asarray(self.v_s, dtype=float)[:, None]
         mean_l = np.asarray(step_len_s, dtype=float)
-        scv = np.zeros_like(mean_l) if self.step_scv is None else np.asarray(self.step_scv, dtype=float)
+        mean_l = mean_l if mean_l.ndim == 2 else mean_l[:, None]  # [C, S] or [C, 1]
+        scv = np.zeros(len(mean_l)) if self.step_scv is None else np.asarray(self.step_scv, dtype=float)
         y = np.asarray(slack_s, dtype=float)
         room = self.room
         top = min(int(room.max(initial=0.0)), PACKED_TERMS)
@@ -218,7 +233,9 @@ class PackedStep:
         below_edge = [gammainc(shape + 1.0, u) for u in edges]
         for j in range(LENGTH_STRATA):
             frac = LENGTH_STRATA * (below_edge[j + 1] - below_edge[j])  # E[L | stratum j] / E[L]
-            big_l = np.maximum(np.where(scv > 1e-6, mean_l * frac, mean_l), 1e-300)[:, None]
+            big_l = np.maximum(
+                np.where(scv[:, None] > 1e-6, mean_l * np.asarray(frac)[..., None], mean_l), 1e-300
+            )
             pmf = np.broadcast_to(np.exp(-lam * big_l), out.shape).copy()  # P(K = 0)
             below = np.zeros(out.shape)  # P(K < min(k, J_i)) so far
             part = np.zeros(out.shape)
@@ -246,7 +263,8 @@ class PackedStep:
         2)); K >= J_i puts E[v] J_i on the step. Summed over t < PACKED_TERMS."""
         lam = np.asarray(self.rate_rps, dtype=float)[:, None]
         v = np.asarray(self.v_s, dtype=float)[:, None]
-        m = np.asarray(cond_s, dtype=float)[:, None]
+        m = np.asarray(cond_s, dtype=float)
+        m = m if m.ndim == 2 else m[:, None]  # [C, S] (a per-prompt wait) or [C, 1]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             q = np.where(np.isfinite(m), lam * m / (1.0 + lam * m), 1.0)
             big = np.where(m > 0, (lam + 1.0 / m), np.inf)
@@ -295,7 +313,7 @@ class PackedStep:
         packed prompts, so K adds nothing) where ``step_len_s`` > 0."""
         w = np.asarray(w_s, dtype=float)
         if self.step_len_s is None or not np.any(self.step_len_s > 0):
-            return _exp_within(w, cond_s, w)
+            return _exp_within(w, self.cond_s(cond_s), w)
         bare = PackedStep(
             self.rate_rps,
             self.v_s,
@@ -305,6 +323,7 @@ class PackedStep:
             self.pass_s,
             self.step_scv,
             self.full_step_s,
+            self.wait_scale,
         )
         return bare.waiting_cdf(w, cond_s)
 
@@ -313,10 +332,16 @@ class PackedStep:
         return self.v_s[:, None] * self.room
 
 
+def _rows(a: np.ndarray | None, idx: np.ndarray) -> np.ndarray | None:
+    """``a`` at candidates ``idx`` (None stays None)."""
+    return None if a is None else a[idx]
+
+
 def _exp_within(w_s: np.ndarray, cond_s: np.ndarray, slack_s: np.ndarray) -> np.ndarray:
     """P(W <= w) [C, S] for W exponential of mean ``cond_s`` [C] (1 at mean 0), 0 where the slack
     y = ``slack_s`` is negative (as :meth:`PackedStep.waiting_cdf`)."""
-    m = np.asarray(cond_s, dtype=float)[:, None]
+    m = np.asarray(cond_s, dtype=float)
+    m = m if m.ndim == 2 else m[:, None]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         within = np.where(m > 0, -np.expm1(-np.maximum(np.asarray(w_s, dtype=float), 0.0) / m), 1.0)
     return np.where(np.asarray(slack_s) >= 0, np.clip(within, 0.0, 1.0), 0.0)

@@ -58,6 +58,7 @@ from model.serving.common import (
 from model.serving.packing import (
     full_step_prompts,
     pool_batch,
+    prompt_room_law,
     step_companions,
     step_law,
     uncached_prompt_tokens,
@@ -145,7 +146,8 @@ def evaluate_disaggregated(
     rho_p = rate * es / n_p
     queue = mgc_wait(rate, np.maximum(es, 1e-12), scv, n_p, scn.arrival_scv)
     v_mean = (alone - fixed_p).mean(axis=1)
-    full = full_step_prompts(scn, cap_tokens)
+    # J's law, and each prompt's own room R_i for the prompts ahead of it (its passes, bulk_wait item 4)
+    full = (*full_step_prompts(scn, cap_tokens), prompt_room_law(scn, cap_tokens))
     full_s = fixed_p.mean(axis=1) + v_mean * float((full[0] * full[1]).sum())  # a full step: F + E[v] E[J]
     bulk = bulk_wait(rate, step_s, step_scv, n_p, full, full_s, rho_p, scn.arrival_scv)
     service = alone
@@ -214,10 +216,17 @@ def evaluate_disaggregated(
     # 2 K g = E[S] (1 + c_S^2), the length-biased mean step) unless passed (model.queueing.
     # disaggregated_terms, "One instance").
     step_len = np.where(n_p == 1, 2.0 * bulk.first_s, 0.0)
-    with np.errstate(divide="ignore"):
-        pass_s = full_s / (1.0 - bulk.passed)  # n_p = 1: g_J / (1 - psi), the passes given one
+    # n_p = 1: g_J E[passes_i | passed], the passes given one; prompt i's own wait m_i = m x own_scale
     packed = PackedStep(
-        rate, v_mean, np.broadcast_to(room, alone.shape), ahead, step_len, pass_s, step_scv, full_s
+        rate,
+        v_mean,
+        np.broadcast_to(room, alone.shape),
+        ahead,
+        step_len,
+        bulk.own_pass_s,
+        step_scv,
+        full_s,
+        bulk.own_scale,
     )
     fixed = service + exposed + (extra + scn.engine.request_s)[:, None]
     latency = LatencyModel(

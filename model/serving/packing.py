@@ -316,6 +316,31 @@ def _full_law(uncached_bytes: bytes, step_tokens: float) -> tuple[np.ndarray, np
     return counts.astype(float), seen / float(FILL_DRAWS)
 
 
+def prompt_room_law(scn: Scenario, step_tokens: float) -> np.ndarray:
+    """The law of R_i [S, R + 1] per sampled prompt i: how many queued prompts ahead of it a step can take
+    with it, R_i = #{j >= 1 : u_1 + ... + u_j <= C - u_i} (the cap less its own tokens is the room for the
+    prompts ahead; FCFS, the engine stops at the first prompt that does not fit), over the same FILL_DRAWS
+    seeded sequences as :func:`full_step_prompts` (so R_i <= J draw by draw). A free-up that finds Q ahead
+    of it passes it iff Q > R_i (model.queueing.bulk_wait, item 4)."""
+    return _room_law(uncached_prompt_tokens(scn).tobytes(), float(step_tokens))
+
+
+@lru_cache(maxsize=64)
+def _room_law(uncached_bytes: bytes, step_tokens: float) -> np.ndarray:
+    """:func:`prompt_room_law` on the prompt lengths' bytes (cached on their values)."""
+    u = np.maximum(np.frombuffer(uncached_bytes, dtype=float), 1.0)
+    rng = np.random.default_rng(FILL_SEED)
+    j_max = int(min(max(step_tokens // float(u.min()), 1.0), FILL_MAX_PROMPTS))
+    sums = np.cumsum(rng.choice(u, size=(FILL_DRAWS, j_max)), axis=1)  # the draws of _full_law
+    room = step_tokens - u
+    fit = np.stack([np.searchsorted(row, room, side="right") for row in sums])  # [D, S] R_i per draw
+    width = int(fit.max()) + 1
+    flat = (np.arange(len(u))[None, :] * width + fit).ravel()
+    law = np.bincount(flat, minlength=len(u) * width).reshape(len(u), width) / float(FILL_DRAWS)
+    law.flags.writeable = False
+    return law
+
+
 def uncached_prompt_tokens(scn: Scenario) -> np.ndarray:
     """Each sampled prompt's tokens a prefill step computes (less its cached prefix) [S]."""
     return np.asarray(scn.prompt_tokens - scn.cached_tokens, dtype=float)
