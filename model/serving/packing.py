@@ -19,7 +19,7 @@ import numpy as np
 
 from model.hardware.engines import Router
 from model.queueing.mgc import _erlang_c
-from model.queueing.routing import SHARED_QUEUE, routed_mean_wait_unchecked
+from model.queueing.routing import routed_mean_wait_unchecked
 from model.serving.common import moments
 from model.workload.scenario import Scenario
 
@@ -126,51 +126,37 @@ def prefill_batch(
     servers: np.ndarray,
     alone_s: np.ndarray,
     fixed_s: np.ndarray,
-    cap: np.ndarray | float | None = None,
-    residual_s: np.ndarray | float = 0.0,
-    router: Router = SHARED_QUEUE,
+    cap: np.ndarray | float,
+    router: Router,
 ) -> np.ndarray:
-    """Mean number of prompts a server packs per step (>= 1), per candidate [C]: the colocated styles'
-    fixed point (the disaggregated prefill pool takes its k from :func:`pool_batch` since session 11).
+    """Mean number of prompts a colocated replica packs per step (>= 1), per candidate [C] (the
+    disaggregated prefill pool takes its k from :func:`pool_batch` since session 11).
 
-    ``servers`` (n) share one FCFS prompt queue fed at ``rate_rps`` (lambda); ``alone_s`` / ``fixed_s``
-    [C, S] are each sampled prompt's time alone and the per-step part of it. A free server takes every
-    prompt queued for it, so a step carries its own prompt plus those that arrived while it waited:
-    k = 1 + (lambda / n)(W_q + r), with W_q the mean queue wait (Little's law) and r the mean residual
-    of the step in progress when it arrived (a colocated replica's decode step; 0 for a prefill-only
-    server). Each prompt's share of its server is then v + F / k (v = alone - F), which in turn lowers
-    W_q: the fixed point is found by damped iteration from k = 1 (or from the cap where the unpacked
-    queue would be unstable). ``cap``: at most this many prompts per step (default: FILL_MAX_PROMPTS
-    waiting prompts, the engine's ``prefill_token_cap`` then bounding each prompt's companions;
-    the iteration starts where the unpacked queue is unstable from :func:`prompts_per_step`). ``router``: the
-    servers are colocated replicas behind this router, whose law gives W_q (model.queueing.routing);
-    by default one shared queue (a disaggregated prefill pool). With the default ``cap`` (the engine's
-    token cap) each prompt's share spreads F over its own :func:`step_companions`, which the token cap
-    bounds by the prompt's length; an explicit ``cap`` (the colocated styles') spreads it over k.
+    ``servers`` (n) replicas behind ``router`` are fed at ``rate_rps`` (lambda), whose law gives the
+    mean queue wait W_q (model.queueing.routing); ``alone_s`` / ``fixed_s`` [C, S] are each sampled
+    prompt's time alone and the per-step part of it. A free replica takes every prompt queued for it,
+    so a step carries its own prompt plus those that arrived while it waited: k = 1 + (lambda / n) W_q
+    (Little's law), at most ``cap``. Each prompt's share of its replica is then v + F / k (v = alone -
+    F), which in turn lowers W_q: the fixed point is found by damped iteration from k = 1 (or from the
+    cap where the unpacked queue would be unstable).
     """
     lam = np.asarray(rate_rps, dtype=float)
     n = np.asarray(servers, dtype=float)
     variable = alone_s - fixed_s
-    # Default cap: k counts the prompts waiting for the step, and the token cap bounds each prompt's
-    # companions (step_companions) rather than k.
-    step_tokens = float(scn.engine.prefill_token_cap) if cap is None else None
-    cap = float(FILL_MAX_PROMPTS) if cap is None else np.asarray(cap, dtype=float)
-    cap = np.broadcast_to(np.maximum(cap, 1.0), lam.shape)
+    cap = np.broadcast_to(np.maximum(np.asarray(cap, dtype=float), 1.0), lam.shape)
     per_server = lam / n
-    # from one prompt, or where the unpacked queue is unstable from the step's mean capacity
-    start = prompts_per_step(scn, scn.engine.prefill_token_cap) if step_tokens is not None else cap
-    k = np.where(per_server * alone_s.mean(axis=1) < 1.0, 1.0, start)
+    # from one prompt, or from the cap where the unpacked queue is unstable
+    k = np.where(per_server * alone_s.mean(axis=1) < 1.0, 1.0, cap)
     # each candidate iterates until its own k settles, so its value does not depend on which other
     # candidates are evaluated with it (the goodput search evaluates a candidate at several rates)
     moving = np.ones(k.shape, dtype=bool)
-    uncached = uncached_prompt_tokens(scn)
     for _ in range(PREFILL_BATCH_ITERATIONS):
-        share = variable + fixed_s / step_companions(k, uncached, step_tokens)
+        share = variable + fixed_s / k[:, None]
         es, _, scv = moments(share)
         # lam >= 0 and n >= 1 as the caller's queue has them; es is finite (a sum of table times)
         es = np.maximum(es, 1e-12)
         stable, wait_s = routed_mean_wait_unchecked(router, lam, es, scv, n, scn.arrival_scv)
-        target = np.where(stable, 1.0 + per_server * (wait_s + residual_s), cap)
+        target = np.where(stable, 1.0 + per_server * wait_s, cap)
         new = np.clip(0.5 * (k + np.clip(target, 1.0, cap)), 1.0, cap)
         settled = np.abs(new - k) <= PREFILL_BATCH_TOL * k
         k = np.where(moving, new, k)
