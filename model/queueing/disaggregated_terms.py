@@ -53,7 +53,7 @@ bounded by one step (grid cell 62: the simulated W | W > 0 quantiles p50 / p90 /
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.special import gammainc, gammaincc, gammaincinv
@@ -314,18 +314,7 @@ class PackedStep:
         w = np.asarray(w_s, dtype=float)
         if self.step_len_s is None or not np.any(self.step_len_s > 0):
             return _exp_within(w, self.cond_s(cond_s), w)
-        bare = PackedStep(
-            self.rate_rps,
-            self.v_s,
-            np.zeros_like(self.room),
-            self.ahead,
-            self.step_len_s,
-            self.pass_s,
-            self.step_scv,
-            self.full_step_s,
-            self.wait_scale,
-        )
-        return bare.waiting_cdf(w, cond_s)
+        return replace(self, room=np.zeros_like(self.room)).waiting_cdf(w, cond_s)
 
     def most_s(self) -> np.ndarray:
         """[C, S] the most the packed prompts add to a TTFT: E[v] J_i."""

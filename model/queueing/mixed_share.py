@@ -58,7 +58,9 @@ it starts in) is independent of N (Poisson arrivals in disjoint intervals; Kingm
 Processes*, ch. 2). With both linear in N (each arrival's coverage of the window, Takacs 1962,
 ch. 3: model.queueing.overlap.arrival_correlation, :func:`arrival_share_correlation`), the law of
 total covariance, Cov[D, F] = Cov[E[D | N], E[F | N]] + E[Cov[D, F | N]] with the second term 0,
-gives corr(D, F) = r = rho_D rho_F (rho_X the correlation of X with N). F is taken given D by the
+gives corr(D, F) = r = rho_D rho_F (rho_X the correlation of X with N; times sqrt(p_R) where D
+counts the pool's arrivals and F the replica's, a Poisson thinning: model.serving.colocated.
+_mixed_share). F is taken given D by the
 linear regression, mean E[F] + r sd(F) z and variance (1 - r^2) Var[F] at D = E[D] + z sd(D) (exact
 for the bivariate normal limit of many arrivals, and the two moments of F exact for any law whose
 regression on D is linear; Papoulis, sec. 6-4), a Beta of those moments (:meth:`MixedShare.given`).

@@ -151,8 +151,8 @@ def _mixed_share(
     the mixed share of the request's (O - 1) / e iterations, its mixed iterations' mean time rising
     from the mean mixed iteration T_mix at F = E[F] to a busy period's iteration T_full at F = 1.
     ``iteration_s`` = (T_dec, T_mix, T_full) [C]. F and the batch deviation D both count the prompts
-    arriving in the window: corr r = rho_D sqrt(p) rho_F (model.queueing.decode_spread.
-    arrival_correlation, mixed_share.arrival_share_correlation), p = ``pool_share`` [C] the share of
+    arriving in the window: corr r = rho_D sqrt(p) rho_F (model.queueing.overlap.arrival_correlation,
+    mixed_share.arrival_share_correlation), p = ``pool_share`` [C] the share of
     the pool's arrivals (whose count drives the levelled batch) that join the request's replica (a
     Poisson thinning: corr of the two counts sqrt(p), Kingman 1993, ch. 5, the colouring theorem)."""
     t_dec, t_mix, t_full = iteration_s
