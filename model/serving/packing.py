@@ -68,11 +68,10 @@ def step_companions(k: np.ndarray, uncached_tokens: np.ndarray, step_tokens: flo
         return np.broadcast_to(k[:, None], (len(k), len(u)))
     table = _companion_table(u.tobytes(), float(step_tokens))  # (values, rises)
     # linear in log k between the tabulated k (geometric, FILL_GRID points from 1 to FILL_MAX_PROMPTS)
-    pos = np.clip(np.log(k) / np.log(FILL_MAX_PROMPTS) * (FILL_GRID - 1), 0.0, FILL_GRID - 1.0)
-    lo = np.minimum(np.floor(pos).astype(int), FILL_GRID - 2)
+    lo, frac = _grid_position(k)
     # np.take with mode="clip" (lo is in range): several times faster than fancy indexing here
     out = np.take(table[1], lo, axis=0, mode="clip")  # the rise to the next tabulated k
-    out *= (pos - lo)[:, None]
+    out *= frac[:, None]
     out += np.take(table[0], lo, axis=0, mode="clip")
     # table values are >= 1; linear interpolation of the convex rows can pass k by a hair
     return np.minimum(out, k[:, None], out=out)
@@ -187,8 +186,14 @@ def step_law(
     v_mean = (alone_s - fixed_s).mean(axis=1)
     k_step = 1.0 / (1.0 / companions).mean(axis=1)
     step_s = k_step * es
-    step_scv = (alone_s.var(axis=1) + v_mean**2 * (k_step - 1.0) * k_step) / np.maximum(step_s, 1e-12) ** 2
-    return es, scv, k_step, step_s, step_scv
+    return es, scv, k_step, step_s, _step_scv(alone_s.var(axis=1), v_mean, k_step, step_s)
+
+
+def _step_scv(
+    alone_var_s2: np.ndarray, v_mean_s: np.ndarray, k_step: np.ndarray, step_s: np.ndarray
+) -> np.ndarray:
+    """:func:`step_law`'s c_S^2 [C]: (Var[alone] + E[v]^2 (k_s - 1) k_s) / E[S]^2."""
+    return (alone_var_s2 + v_mean_s**2 * (k_step - 1.0) * k_step) / np.maximum(step_s, 1e-12) ** 2
 
 
 def pool_batch(
@@ -248,7 +253,7 @@ def pool_batch(
         es = v_mean + fixed_over_c[rows, lo] * (1.0 - frac) + fixed_over_c[rows, lo + 1] * frac
         k_step = 1.0 / (inverse_mean[lo] * (1.0 - frac) + inverse_mean[lo + 1] * frac)
         step_s = k_step * es  # step_law's E[S] and c_S^2
-        step_scv = (alone_var + v_mean**2 * (k_step - 1.0) * k_step) / np.maximum(step_s, 1e-12) ** 2
+        step_scv = _step_scv(alone_var, v_mean, k_step, step_s)
         a = lam * es
         busy_all = _erlang_c(n, np.minimum(a, n))  # 1 where a >= n
         rho = np.minimum(a / n, 1.0)
@@ -293,13 +298,20 @@ def full_step_prompts(scn: Scenario, step_tokens: float) -> tuple[np.ndarray, np
 @lru_cache(maxsize=64)
 def _full_law(uncached_bytes: bytes, step_tokens: float) -> tuple[np.ndarray, np.ndarray]:
     """:func:`full_step_prompts` on the prompt lengths' bytes (cached on their values)."""
-    u = np.maximum(np.frombuffer(uncached_bytes, dtype=float), 1.0)
-    rng = np.random.default_rng(FILL_SEED)
-    j_max = int(min(max(step_tokens // float(u.min()), 1.0), FILL_MAX_PROMPTS))
-    sums = np.cumsum(rng.choice(u, size=(FILL_DRAWS, j_max)), axis=1)
+    sums = _draw_sums(uncached_bytes, step_tokens)
     held = np.maximum((sums <= step_tokens).sum(axis=1), 1)  # prefix sums are increasing
     counts, seen = np.unique(held, return_counts=True)
     return counts.astype(float), seen / float(FILL_DRAWS)
+
+
+def _draw_sums(uncached_bytes: bytes, step_tokens: float) -> np.ndarray:
+    """[FILL_DRAWS, j] prefix sums of FILL_DRAWS seeded FCFS sequences of the sampled prompt lengths
+    (at least 1 token each), long enough for the most prompts the cap can hold (j <= FILL_MAX_PROMPTS):
+    the draws :func:`full_step_prompts` and :func:`prompt_room_law` share."""
+    u = np.maximum(np.frombuffer(uncached_bytes, dtype=float), 1.0)
+    rng = np.random.default_rng(FILL_SEED)
+    j_max = int(min(max(step_tokens // float(u.min()), 1.0), FILL_MAX_PROMPTS))
+    return np.cumsum(rng.choice(u, size=(FILL_DRAWS, j_max)), axis=1)
 
 
 def prompt_room_law(scn: Scenario, step_tokens: float) -> np.ndarray:
@@ -315,9 +327,7 @@ def prompt_room_law(scn: Scenario, step_tokens: float) -> np.ndarray:
 def _room_law(uncached_bytes: bytes, step_tokens: float) -> np.ndarray:
     """:func:`prompt_room_law` on the prompt lengths' bytes (cached on their values)."""
     u = np.maximum(np.frombuffer(uncached_bytes, dtype=float), 1.0)
-    rng = np.random.default_rng(FILL_SEED)
-    j_max = int(min(max(step_tokens // float(u.min()), 1.0), FILL_MAX_PROMPTS))
-    sums = np.cumsum(rng.choice(u, size=(FILL_DRAWS, j_max)), axis=1)  # the draws of _full_law
+    sums = _draw_sums(uncached_bytes, step_tokens)  # the draws of _full_law
     room = step_tokens - u
     fit = np.stack([np.searchsorted(row, room, side="right") for row in sums])  # [D, S] R_i per draw
     width = int(fit.max()) + 1
