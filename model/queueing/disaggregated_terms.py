@@ -58,6 +58,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.special import gammainc, gammaincc, gammaincinv
 
+LawRead = Callable[..., np.ndarray | tuple[np.ndarray, np.ndarray]]
+"""A CDF (or a (lo, hi) bound pair) read by :class:`model.queueing.latency.LatencyModel`:
+PackedStep.waiting_cdf / waiting_floor / waiting_ceiling, join_residual_cdf / join_residual_bounds."""
+
 JOIN_STRATA = 8
 """Midpoints r_m = tau (m + 1/2) / JOIN_STRATA of the join residual's uniform law on [0, tau] (module
 docstring, "Join residual"): the CDF of R / (O - 1) is read in steps of 1/JOIN_STRATA of its range,

@@ -83,7 +83,7 @@ from scipy.special import gammainc
 
 from model.queueing.decode_batch import two_wait_exceedance
 from model.queueing.decode_spread import TpotSpread
-from model.queueing.disaggregated_terms import PackedStep, join_residual_bounds, join_residual_cdf
+from model.queueing.disaggregated_terms import LawRead, PackedStep, join_residual_bounds, join_residual_cdf
 from model.queueing.environment import WaitLevels
 from model.queueing.mixed_share import MixedShare, MixedTpot
 
@@ -258,7 +258,7 @@ class LatencyModel:
             mean = np.where(self.admit_prob > 0, self.admit_prob * self.admit_cond_mean_s, 0.0)
         return np.where(self.stable, mean, np.inf)
 
-    def ttft_cdf(self, t_s: np.ndarray, waiting=PackedStep.waiting_cdf) -> np.ndarray:
+    def ttft_cdf(self, t_s: np.ndarray, waiting: LawRead = PackedStep.waiting_cdf) -> np.ndarray:
         """P(TTFT_ci <= t), t broadcast against [C, S]; averaged over ``levels`` if any (their own docs).
         ``waiting``: the packed step's law of a waiting prompt (PackedStep.waiting_cdf, or a bound)."""
         if self.levels is not None:
@@ -272,7 +272,9 @@ class LatencyModel:
             return None
         return self.ttft_cdf(t_s, PackedStep.waiting_floor), self.ttft_cdf(t_s, PackedStep.waiting_ceiling)
 
-    def _ttft_given(self, t_s: np.ndarray, prob: np.ndarray, cond: np.ndarray, waiting) -> np.ndarray:
+    def _ttft_given(
+        self, t_s: np.ndarray, prob: np.ndarray, cond: np.ndarray, waiting: LawRead
+    ) -> np.ndarray:
         """:meth:`ttft_cdf` with a queue wait W of P(W > 0) = ``prob`` and E[W | W > 0] = ``cond`` [C]."""
         slack = np.asarray(t_s) - self.fixed_s
         if self.packed is not None:  # the law of the packed count, not its mean (PackedStep.waiting_cdf)
@@ -348,7 +350,7 @@ class LatencyModel:
         cdf = p0 * atom + p1 * one + p2 * two
         return np.where(self.stable[:, None], np.minimum(cdf, 1.0), 0.0)
 
-    def _base_cdf(self, excess_s: np.ndarray, join=join_residual_cdf):
+    def _base_cdf(self, excess_s: np.ndarray, join: LawRead = join_residual_cdf):
         """P(s D + R / (O - 1) <= excess) [C, S]: the batch's fluctuation (a step at 0 without a spread)
         and the join residual R by ``join`` (none without ``join_busy``; disaggregated_terms)."""
 
