@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from model.hardware.catalog import get_engine, get_gpu
 from model.hardware.engines import with_preemption
 from model.planner.goodput import config_goodput
-from model.queueing.decode_batch import admission_queue
-from model.queueing.latency import LatencyModel, two_wait_exceedance
+from model.queueing.decode_batch import admission_queue, two_wait_exceedance
+from model.queueing.latency import LatencyModel
 from model.serving.configs import ColocatedConfig
 from model.serving.phase_tables import instance_tables
 from model.sim.engine import SimOptions

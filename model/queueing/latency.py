@@ -13,7 +13,7 @@ Each candidate configuration c is described by
 
       P(W + A > t) = p (1 - q) e^{-t/m} + q (1 - p) e^{-t/a} + p q (m e^{-t/m} - a e^{-t/a}) / (m - a)
 
-  ((1 + t / m) e^{-t/m} for the last factor when m = a; :func:`two_wait_exceedance`);
+  ((1 + t / m) e^{-t/m} for the last factor when m = a; model.queueing.decode_batch.two_wait_exceedance);
 - a TPOT made of a base step time b_c plus stalls: during its decode a request meets a Poisson
   number N (mean n_ci) of stall events, each the extra time one other prompt's prefill adds to the
   decode steps (the whole prefill when it pre-empts decodes; the slowdown of its mixed iterations
