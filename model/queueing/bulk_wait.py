@@ -156,7 +156,7 @@ def bulk_wait(
             np.exp(np.log(np.maximum(s, 1e-300))[:, None] * (r_pow + 1.0)) @ own.T
         )  # [C, S] E[s^(R_i + 1)]
         steps_i = _own_passes(s, counts, probs, own, r_pow)  # [C, S]
-        mean_steps = _own_passes(s, counts, probs, own.mean(axis=0)[None, :], r_pow)  # [C, 1]
+        mean_steps = _own_passes(s, counts, probs, pooled, r_pow)  # [C, 1]
         scale = (first[:, None] + full_gap[:, None] * steps_i) / (
             first[:, None] + full_gap[:, None] * mean_steps
         )
