@@ -180,7 +180,8 @@ def step_law(
     ``prefill_fixed_s``); a step of k prompts is met by k of them, so the step-weighted mean count is
     k_s = 1 / E[1 / c] and a step lasts E[S] = k_s E[share] on average (so that lambda E[S] / (n k_s)
     = lambda E[share] / n, the busy fraction). Its variance: the prompts' lengths plus the number
-    beside the first, geometric of mean k_s - 1 (variance (k_s - 1) k_s), times E[v]^2."""
+    beside the first, geometric of mean k_s - 1 (Poisson arrivals over an exponential gap; variance
+    (k_s - 1) k_s), times E[v]^2."""
     share = alone_s - fixed_s + fixed_s / companions
     es, _, scv = moments(share)
     v_mean = (alone_s - fixed_s).mean(axis=1)
