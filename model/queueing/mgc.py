@@ -242,11 +242,12 @@ def erlang_c(servers: object, offered_load_erlangs: object) -> np.ndarray:
     (c - a)/c + rho B, a sum of non-negative terms, so there is no cancellation as rho -> 1.
     Returns an ndarray (not a result object): it is a single probability per entry.
     """
-    return _erlang_c(*_servers_and_load(servers, offered_load_erlangs))
+    return erlang_c_unchecked(*_servers_and_load(servers, offered_load_erlangs))
 
 
-def _erlang_c(c: np.ndarray, a: np.ndarray) -> np.ndarray:
-    """:func:`erlang_c` of checked, broadcast arrays."""
+def erlang_c_unchecked(c: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """:func:`erlang_c` of arrays the caller has checked and broadcast (servers ``c`` >= 1 whole, offered
+    load ``a`` >= 0 finite): for inner loops such as a bisection, without the input checks."""
     stable = a < c
     a_s = np.where(stable, a, 0.0)
     b = _erlang_b(c, a_s)
@@ -277,7 +278,7 @@ def _mmc_arrays(
     a = rate * es
     stable = a < c
     rho = a / c
-    pw = _erlang_c(c, np.where(stable, a, 0.0))  # c and a checked (a finite: rate, es are)
+    pw = erlang_c_unchecked(c, np.where(stable, a, 0.0))  # c and a checked (a finite: rate, es are)
     with np.errstate(divide="ignore"):
         cond = np.where(stable, es / np.where(stable, c - a, 1.0), np.inf)
     return rho, stable, pw, cond

@@ -18,7 +18,7 @@ from functools import lru_cache
 import numpy as np
 
 from model.hardware.engines import Router
-from model.queueing.mgc import _erlang_c
+from model.queueing.mgc import erlang_c_unchecked
 from model.queueing.routing import routed_mean_wait_unchecked
 from model.serving.common import moments
 from model.workload.scenario import Scenario
@@ -256,7 +256,7 @@ def pool_batch(
         step_s = k_step * es  # step_law's E[S] and c_S^2
         step_scv = _step_scv(alone_var, v_mean, k_step, step_s)
         a = lam * es
-        busy_all = _erlang_c(n, np.minimum(a, n))  # 1 where a >= n
+        busy_all = erlang_c_unchecked(n, np.minimum(a, n))  # 1 where a >= n
         rho = np.minimum(a / n, 1.0)
         w = 1.0 / (1.0 + 4.0 * (1.0 - rho) ** 2 * (n - 1.0))
         c2 = np.maximum(w * step_scv + 1.0 - w, 1e-9)
