@@ -52,8 +52,10 @@ def test_cli_compare_of_two_scenario_files_reports_each_plans_own_numbers(tmp_pa
     a, b = scenario(tmp_path, "a.json", gpus=2), scenario(tmp_path, "b.json", gpus=4)
     assert main(["compare", str(a), str(b), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
+    verdicts = {}
     for side, gpus in (("a", 2), ("b", 4)):
         p = own_plan(gpus)
+        verdicts[side] = p.verdict
         best = p.best[p.verdict]
         got = out[side]
         assert got["verdict"] == p.verdict and got["label"] == best.label
@@ -65,7 +67,7 @@ def test_cli_compare_of_two_scenario_files_reports_each_plans_own_numbers(tmp_pa
         assert d["delta"] == pytest.approx(out["b"][d["metric"]] - out["a"][d["metric"]], rel=1e-12)
         assert d["ratio"] == pytest.approx(out["b"][d["metric"]] / out["a"][d["metric"]], rel=1e-12)
     assert [d["metric"] for d in out["differences"]] == [m for m, _ in METRICS]
-    assert out["verdict_changed"] is False
+    assert out["verdict_changed"] is (verdicts["a"] != verdicts["b"])
     assert main(["compare", str(a), str(b)]) == 0
     text = capsys.readouterr().out
     assert "a: a.json" in text and "b: b.json" in text and "goodput" in text and "+2 (+100%)" in text
