@@ -112,7 +112,50 @@ def bulk_wait(
     law of R_i [S, R + 1], model.serving.packing.prompt_room_law, for item 4's per-prompt passes),
     ``full_step_s`` E[S_J] the mean length of a full step (those that end while the queue outgrows a
     step), ``busy`` rho (an instance's busy fraction, for Kimura's ratio). Inf where the queue grows (lambda
-    E[S_J] / n >= E[J])."""
+    E[S_J] / n >= E[J]). Memoized on the inputs' values (:func:`_memo_key`): the goodput search asks
+    again for the same pools (a hit returns the same read-only result)."""
+    key = _memo_key((rate_rps, step_mean_s, step_scv, servers, *full, full_step_s, busy), scv_arrival)
+    hit = _MEMO.get(key)
+    if hit is None:
+        hit = _solve(rate_rps, step_mean_s, step_scv, servers, full, full_step_s, busy, scv_arrival)
+        for value in vars(hit).values():
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+        if len(_MEMO) >= _MEMO_MAX:
+            _MEMO.pop(next(iter(_MEMO)))  # the oldest first
+        _MEMO[key] = hit
+    return hit
+
+
+_MEMO: dict[tuple, BulkWait] = {}
+_MEMO_MAX = 256  # results remembered (oldest forgotten first)
+
+
+def clear_memo() -> None:
+    """Forget every memoized :func:`bulk_wait` (benchmarks time the cold path with it)."""
+    _MEMO.clear()
+
+
+def _memo_key(arrays: tuple, scv_arrival: float) -> tuple:
+    """The exact values (dtype, shape and bytes) of ``arrays``, and ``scv_arrival``."""
+    parts = []
+    for a in arrays:
+        v = np.ascontiguousarray(a, dtype=float)
+        parts.append((v.shape, v.tobytes()))
+    return (tuple(parts), float(scv_arrival))
+
+
+def _solve(
+    rate_rps: np.ndarray,
+    step_mean_s: np.ndarray,
+    step_scv: np.ndarray,
+    servers: np.ndarray,
+    full: tuple[np.ndarray, ...],
+    full_step_s: np.ndarray,
+    busy: np.ndarray,
+    scv_arrival: float,
+) -> BulkWait:
+    """:func:`bulk_wait` computed (not memoized)."""
     lam = np.asarray(rate_rps, dtype=float)
     scv = np.asarray(step_scv, dtype=float)
     n = np.asarray(servers, dtype=float)
@@ -129,10 +172,11 @@ def bulk_wait(
 
     def excess(s: np.ndarray) -> np.ndarray:
         """Right side less left side of the mean-value equation at ratio s [C] (decreasing at the root)."""
-        passed = (probs * s[:, None] ** counts).sum(axis=1)  # P(Q >= J) = E[s^J]
-        steps = passed / (1.0 - passed)  # E[free-ups passed]: geometric (item 2)
         if pooled is not None:  # item 4 averaged over the prompts (linear in psi_i, phi_i)
             steps = _own_passes(s, counts, probs, pooled, r_pow)[:, 0]
+        else:
+            passed = (probs * s[:, None] ** counts).sum(axis=1)  # P(Q >= J) = E[s^J]
+            steps = passed / (1.0 - passed)  # E[free-ups passed]: geometric (item 2)
         return first + full_gap * steps - s / (1.0 - s) / np.maximum(lam, 1e-300)
 
     lo, hi = np.zeros(lam.shape), np.ones(lam.shape)
