@@ -75,6 +75,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from model.queueing.memo import Memo, value_key
 from model.queueing.mgc import _kimura_ratio
 
 ROOT_BISECTIONS = 60
@@ -112,37 +113,15 @@ def bulk_wait(
     law of R_i [S, R + 1], model.serving.packing.prompt_room_law, for item 4's per-prompt passes),
     ``full_step_s`` E[S_J] the mean length of a full step (those that end while the queue outgrows a
     step), ``busy`` rho (an instance's busy fraction, for Kimura's ratio). Inf where the queue grows (lambda
-    E[S_J] / n >= E[J]). Memoized on the inputs' values (:func:`_memo_key`): the goodput search asks
+    E[S_J] / n >= E[J]). Memoized on the inputs' values (model.queueing.memo): the goodput search asks
     again for the same pools (a hit returns the same read-only result)."""
-    key = _memo_key((rate_rps, step_mean_s, step_scv, servers, *full, full_step_s, busy), scv_arrival)
-    hit = _MEMO.get(key)
-    if hit is None:
-        hit = _solve(rate_rps, step_mean_s, step_scv, servers, full, full_step_s, busy, scv_arrival)
-        for value in vars(hit).values():
-            if isinstance(value, np.ndarray):
-                value.flags.writeable = False
-        if len(_MEMO) >= _MEMO_MAX:
-            _MEMO.pop(next(iter(_MEMO)))  # the oldest first
-        _MEMO[key] = hit
-    return hit
+    key = (value_key(rate_rps, step_mean_s, step_scv, servers, *full, full_step_s, busy), float(scv_arrival))
+    return _MEMO.get(
+        key, lambda: _solve(rate_rps, step_mean_s, step_scv, servers, full, full_step_s, busy, scv_arrival)
+    )
 
 
-_MEMO: dict[tuple, BulkWait] = {}
-_MEMO_MAX = 256  # results remembered (oldest forgotten first)
-
-
-def clear_memo() -> None:
-    """Forget every memoized :func:`bulk_wait` (benchmarks time the cold path with it)."""
-    _MEMO.clear()
-
-
-def _memo_key(arrays: tuple, scv_arrival: float) -> tuple:
-    """The exact values (dtype, shape and bytes) of ``arrays``, and ``scv_arrival``."""
-    parts = []
-    for a in arrays:
-        v = np.ascontiguousarray(a, dtype=float)
-        parts.append((v.shape, v.tobytes()))
-    return (tuple(parts), float(scv_arrival))
+_MEMO = Memo()
 
 
 def _solve(
