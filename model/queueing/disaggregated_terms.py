@@ -240,16 +240,17 @@ class PackedStep:
                 out += np.clip((y - v * room) / big_l, 0.0, 1.0) / LENGTH_STRATA
                 continue
             pmf = np.broadcast_to(np.exp(-lam * big_l), out.shape).copy()  # P(K = 0)
+            mean_k = lam * big_l  # E[K | L]
             below = np.zeros(out.shape)  # P(K < min(k, J_i)) so far
             part = np.zeros(out.shape)
             for k in range(top):
                 inside = k < room
                 if not inside.any():
                     break
-                term = np.where(inside, pmf, 0.0)
+                term = pmf if inside.all() else np.where(inside, pmf, 0.0)
                 part += term * np.clip((y - v * k) / big_l, 0.0, 1.0)
                 below += term
-                pmf = pmf * (lam * big_l) / (k + 1.0)
+                pmf = pmf * mean_k / (k + 1.0)
             part += np.maximum(1.0 - below, 0.0) * np.clip((y - v * room) / big_l, 0.0, 1.0)
             out += part / LENGTH_STRATA
         return np.where(y >= 0, np.clip(out, 0.0, 1.0), 0.0)
@@ -289,9 +290,10 @@ class PackedStep:
         pmf_c = np.exp(-x_c)
         cdf_c = pmf_c.copy()  # P(N <= t) at x_c, t = 0
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            head = (1.0 - q) ** 2
             for t in range(top):
                 below = (t < room) & finite
-                weight = np.where(below, (1.0 - q) ** 2 * q**t, 0.0)
+                weight = np.where(below, head * q**t, 0.0)
                 x_t = np.maximum(y - v * t, 0.0)
                 x_t *= big
                 pmf_c *= x_c
