@@ -75,6 +75,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from model.queueing.memo import Memo, value_key
 from model.queueing.mgc import _kimura_ratio
 
 ROOT_BISECTIONS = 60
@@ -112,7 +113,28 @@ def bulk_wait(
     law of R_i [S, R + 1], model.serving.packing.prompt_room_law, for item 4's per-prompt passes),
     ``full_step_s`` E[S_J] the mean length of a full step (those that end while the queue outgrows a
     step), ``busy`` rho (an instance's busy fraction, for Kimura's ratio). Inf where the queue grows (lambda
-    E[S_J] / n >= E[J])."""
+    E[S_J] / n >= E[J]). Memoized on the inputs' values (model.queueing.memo): the goodput search asks
+    again for the same pools (a hit returns the same read-only result)."""
+    key = (value_key(rate_rps, step_mean_s, step_scv, servers, *full, full_step_s, busy), float(scv_arrival))
+    return _MEMO.get(
+        key, lambda: _solve(rate_rps, step_mean_s, step_scv, servers, full, full_step_s, busy, scv_arrival)
+    )
+
+
+_MEMO = Memo()
+
+
+def _solve(
+    rate_rps: np.ndarray,
+    step_mean_s: np.ndarray,
+    step_scv: np.ndarray,
+    servers: np.ndarray,
+    full: tuple[np.ndarray, ...],
+    full_step_s: np.ndarray,
+    busy: np.ndarray,
+    scv_arrival: float,
+) -> BulkWait:
+    """:func:`bulk_wait` computed (not memoized)."""
     lam = np.asarray(rate_rps, dtype=float)
     scv = np.asarray(step_scv, dtype=float)
     n = np.asarray(servers, dtype=float)
@@ -129,10 +151,11 @@ def bulk_wait(
 
     def excess(s: np.ndarray) -> np.ndarray:
         """Right side less left side of the mean-value equation at ratio s [C] (decreasing at the root)."""
-        passed = (probs * s[:, None] ** counts).sum(axis=1)  # P(Q >= J) = E[s^J]
-        steps = passed / (1.0 - passed)  # E[free-ups passed]: geometric (item 2)
         if pooled is not None:  # item 4 averaged over the prompts (linear in psi_i, phi_i)
             steps = _own_passes(s, counts, probs, pooled, r_pow)[:, 0]
+        else:
+            passed = (probs * s[:, None] ** counts).sum(axis=1)  # P(Q >= J) = E[s^J]
+            steps = passed / (1.0 - passed)  # E[free-ups passed]: geometric (item 2)
         return first + full_gap * steps - s / (1.0 - s) / np.maximum(lam, 1e-300)
 
     lo, hi = np.zeros(lam.shape), np.ones(lam.shape)

@@ -52,6 +52,7 @@ bounded by one step (grid cell 62: the simulated W | W > 0 quantiles p50 / p90 /
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -231,26 +232,25 @@ class PackedStep:
         room = self.room
         top = min(int(room.max(initial=0.0)), PACKED_TERMS)
         out = np.zeros(np.broadcast_shapes(y.shape, room.shape))
-        shape = 1.0 / np.maximum(scv, 1e-6) + 1.0
-        # the strata's conditional means (E[L; stratum] = E[L] P(Gamma(shape + 1) in it), so they keep E[L])
-        edges = [gammaincinv(shape, j / LENGTH_STRATA) for j in range(LENGTH_STRATA)] + [np.inf]
-        below_edge = [gammainc(shape + 1.0, u) for u in edges]
-        for j in range(LENGTH_STRATA):
-            frac = LENGTH_STRATA * (below_edge[j + 1] - below_edge[j])  # E[L | stratum j] / E[L]
+        for frac in _strata_fracs(scv.tobytes()):
             big_l = np.maximum(
                 np.where(scv[:, None] > 1e-6, mean_l * np.asarray(frac)[..., None], mean_l), 1e-300
             )
+            if top == 0:  # no packed prompt: every count is at the cap (J_i = 0), the loop adds nothing
+                out += np.clip((y - v * room) / big_l, 0.0, 1.0) / LENGTH_STRATA
+                continue
             pmf = np.broadcast_to(np.exp(-lam * big_l), out.shape).copy()  # P(K = 0)
+            mean_k = lam * big_l  # E[K | L]
             below = np.zeros(out.shape)  # P(K < min(k, J_i)) so far
             part = np.zeros(out.shape)
             for k in range(top):
                 inside = k < room
                 if not inside.any():
                     break
-                term = np.where(inside, pmf, 0.0)
+                term = pmf if inside.all() else np.where(inside, pmf, 0.0)
                 part += term * np.clip((y - v * k) / big_l, 0.0, 1.0)
                 below += term
-                pmf = pmf * (lam * big_l) / (k + 1.0)
+                pmf = pmf * mean_k / (k + 1.0)
             part += np.maximum(1.0 - below, 0.0) * np.clip((y - v * room) / big_l, 0.0, 1.0)
             out += part / LENGTH_STRATA
         return np.where(y >= 0, np.clip(out, 0.0, 1.0), 0.0)
@@ -277,6 +277,9 @@ class PackedStep:
         w_cap = np.maximum(y - v * room, 0.0)
         with np.errstate(over="ignore", invalid="ignore"):
             out = np.where(m > 0, -np.expm1(-w_cap / m), 1.0)  # P(W <= y - E[v] J_i): K at the cap
+        top = min(int(room.max(initial=0.0)), PACKED_TERMS)
+        if top == 0:  # no packed prompt: the sum below is empty
+            return np.where(y >= 0, np.clip(out, 0.0, 1.0), 0.0)
         # Every element takes every term, on whole arrays (no gathers): a term is exactly 0 where t >=
         # J_i (weight 0), where x_t = 0 (then x_c = 0 too: both means are 0) and where q = 0 (weight
         # 0). At m = 0 (theta' infinite) every term is 0 (out is 1 there): weight 0 and theta' set to 0,
@@ -287,9 +290,10 @@ class PackedStep:
         pmf_c = np.exp(-x_c)
         cdf_c = pmf_c.copy()  # P(N <= t) at x_c, t = 0
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            for t in range(min(int(room.max(initial=0.0)), PACKED_TERMS)):
+            head = (1.0 - q) ** 2
+            for t in range(top):
                 below = (t < room) & finite
-                weight = np.where(below, (1.0 - q) ** 2 * q**t, 0.0)
+                weight = np.where(below, head * q**t, 0.0)
                 x_t = np.maximum(y - v * t, 0.0)
                 x_t *= big
                 pmf_c *= x_c
@@ -323,6 +327,22 @@ class PackedStep:
     def most_s(self) -> np.ndarray:
         """[C, S] the most the packed prompts add to a TTFT: E[v] J_i."""
         return self.v_s[:, None] * self.room
+
+
+@functools.lru_cache(maxsize=256)
+def _strata_fracs(scv_bytes: bytes) -> tuple[np.ndarray, ...]:
+    """E[L | stratum j] / E[L] [C] for the LENGTH_STRATA equal-probability strata of the length-biased
+    gamma step of squared CV c_S^2 (``scv_bytes``: the float64 bytes of c_S^2 [C]; cached, as the
+    goodput bisection asks again for the same candidates), shape 1 / c_S^2 + 1: E[L; stratum] =
+    E[L] P(Gamma(shape + 1) in it), so the strata keep E[L] (:meth:`PackedStep.unpassed_cdf`)."""
+    scv = np.frombuffer(scv_bytes, dtype=float)
+    shape = 1.0 / np.maximum(scv, 1e-6) + 1.0
+    edges = [gammaincinv(shape, j / LENGTH_STRATA) for j in range(LENGTH_STRATA)] + [np.inf]
+    below_edge = [gammainc(shape + 1.0, u) for u in edges]
+    fracs = tuple(LENGTH_STRATA * (below_edge[j + 1] - below_edge[j]) for j in range(LENGTH_STRATA))
+    for f in fracs:
+        f.setflags(write=False)
+    return fracs
 
 
 def _rows(a: np.ndarray | None, idx: np.ndarray) -> np.ndarray | None:

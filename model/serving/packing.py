@@ -18,6 +18,7 @@ from functools import lru_cache
 import numpy as np
 
 from model.hardware.engines import Router
+from model.queueing.memo import Memo, value_key
 from model.queueing.mgc import erlang_c_unchecked
 from model.queueing.routing import routed_mean_wait_unchecked
 from model.serving.common import moments
@@ -234,14 +235,33 @@ def pool_batch(
     queue over shares then reports the pool unstable). Checked against the simulator's steps
     (docs/validation.md, session 11): grid cell 0's DEP4 prefill (one instance) k_s 1.82 / 2.09 and busy
     fraction 0.835 / 0.888 planned at 6.5 / 7.5 req/s against 1.73 / 1.99 and 0.832 / 0.887
-    simulated, where :func:`prefill_batch`'s waiting-prompts fixed point read 2.29 / 2.58 and 0.73 / 0.79."""
+    simulated, where :func:`prefill_batch`'s waiting-prompts fixed point read 2.29 / 2.58 and 0.73 / 0.79.
+    Memoized on the inputs' values (the goodput search asks again for the same pools)."""
+    uncached = uncached_prompt_tokens(scn)
+    cap = float(scn.engine.prefill_token_cap)
+    key = (value_key(uncached, rate_rps, servers, alone_s, fixed_s), cap)
+    return _POOL_MEMO.get(key, lambda: _pool_batch(uncached, cap, rate_rps, servers, (alone_s, fixed_s)))
+
+
+_POOL_MEMO = Memo()
+
+
+def _pool_batch(
+    uncached: np.ndarray,
+    cap_tokens: float,
+    rate_rps: np.ndarray,
+    servers: np.ndarray,
+    step_s: tuple[np.ndarray, np.ndarray],
+) -> np.ndarray:
+    """:func:`pool_batch` computed (not memoized) from the uncached prompt tokens, the token cap and
+    the (alone, fixed) step times [C, S]."""
+    alone_s, fixed_s = step_s
     lam = np.asarray(rate_rps, dtype=float)
     n = np.asarray(servers, dtype=float)
-    uncached = uncached_prompt_tokens(scn)
     # step_law's means at every tabulated k at once, so that each trial k costs O(C): E[F / c] [C, K]
     # (a matrix product with the table of 1 / c), E[1 / c] and E[c] [K]; read linearly in log k
     # between the table's points, as step_companions reads c
-    inverse, mean_c = _table_means(uncached.tobytes(), float(scn.engine.prefill_token_cap))
+    inverse, mean_c = _table_means(uncached.tobytes(), cap_tokens)
     fixed_over_c = (fixed_s @ inverse.T) / fixed_s.shape[1]
     v_mean = (alone_s - fixed_s).mean(axis=1)
     alone_var = alone_s.var(axis=1)

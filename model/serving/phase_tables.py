@@ -23,6 +23,7 @@ from model.physics.deployment import Deployment
 from model.physics.kv_tiers import PrefixPlacement, prefix_placement
 from model.physics.memory import MemoryFit, memory_fit
 from model.physics.steps import decode_step_cost, mixed_step_cost, prefill_cost
+from model.queueing.memo import clear_memos
 from model.workload.scenario import Scenario, cached_prompt_tokens
 
 # Decode batch grid shared by every table: 0, then 1 .. 131072 geometrically (a batch below one
@@ -119,6 +120,7 @@ def clear_table_caches() -> None:
     for cached in (_instance_tables, _prefill_table, _decode_table, _chunked_tables, _chunked_packing):
         cached.cache_clear()
     _SHARED.clear()
+    clear_memos()  # model.queueing.memo: the memoized pool solves
 
 
 _SHARED: dict[tuple, Scenario] = {}
