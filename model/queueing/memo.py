@@ -8,6 +8,7 @@ them all (model.serving.phase_tables.clear_table_caches: benchmarks time the col
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +37,7 @@ class Memo:
     def __init__(self) -> None:
         self._store: dict[tuple, tuple[Any, int]] = {}
         self._bytes = 0
+        self._lock = threading.Lock()  # the web app plans in several script threads at once
         _ALL.append(self)
 
     def get(self, key: tuple, solve: Callable[[], Any]) -> Any:
@@ -52,16 +54,19 @@ class Memo:
             if isinstance(value, np.ndarray):
                 value.flags.writeable = False
                 size += value.nbytes
-        while self._store and self._bytes + size > MEMO_BYTES:
-            self._bytes -= self._store.pop(next(iter(self._store)))[1]  # the oldest first
-        self._store[key] = (result, size)
-        self._bytes += size
+        with self._lock:
+            while self._store and self._bytes + size > MEMO_BYTES:
+                self._bytes -= self._store.pop(next(iter(self._store)))[1]  # the oldest first
+            if key not in self._store:
+                self._store[key] = (result, size)
+                self._bytes += size
         return result
 
     def clear(self) -> None:
         """Forget every result."""
-        self._store.clear()
-        self._bytes = 0
+        with self._lock:
+            self._store.clear()
+            self._bytes = 0
 
 
 _ALL: list[Memo] = []
