@@ -28,3 +28,23 @@ def test_equal_values_share_a_result_and_others_do_not() -> None:
     clear_memos()
     memo.get(value_key(a), lambda: solve(a))
     assert len(calls) == 3
+
+
+def test_memoized_keys_on_every_positional_value_and_tuple_structure() -> None:
+    from model.queueing.memo import memoized
+
+    calls = []
+
+    @memoized
+    def solve(x: np.ndarray, pair: tuple[np.ndarray, ...]) -> np.ndarray:
+        calls.append(1)
+        return x + sum(pair)
+
+    a, b = np.array([1.0]), np.array([2.0])
+    assert solve(a, (b,))[0] == 3.0 and solve(a.copy(), (b.copy(),))[0] == 3.0
+    assert len(calls) == 1  # equal values: the stored result
+    assert solve(a, (b, b))[0] == 5.0 and len(calls) == 2  # another tuple: another key
+    assert solve(b, (a,))[0] == 3.0 and len(calls) == 3  # same flat bytes reordered: another key
+    clear_memos()
+    solve(a, (b,))
+    assert len(calls) == 4

@@ -75,7 +75,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from model.queueing.memo import Memo, value_key
+from model.queueing.memo import memoized
 from model.queueing.mgc import _kimura_ratio
 
 ROOT_BISECTIONS = 60
@@ -96,6 +96,7 @@ class BulkWait:
     own_pass_s: np.ndarray | None = None  # [C, S] g_J E[passes_i | passed]: the passes' mean given one
 
 
+@memoized
 def bulk_wait(
     rate_rps: np.ndarray,
     step_mean_s: np.ndarray,
@@ -115,26 +116,6 @@ def bulk_wait(
     step), ``busy`` rho (an instance's busy fraction, for Kimura's ratio). Inf where the queue grows (lambda
     E[S_J] / n >= E[J]). Memoized on the inputs' values (model.queueing.memo): the goodput search asks
     again for the same pools (a hit returns the same read-only result)."""
-    key = (value_key(rate_rps, step_mean_s, step_scv, servers, *full, full_step_s, busy), float(scv_arrival))
-    return _MEMO.get(
-        key, lambda: _solve(rate_rps, step_mean_s, step_scv, servers, full, full_step_s, busy, scv_arrival)
-    )
-
-
-_MEMO = Memo()
-
-
-def _solve(
-    rate_rps: np.ndarray,
-    step_mean_s: np.ndarray,
-    step_scv: np.ndarray,
-    servers: np.ndarray,
-    full: tuple[np.ndarray, ...],
-    full_step_s: np.ndarray,
-    busy: np.ndarray,
-    scv_arrival: float,
-) -> BulkWait:
-    """:func:`bulk_wait` computed (not memoized)."""
     lam = np.asarray(rate_rps, dtype=float)
     scv = np.asarray(step_scv, dtype=float)
     n = np.asarray(servers, dtype=float)

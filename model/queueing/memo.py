@@ -7,6 +7,7 @@ them all (model.serving.phase_tables.clear_table_caches: benchmarks time the col
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 from collections.abc import Callable
@@ -76,3 +77,17 @@ def clear_memos() -> None:
     """Forget the results of every :class:`Memo`."""
     for memo in _ALL:
         memo.clear()
+
+
+def memoized(solve: Callable[..., Any]) -> Callable[..., Any]:
+    """``solve`` memoized on the values of its positional arguments (arrays, scalars, or tuples of
+    them, flattened into one :func:`value_key`) in a :class:`Memo` of its own."""
+    memo = Memo()
+
+    @functools.wraps(solve)
+    def wrapper(*args: Any) -> Any:
+        flat = [a for arg in args for a in (arg if isinstance(arg, tuple) else (arg,))]
+        key = (tuple(len(arg) if isinstance(arg, tuple) else -1 for arg in args), value_key(*flat))
+        return memo.get(key, lambda: solve(*args))
+
+    return wrapper

@@ -18,7 +18,7 @@ from functools import lru_cache
 import numpy as np
 
 from model.hardware.engines import Router
-from model.queueing.memo import Memo, value_key
+from model.queueing.memo import memoized
 from model.queueing.mgc import erlang_c_unchecked
 from model.queueing.routing import routed_mean_wait_unchecked
 from model.serving.common import moments
@@ -239,13 +239,10 @@ def pool_batch(
     Memoized on the inputs' values (the goodput search asks again for the same pools)."""
     uncached = uncached_prompt_tokens(scn)
     cap = float(scn.engine.prefill_token_cap)
-    key = (value_key(uncached, rate_rps, servers, alone_s, fixed_s), cap)
-    return _POOL_MEMO.get(key, lambda: _pool_batch(uncached, cap, rate_rps, servers, (alone_s, fixed_s)))
+    return _pool_batch(uncached, cap, rate_rps, servers, (alone_s, fixed_s))
 
 
-_POOL_MEMO = Memo()
-
-
+@memoized
 def _pool_batch(
     uncached: np.ndarray,
     cap_tokens: float,
@@ -253,8 +250,8 @@ def _pool_batch(
     servers: np.ndarray,
     step_s: tuple[np.ndarray, np.ndarray],
 ) -> np.ndarray:
-    """:func:`pool_batch` computed (not memoized) from the uncached prompt tokens, the token cap and
-    the (alone, fixed) step times [C, S]."""
+    """:func:`pool_batch` from the uncached prompt tokens, the token cap and the (alone, fixed) step
+    times [C, S] (memoized on their values)."""
     alone_s, fixed_s = step_s
     lam = np.asarray(rate_rps, dtype=float)
     n = np.asarray(servers, dtype=float)
