@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from model.errors import InputError
 from model.hardware.catalog import get_gpu, get_link
+from model.queueing.mgc import md1_wait
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.sim.simulate import (
     CallableSteps,
@@ -124,6 +125,40 @@ def disagg(requests, layerwise, *, d_kv=BIG, n_prefill=1, n_decode=1, p_budget=B
     return simulate_disaggregated(
         p, n_prefill, d, n_decode, lambda n: (0.05, 0.01), requests, layerwise=layerwise
     )
+
+
+def test_receiving_lanes_carry_one_transfer_at_a_time():
+    # Two prefill instances, prompts of 100 tokens arriving at 0 and 1 ms: prefills 0 -> 0.1 and
+    # 0.001 -> 0.101 (1 ms a token), transfers (50 ms) on separate sending links. Into one decode
+    # instance the receiving lanes take them in turn: 0.1 -> 0.15, then the second, ready at 0.101,
+    # 0.15 -> 0.2 (it waits 49 ms). Into two decode instances (routed by load) they overlap.
+    two = req([0.0, 0.001], [100, 100], [2, 2])
+    one = disagg(two, layerwise=False, n_prefill=2, n_decode=1).records
+    np.testing.assert_allclose(one.prefill_end_s, [0.1, 0.101])
+    np.testing.assert_allclose(one.transfer_start_s, [0.1, 0.15])
+    np.testing.assert_allclose(one.transfer_end_s, [0.15, 0.2])
+    apart = disagg(two, layerwise=False, n_prefill=2, n_decode=2).records
+    np.testing.assert_allclose(apart.transfer_end_s, [0.15, 0.151])
+
+
+def test_receiving_lanes_are_an_md1_queue():
+    # Poisson arrivals, no prefill time, 60 prefill instances (so the sending links never queue), one
+    # decode instance receiving transfers of D = 20 ms: its lanes are an M/D/1 queue, E[W] = rho D /
+    # (2 (1 - rho)) = 0.5 x 0.02 / 1 = 10 ms at lambda = 25 / s (Pollaczek-Khinchine).
+    n = 8000
+    rng = np.random.default_rng(5)
+    arrivals = np.cumsum(rng.exponential(1.0 / 25.0, n))
+    requests = SimRequests(arrivals, np.full(n, 10), np.ones(n, dtype=int))
+    p = InstanceSpec(CallableSteps(lambda ps: 0.0, lambda b, c: 0.0), BIG, BIG)
+    d = InstanceSpec(CallableSteps(lambda ps: 0.0, lambda b, c: 0.0), BIG, BIG)
+    res = simulate_disaggregated(
+        p, 60, d, 1, lambda n: (0.02, 0.0), requests, layerwise=False, options=SimOptions(warmup_requests=800)
+    )
+    r = res.records
+    wait = (r.transfer_start_s - r.prefill_end_s)[r.measured]
+    assert float(md1_wait(25.0, 0.02).mean_wait_s) == pytest.approx(0.01)
+    assert wait.mean() == pytest.approx(0.01, rel=0.1)
+    assert (wait > 1e-12).mean() == pytest.approx(0.5, abs=0.03)  # P(W > 0) = rho
 
 
 def test_disaggregated_by_hand_whole_kv():

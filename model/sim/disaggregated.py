@@ -19,6 +19,14 @@
   start + T, but not before prefill end + T_last (the last layer's share, which cannot leave
   before the prefill finishes). For a lone request this exposes max(T_last, T + S/N - S) of
   the transfer, the pipelining bound of the planner's model.disaggregated.
+- **Receiving lanes**: each decode instance receives over its own lanes, which carry one
+  transfer's bytes at a time, FCFS in the order the transfers become ready (at start above): a
+  transfer's start is also the lanes' first free time, and it holds them for its bytes plus one
+  message latency (KVTransfer.wire_s; per-layer messages pipeline). So the pool's transfers into one
+  decode instance cannot exceed its lanes' bandwidth: one NIC port per GPU in the link profiles
+  (InfiniBand NDR 400 Gbit/s: 50 GB/s a port). This is the planner's receiving-end queue
+  (model.serving.disaggregated, an M/G/1 at each end); the sending link does not wait for it (a
+  NIC serves several queue pairs at once), so the two ends delay a transfer independently.
 - **Decode pool**: continuous batching; a request whose KV has arrived joins at the next
   iteration boundary. Its first token is delivered then (TTFT includes queue wait, prefill, the
   decode-admission wait and the exposed transfer, as the planner defines it); tokens 2 .. O come
@@ -84,6 +92,7 @@ class DecodeInstance:
         self.finish: dict[int, list[int]] = {}
         self.busy_s = 0.0
         self.iter_start = 0.0
+        self.recv_free = 0.0  # when the receiving lanes have carried every transfer ready so far
         self.on_admit: Callable[[int], None] = lambda r: None
 
     def load_tokens(self) -> int:
@@ -185,6 +194,8 @@ class PrefillPool:
         self.n = n
         self.decode = decode
         self.transfer = transfer
+        # the receiving lanes' busy time per transfer (KVTransfer.wire_s; a plain callable: its whole time)
+        self.wire_s: Callable[[int], float] | None = getattr(transfer, "wire_s", None)
         self.layerwise = layerwise
         self.loop = loop
         self.rec = rec
@@ -297,10 +308,26 @@ class PrefillPool:
         rec.decode_held[r] = held
         t, t_last = self.transfer(rec.prompt[r] - held)
         start = max(now, self.link_free[i], ready)
-        end = max(start + t, rec.prefill_end[r] + t_last)
-        self.link_free[i] = end
+        self.link_free[i] = max(start + t, rec.prefill_end[r] + t_last)
         self.link_busy_s[i] += t
-        rec.transfer_start[r] = start
+        busy = t if self.wire_s is None else self.wire_s(rec.prompt[r] - held)
+        if start <= now:
+            self._on_wire((r, t, t_last, busy))
+        else:
+            self.loop.at(start, self._on_wire, (r, t, t_last, busy))
+
+    def _on_wire(self, arg: tuple[int, float, float, float]) -> None:
+        """The KV of request ``r`` (transfer ``t``, last layer ``t_last``) is ready to leave: the decode
+        instance's receiving lanes carry it after the transfers that were ready before it (FCFS),
+        ``busy`` long (its bytes and one message latency)."""
+        r, t, t_last, busy = arg
+        rec = self.rec
+        now = self.loop.now
+        dec = self.decode[rec.instance[r]]
+        wire = max(now, dec.recv_free)
+        dec.recv_free = wire + busy
+        end = max(wire + t, rec.prefill_end[r] + t_last)
+        rec.transfer_start[r] = wire
         rec.transfer_end[r] = end
         self.loop.at(end, self._arrived, r)
 

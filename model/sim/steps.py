@@ -215,6 +215,14 @@ class KVTransfer:
         else:
             self._l0 = self._l1 = 0.0
 
+    def wire_s(self, prompt_tokens: int) -> float:
+        """The time the request's KV holds the receiving lanes: its bytes plus one message latency.
+        Per-layer messages pipeline, so their latencies overlap other layers' bytes and add no busy
+        time (the planner's link occupancy, model.serving.disaggregated.transfer_components)."""
+        t, _ = self(prompt_tokens)
+        messages = self.layers if self.layerwise else 1
+        return max(t - (messages - 1) * self.link.latency_s, 0.0)
+
     def __call__(self, prompt_tokens: int) -> tuple[float, float]:
         n = prompt_tokens if self._layout is None else float(self._layout.tokens(prompt_tokens))
         return self._t0 + self._t1 * n, self._l0 + self._l1 * n
