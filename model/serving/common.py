@@ -10,6 +10,7 @@ import numpy as np
 from model.physics.decode_tokens import tokens_per_decode_step
 from model.queueing.latency import LatencyModel
 from model.queueing.mgc import WaitResult
+from model.queueing.mixed_refine import REFINE_SHARES, StagedCdf
 from model.serving.phase_tables import InstanceTables
 from model.workload.slo import SLO
 
@@ -166,7 +167,30 @@ def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
     ok = ttft_ok & passes
     rest = np.nonzero(ttft_ok & ~passes & ~fails)[0]
     if len(rest):
-        ok[rest] = _check(ttft_cdf[rest], bounds.cdf(rest), stable[rest], slo).ok
+        ok[rest] = _staged_ok(StagedCdf.build(bounds, rest), ttft_cdf[rest], stable[rest], slo)
+    return ok
+
+
+def _staged_ok(law: StagedCdf, ttft_cdf: np.ndarray, stable: np.ndarray, slo: SLO) -> np.ndarray:
+    """:func:`check_slo`'s ``ok`` of candidates whose TTFT test passed, from their TPOT law's
+    bounds tightened in stages by exact entries (model.queueing.mixed_refine.StagedCdf): a candidate
+    leaves once its bounds settle the TPOT and attainment tests (by BOUND_MARGIN), and the ones left
+    at the end take the exact test on the exact CDFs (entry for entry MixedTpot.cdf)."""
+    q, att, eps = slo.percentile / 100.0, slo.attainment, BOUND_MARGIN
+    ok = np.zeros(len(ttft_cdf), dtype=bool)
+    left = np.arange(len(ttft_cdf))
+    for step in REFINE_SHARES:
+        lo, hi = law.bounds(step)
+        t = ttft_cdf[left]
+        passes = (lo.mean(axis=1) >= q + eps) & ((t * lo).mean(axis=1) >= att + eps)
+        fails = (hi.mean(axis=1) < q - eps) | ((t * hi).mean(axis=1) < att - eps)
+        ok[left[passes]] = True
+        keep = ~passes & ~fails
+        if not keep.any():
+            return ok
+        if not keep.all():
+            law, left = law.take(keep), left[keep]
+    ok[left] = _check(ttft_cdf[left], law.cdf(), stable[left], slo).ok
     return ok
 
 
