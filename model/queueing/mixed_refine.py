@@ -53,13 +53,16 @@ class StagedCdf:
     """The exact rows of a :class:`MixedTpot` being computed: per stratum, candidate and distinct
     request column [M, R, K] the Beta parameters ``a``, ``b``, root ``x``, ``want`` (Beta CDF needed),
     the entry bounds ``lo`` / ``hi`` and the exact values ``val`` where ``done``; ``roots`` [M x R, S]
-    the full roots, ``inverse`` [S] the column of each request (None: K = S), ``law`` and ``rows`` the
-    candidates of the law these are."""
+    the law's roots, ``inverse`` the column of each of the law's requests (None: K of them), ``held``
+    the law's own request columns when it is held on its distinct requests (a ``columns`` field;
+    None: the law's requests are the sample's), ``counts`` [K] the requests each column stands for,
+    ``law`` and ``rows`` the candidates of the law these are."""
 
     law: MixedTpot
     rows: np.ndarray
     roots: np.ndarray
     inverse: np.ndarray | None
+    held: np.ndarray | None
     counts: np.ndarray
     a: np.ndarray
     b: np.ndarray
@@ -82,7 +85,9 @@ class StagedCdf:
         k = f.shape[1] if cols is None else len(cols[0])
         first = slice(None) if cols is None else cols[0]
         inverse = None if cols is None else cols[1]
-        counts = np.ones(k) if cols is None else np.bincount(inverse, minlength=k).astype(float)
+        held = getattr(law, "columns", None)  # a law held on its distinct requests: their columns
+        per = np.ones(f.shape[1]) if held is None else np.bincount(held, minlength=f.shape[1]).astype(float)
+        counts = per if cols is None else np.bincount(inverse, weights=per, minlength=k)
         shape = (m, len(rows), k)
         a = np.broadcast_to(alpha[..., first], shape)
         b = np.broadcast_to(beta[..., first], shape)
@@ -98,7 +103,7 @@ class StagedCdf:
             hi = np.where(d < 0, tail, 1.0)
         exact = (x >= 1.0).astype(float)  # outside (0, 1): the CDF's 0 or 1
         lo, hi = np.where(w, lo, exact), np.where(w, hi, exact)
-        return cls(law, rows, f, inverse, counts, a, b, x, w, lo, hi, exact, ~w)
+        return cls(law, rows, f, inverse, held, counts, a, b, x, w, lo, hi, exact, ~w)
 
     def bounds(self, step: float) -> tuple[np.ndarray, np.ndarray]:
         """(lower, upper) bounds [R, S] on the CDF after computing exactly, per candidate, ``step`` of
@@ -136,6 +141,8 @@ class StagedCdf:
             inside = inside[:, self.inverse]
         f = self.roots
         cdf = np.where(f >= 1.0, 1.0, np.where(f < 0.0, 0.0, inside))
+        if self.held is not None:
+            cdf = np.ascontiguousarray(cdf[:, self.held])
         return self.law._average(cdf, self.law.stable[self.rows])
 
     def _compute(self, pick: np.ndarray) -> None:
@@ -154,4 +161,6 @@ class StagedCdf:
         return np.minimum(np.tensordot(weights, v, axes=1), 1.0)
 
     def _spread(self, v: np.ndarray) -> np.ndarray:
-        return v if self.inverse is None else v[:, self.inverse]
+        """Per-request values [R, S] from those of the distinct columns [R, K]."""
+        v = v if self.inverse is None else v[:, self.inverse]
+        return v if self.held is None else v[:, self.held]
