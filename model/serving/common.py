@@ -146,28 +146,35 @@ exact test's."""
 def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
     """Per candidate: stable, attainment >= target, and both percentiles within their targets
     (:func:`check_slo`'s ``ok``). Where the latency model bounds the TPOT law cheaply
-    (LatencyModel.tpot_cdf_bounds, a MixedTpot: a chunked replica's mixed share), candidates that
-    fail the TTFT test (computed exactly) or that the bounds already decide (the TPOT and
-    attainment tests passed, or failed, whatever the exact law inside them) skip the exact TPOT
-    law; the others take the exact test on the exact CDFs of their rows, so every outcome is
-    :func:`check_slo`'s. Models without the chunked bounds take :func:`_ok_by_rows` (the
-    disaggregated laws' own bounds)."""
+    (LatencyModel.tpot_cdf_bounds, a MixedTpot: a chunked replica's mixed share), the TTFT test is
+    computed exactly first and the TPOT law is built only for the candidates that pass it (a
+    candidate's CDFs depend on its own row alone, LatencyModel.take); those the bounds already decide
+    (the TPOT and attainment tests passed, or failed, whatever the exact law inside them) skip the
+    exact TPOT law, and the others take the exact test on exact CDFs computed in stages
+    (:func:`_staged_ok`), so every outcome is :func:`check_slo`'s. Models without the chunked bounds
+    take :func:`_ok_by_rows` (the disaggregated laws' own bounds)."""
     lat, stable = res.latency, np.asarray(res.stable, dtype=bool)
-    shape = np.shape(stable)
-    bounds = lat.tpot_cdf_bounds(np.full(shape, slo.tpot_s)[:, None])
-    if bounds is None:
+    if lat.mixed is None:
         return _ok_by_rows(lat, stable, slo)
+    shape = np.shape(stable)
     q = slo.percentile / 100.0
     ttft_cdf = lat.ttft_cdf(np.full(shape, slo.ttft_s)[:, None])
-    ttft_ok = stable & (ttft_cdf.mean(axis=1) >= q)
+    ok = np.zeros(shape, dtype=bool)
+    rows = np.nonzero(stable & (ttft_cdf.mean(axis=1) >= q))[0]
+    if len(rows) == 0:
+        return ok
+    sub = lat if len(rows) == len(stable) else lat.take(rows)
+    bounds = sub.tpot_cdf_bounds(np.full(len(rows), slo.tpot_s)[:, None])
+    ttft_cdf = ttft_cdf[rows]
     lo, hi = bounds.bounds()
     eps = BOUND_MARGIN
     passes = (lo.mean(axis=1) >= q + eps) & ((ttft_cdf * lo).mean(axis=1) >= slo.attainment + eps)
     fails = (hi.mean(axis=1) < q - eps) | ((ttft_cdf * hi).mean(axis=1) < slo.attainment - eps)
-    ok = ttft_ok & passes
-    rest = np.nonzero(ttft_ok & ~passes & ~fails)[0]
+    ok[rows[passes]] = True
+    rest = np.nonzero(~passes & ~fails)[0]
     if len(rest):
-        ok[rest] = _staged_ok(StagedCdf.build(bounds, rest), ttft_cdf[rest], stable[rest], slo)
+        staged = StagedCdf.build(bounds, rest)
+        ok[rows[rest]] = _staged_ok(staged, ttft_cdf[rest], stable[rows[rest]], slo)
     return ok
 
 
