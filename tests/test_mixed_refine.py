@@ -63,12 +63,12 @@ def test_staged_cdf_is_the_exact_law(seed: int) -> None:
     exact = law.cdf(rows)
     staged = StagedCdf.build(law, rows)
     for step in REFINE_SHARES:
-        lo, hi = staged.bounds(step)
+        staged, lo, hi = staged.bounds(step)
         assert np.all(lo <= exact + 1e-12) and np.all(exact <= hi + 1e-12)
     assert np.array_equal(StagedCdf.build(law, rows).cdf(), exact)  # nothing computed before
     keep = np.array([True, False, True, True])
     assert np.array_equal(staged.take(keep).cdf(), law.cdf(rows[keep]))  # part computed before
-    lo, hi = StagedCdf.build(law, rows).bounds(1.0)  # every entry exact: the bounds are the CDF
+    _, lo, hi = StagedCdf.build(law, rows).bounds(1.0)  # every entry exact: the bounds are the CDF
     assert np.allclose(lo, exact, rtol=0, atol=1e-12) and np.allclose(hi, exact, rtol=0, atol=1e-12)
 
 
@@ -78,7 +78,7 @@ def test_staged_bounds_tighten_where_widest() -> None:
     law = _law(5, strata=4, cands=6, reqs=30)
     rows = np.arange(5)
     staged = StagedCdf.build(law, rows)
-    lo0, hi0 = staged.bounds(0.0)
-    lo1, hi1 = staged.bounds(0.2)
+    staged, lo0, hi0 = staged.bounds(0.0)
+    staged, lo1, hi1 = staged.bounds(0.2)
     assert np.all(lo1 >= lo0 - 1e-15) and np.all(hi1 <= hi0 + 1e-15)
     assert (hi1 - lo1).sum() < 0.8 * (hi0 - lo0).sum()

@@ -50,28 +50,31 @@ def unimodal_tail_bound(lam2: np.ndarray, unimodal: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class StagedCdf:
-    """The exact rows of a :class:`MixedTpot` being computed: per stratum, candidate and distinct
-    request column [M, R, K] the Beta parameters ``a``, ``b``, root ``x``, ``want`` (Beta CDF needed),
-    the entry bounds ``lo`` / ``hi`` and the exact values ``val`` where ``done``; ``roots`` [M x R, S]
-    the law's roots, ``inverse`` the column of each of the law's requests (None: K of them), ``held``
-    the law's own request columns when it is held on its distinct requests (a ``columns`` field;
-    None: the law's requests are the sample's), ``counts`` [K] the requests each column stands for,
-    ``law`` and ``rows`` the candidates of the law these are."""
+    """The exact rows of a :class:`MixedTpot` being computed. Per candidate [R, N], its N = M x K
+    entries (stratum-major: stratum j's K distinct request columns at j K ... j K + K - 1): the Beta
+    parameters ``a``, ``b``, root ``x``, ``want`` (Beta CDF needed), the bounds ``lo`` / ``hi`` (the
+    exact value once computed) and ``order``, the entries by decreasing weighted interval; ``roots``
+    [M x R, S'] the law's roots of these candidates, ``inverse`` [S'] the distinct column of each of
+    the law's requests (None: K = S'), ``held`` the law's own request columns when it is held on its
+    distinct requests (a ``columns`` field; None: its requests are the sample's), ``done`` how many
+    entries of ``order`` are computed, ``live`` the candidates still asked about, ``law`` and
+    ``rows`` the candidates of the law these are."""
 
     law: MixedTpot
     rows: np.ndarray
     roots: np.ndarray
     inverse: np.ndarray | None
     held: np.ndarray | None
-    counts: np.ndarray
     a: np.ndarray
     b: np.ndarray
     x: np.ndarray
     want: np.ndarray
     lo: np.ndarray
     hi: np.ndarray
-    val: np.ndarray
-    done: np.ndarray
+    order: np.ndarray
+    weights: np.ndarray
+    done: int = 0
+    live: np.ndarray | None = None
 
     @classmethod
     def build(cls, law: MixedTpot, rows: np.ndarray) -> StagedCdf:
@@ -88,10 +91,14 @@ class StagedCdf:
         held = getattr(law, "columns", None)  # a law held on its distinct requests: their columns
         per = np.ones(f.shape[1]) if held is None else np.bincount(held, minlength=f.shape[1]).astype(float)
         counts = per if cols is None else np.bincount(inverse, weights=per, minlength=k)
-        shape = (m, len(rows), k)
-        a = np.broadcast_to(alpha[..., first], shape)
-        b = np.broadcast_to(beta[..., first], shape)
-        x, w = f[:, first].reshape(shape), want[:, first].reshape(shape)
+        r = len(rows)
+        shape = (m, r, k)
+
+        def flat(v: np.ndarray) -> np.ndarray:  # [M, R, K] -> [R, M x K]
+            return np.ascontiguousarray(np.broadcast_to(v, shape).transpose(1, 0, 2)).reshape(r, m * k)
+
+        a, b = flat(alpha[..., first]), flat(beta[..., first])
+        x, w = flat(f[:, first].reshape(shape)), flat(want[:, first].reshape(shape))
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             conc = a + b
             mu = a / conc
@@ -103,62 +110,56 @@ class StagedCdf:
             hi = np.where(d < 0, tail, 1.0)
         exact = (x >= 1.0).astype(float)  # outside (0, 1): the CDF's 0 or 1
         lo, hi = np.where(w, lo, exact), np.where(w, hi, exact)
-        return cls(law, rows, f, inverse, held, counts, a, b, x, w, lo, hi, exact, ~w)
+        weights = np.full(m, 1.0 / m) if law.weights is None else np.asarray(law.weights, dtype=float)
+        score = (hi - lo) * np.repeat(weights, k)[None, :] * np.tile(counts, m)[None, :]
+        order = np.argsort(-score, axis=1)
+        return cls(law, rows, f, inverse, held, a, b, x, w, lo, hi, order, weights, 0, np.arange(r))
 
-    def bounds(self, step: float) -> tuple[np.ndarray, np.ndarray]:
-        """(lower, upper) bounds [R, S] on the CDF after computing exactly, per candidate, ``step`` of
-        its entries more: those whose intervals, weighted by the stratum's probability and the
-        request count, are widest."""
-        m, r, k = self.a.shape
-        weights = self._weights()
-        take = min(int(np.ceil(step * m * k)), m * k)
-        if take and r:
-            gap = np.where(self.done, -1.0, (self.hi - self.lo) * weights[:, None, None] * self.counts)
-            flat = gap.transpose(1, 0, 2).reshape(r, m * k)
-            pick = np.ones((r, m * k), dtype=bool)
-            if take < m * k:
-                pick[:] = False
-                top = np.argpartition(-flat, take - 1, axis=1)[:, :take]
-                np.put_along_axis(pick, top, True, axis=1)
-            self._compute(pick.reshape(r, m, k).transpose(1, 0, 2) & ~self.done)
-        lo = np.where(self.done, self.val, self.lo)
-        hi = np.where(self.done, self.val, self.hi)
-        return self._spread(self._mix(lo, weights)), self._spread(self._mix(hi, weights))
+    def bounds(self, step: float) -> tuple[StagedCdf, np.ndarray, np.ndarray]:
+        """(these with ``step`` of each live candidate's entries more computed exactly, in ``order``
+        (the widest weighted intervals first), lower and upper bounds [R, S] on its CDF)."""
+        n = self.a.shape[1]
+        end = min(self.done + int(np.ceil(step * n)), n)
+        self._compute(self.done, end)
+        staged = replace(self, done=end)
+        r, m = len(self.live), len(self.weights)
+        lo, hi = (
+            np.minimum(np.tensordot(v[self.live].reshape(r, m, -1), self.weights, axes=([1], [0])), 1.0)
+            for v in (self.lo, self.hi)
+        )
+        return staged, staged._spread(lo), staged._spread(hi)
 
     def take(self, keep: np.ndarray) -> StagedCdf:
-        """The candidates ``keep`` [R] bool of these."""
-        m = self.a.shape[0]
-        full = np.tile(keep, m)
-        fields = {f: getattr(self, f)[:, keep] for f in ("a", "b", "x", "want", "lo", "hi", "val", "done")}
-        return replace(self, rows=self.rows[keep], roots=self.roots[full], **fields)
+        """The live candidates ``keep`` [R] bool of these."""
+        return replace(self, live=self.live[keep])
 
     def cdf(self) -> np.ndarray:
-        """The exact CDF [R, S], entry for entry :meth:`MixedTpot.cdf` of these candidates."""
-        self._compute(~self.done)
-        m, r, _ = self.a.shape
-        inside = np.where(self.want, self.val, 0.0).reshape(m * r, -1)
+        """The exact CDF [R, S] of the live candidates, entry for entry :meth:`MixedTpot.cdf`'s."""
+        self._compute(self.done, self.a.shape[1])
+        m, r = len(self.weights), len(self.live)
+        inside = np.where(self.want[self.live], self.lo[self.live], 0.0)  # lo: the exact values now
+        inside = inside.reshape(r, m, -1).transpose(1, 0, 2).reshape(m * r, -1)
         if self.inverse is not None:
             inside = inside[:, self.inverse]
-        f = self.roots
+        n = len(self.rows)
+        f = self.roots[(np.arange(m)[:, None] * n + self.live[None, :]).ravel()]
         cdf = np.where(f >= 1.0, 1.0, np.where(f < 0.0, 0.0, inside))
         if self.held is not None:
             cdf = np.ascontiguousarray(cdf[:, self.held])
-        return self.law._average(cdf, self.law.stable[self.rows])
+        return self.law._average(cdf, self.law.stable[self.rows[self.live]])
 
-    def _compute(self, pick: np.ndarray) -> None:
-        """The exact Beta CDF of the entries ``pick`` [M, R, K] (in place: the arrays are this
-        computation's own)."""
-        need = pick & self.want
-        self.val[need] = betainc(self.a[need], self.b[need], np.clip(self.x[need], 0.0, 1.0))
-        self.done[pick] = True
-
-    def _weights(self) -> np.ndarray:
-        m = self.a.shape[0]
-        return np.full(m, 1.0 / m) if self.law.weights is None else self.law.weights
-
-    def _mix(self, v: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        """Stratum-weighted sum [R, K], capped at 1."""
-        return np.minimum(np.tensordot(weights, v, axes=1), 1.0)
+    def _compute(self, start: int, end: int) -> None:
+        """The exact Beta CDF of the live candidates' entries ``order[start:end]``, written into
+        ``lo`` and ``hi`` (in place: the arrays are this computation's own)."""
+        if end <= start or not len(self.live):
+            return
+        rr = self.live[:, None]
+        cc = self.order[self.live, start:end]
+        need = self.want[rr, cc]
+        ri, ci = np.broadcast_to(rr, cc.shape)[need], cc[need]
+        val = betainc(self.a[ri, ci], self.b[ri, ci], np.clip(self.x[ri, ci], 0.0, 1.0))
+        self.lo[ri, ci] = val
+        self.hi[ri, ci] = val
 
     def _spread(self, v: np.ndarray) -> np.ndarray:
         """Per-request values [R, S] from those of the distinct columns [R, K]."""

@@ -187,7 +187,7 @@ def _staged_ok(law: StagedCdf, ttft_cdf: np.ndarray, stable: np.ndarray, slo: SL
     ok = np.zeros(len(ttft_cdf), dtype=bool)
     left = np.arange(len(ttft_cdf))
     for step in REFINE_SHARES:
-        lo, hi = law.bounds(step)
+        law, lo, hi = law.bounds(step)
         t = ttft_cdf[left]
         passes = (lo.mean(axis=1) >= q + eps) & ((t * lo).mean(axis=1) >= att + eps)
         fails = (hi.mean(axis=1) < q - eps) | ((t * hi).mean(axis=1) < att - eps)
