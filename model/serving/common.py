@@ -10,6 +10,7 @@ import numpy as np
 from model.physics.decode_tokens import tokens_per_decode_step
 from model.queueing.latency import LatencyModel
 from model.queueing.mgc import WaitResult
+from model.queueing.mixed_refine import REFINE_SHARES, StagedCdf
 from model.serving.phase_tables import InstanceTables
 from model.workload.slo import SLO
 
@@ -145,28 +146,58 @@ exact test's."""
 def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
     """Per candidate: stable, attainment >= target, and both percentiles within their targets
     (:func:`check_slo`'s ``ok``). Where the latency model bounds the TPOT law cheaply
-    (LatencyModel.tpot_cdf_bounds, a MixedTpot: a chunked replica's mixed share), candidates that
-    fail the TTFT test (computed exactly) or that the bounds already decide (the TPOT and
-    attainment tests passed, or failed, whatever the exact law inside them) skip the exact TPOT
-    law; the others take the exact test on the exact CDFs of their rows, so every outcome is
-    :func:`check_slo`'s. Models without the chunked bounds take :func:`_ok_by_rows` (the
-    disaggregated laws' own bounds)."""
+    (LatencyModel.tpot_cdf_bounds, a MixedTpot: a chunked replica's mixed share), the TTFT test is
+    computed exactly first and the TPOT law is built only for the candidates that pass it (a
+    candidate's CDFs depend on its own row alone, LatencyModel.take); those the bounds already decide
+    (the TPOT and attainment tests passed, or failed, whatever the exact law inside them) skip the
+    exact TPOT law, and the others take the exact test on exact CDFs computed in stages
+    (:func:`_staged_ok`), so every outcome is :func:`check_slo`'s. Models without the chunked bounds
+    take :func:`_ok_by_rows` (the disaggregated laws' own bounds)."""
     lat, stable = res.latency, np.asarray(res.stable, dtype=bool)
-    shape = np.shape(stable)
-    bounds = lat.tpot_cdf_bounds(np.full(shape, slo.tpot_s)[:, None])
-    if bounds is None:
+    if lat.mixed is None:
         return _ok_by_rows(lat, stable, slo)
+    shape = np.shape(stable)
     q = slo.percentile / 100.0
     ttft_cdf = lat.ttft_cdf(np.full(shape, slo.ttft_s)[:, None])
-    ttft_ok = stable & (ttft_cdf.mean(axis=1) >= q)
+    ok = np.zeros(shape, dtype=bool)
+    rows = np.nonzero(stable & (ttft_cdf.mean(axis=1) >= q))[0]
+    if len(rows) == 0:
+        return ok
+    sub = lat if len(rows) == len(stable) else lat.take(rows)
+    bounds = sub.tpot_cdf_bounds(np.full(len(rows), slo.tpot_s)[:, None])
+    ttft_cdf = ttft_cdf[rows]
     lo, hi = bounds.bounds()
     eps = BOUND_MARGIN
     passes = (lo.mean(axis=1) >= q + eps) & ((ttft_cdf * lo).mean(axis=1) >= slo.attainment + eps)
     fails = (hi.mean(axis=1) < q - eps) | ((ttft_cdf * hi).mean(axis=1) < slo.attainment - eps)
-    ok = ttft_ok & passes
-    rest = np.nonzero(ttft_ok & ~passes & ~fails)[0]
+    ok[rows[passes]] = True
+    rest = np.nonzero(~passes & ~fails)[0]
     if len(rest):
-        ok[rest] = _check(ttft_cdf[rest], bounds.cdf(rest), stable[rest], slo).ok
+        staged = StagedCdf.build(bounds, rest)
+        ok[rows[rest]] = _staged_ok(staged, ttft_cdf[rest], stable[rows[rest]], slo)
+    return ok
+
+
+def _staged_ok(law: StagedCdf, ttft_cdf: np.ndarray, stable: np.ndarray, slo: SLO) -> np.ndarray:
+    """:func:`check_slo`'s ``ok`` of candidates whose TTFT test passed, from their TPOT law's
+    bounds tightened in stages by exact entries (model.queueing.mixed_refine.StagedCdf): a candidate
+    leaves once its bounds settle the TPOT and attainment tests (by BOUND_MARGIN), and the ones left
+    at the end take the exact test on the exact CDFs (entry for entry MixedTpot.cdf)."""
+    q, att, eps = slo.percentile / 100.0, slo.attainment, BOUND_MARGIN
+    ok = np.zeros(len(ttft_cdf), dtype=bool)
+    left = np.arange(len(ttft_cdf))
+    for step in REFINE_SHARES:
+        law, lo, hi = law.bounds(step)
+        t = ttft_cdf[left]
+        passes = (lo.mean(axis=1) >= q + eps) & ((t * lo).mean(axis=1) >= att + eps)
+        fails = (hi.mean(axis=1) < q - eps) | ((t * hi).mean(axis=1) < att - eps)
+        ok[left[passes]] = True
+        keep = ~passes & ~fails
+        if not keep.any():
+            return ok
+        if not keep.all():
+            law, left = law.take(keep), left[keep]
+    ok[left] = _check(ttft_cdf[left], law.cdf(), stable[left], slo).ok
     return ok
 
 
