@@ -94,6 +94,7 @@ class BulkWait:
     own_passed: np.ndarray | None = None  # [C, S] psi_i: P(prompt i is passed at least once) (item 4)
     own_scale: np.ndarray | None = None  # [C, S] m_i / m: prompt i's E[W | W > 0] over the pool's (item 4)
     own_pass_s: np.ndarray | None = None  # [C, S] g_J E[passes_i | passed]: the passes' mean given one
+    full_s: np.ndarray | None = None  # [C] g_J at the root: the mean full step that passes (session 12)
 
 
 @memoized
@@ -112,10 +113,12 @@ def bulk_wait(
     step, ``servers`` n, ``full`` the law of J (whole prompts a full step takes: counts >= 1 and their
     probabilities, model.serving.packing.full_step_prompts; optionally a third entry, the per-prompt
     law of R_i [S, R + 1], model.serving.packing.prompt_room_law, for item 4's per-prompt passes),
-    ``full_step_s`` E[S_J] the mean length of a full step (those that end while the queue outgrows a
-    step), ``busy`` rho (an instance's busy fraction, for Kimura's ratio). Inf where the queue grows (lambda
-    E[S_J] / n >= E[J]). Memoized on the inputs' values (model.queueing.memo): the goodput search asks
-    again for the same pools (a hit returns the same read-only result)."""
+    ``full_step_s`` E[S_J] [C] the mean length of a full step (those that end while the queue outgrows a
+    step), or [C, K] a_j = E[S_J 1{J = j}] on J's counts, whose passing step g_J = g(s) tilts by s^J
+    (:func:`passing_step_s`, model.serving.full_steps), ``busy`` rho (an instance's busy fraction, for
+    Kimura's ratio). Inf where the queue grows (lambda E[S_J] / n >= E[J]). Memoized on the inputs'
+    values (model.queueing.memo): the goodput search asks again for the same pools (a hit returns the
+    same read-only result)."""
     lam = np.asarray(rate_rps, dtype=float)
     scv = np.asarray(step_scv, dtype=float)
     n = np.asarray(servers, dtype=float)
@@ -127,8 +130,15 @@ def bulk_wait(
     rho = np.clip(np.asarray(busy, dtype=float), 1e-9, 1.0 - 1e-9)
     first = _kimura_ratio(rho, n, scv) * gap  # (1 + c_S^2) / 2 at n = 1 (item 1)
     mean_j = float((counts * probs).sum())
-    full_gap = np.asarray(full_step_s, dtype=float) / n  # between the free-ups that pass a prompt
-    stable = lam * full_gap < mean_j
+    full_steps = np.asarray(full_step_s, dtype=float)
+
+    def full_gap(s: np.ndarray) -> np.ndarray:
+        """g_J / n [C] at ratio s: between the free-ups that pass a prompt."""
+        if full_steps.ndim == 1:
+            return full_steps / n
+        return passing_step_s(full_steps, full[0], full[1], s) / n
+
+    stable = lam * full_gap(np.ones(lam.shape)) < mean_j  # g(1) = E[S_J]
 
     def excess(s: np.ndarray) -> np.ndarray:
         """Right side less left side of the mean-value equation at ratio s [C] (decreasing at the root)."""
@@ -137,7 +147,7 @@ def bulk_wait(
         else:
             passed = (probs * s[:, None] ** counts).sum(axis=1)  # P(Q >= J) = E[s^J]
             steps = passed / (1.0 - passed)  # E[free-ups passed]: geometric (item 2)
-        return first + full_gap * steps - s / (1.0 - s) / np.maximum(lam, 1e-300)
+        return first + full_gap(s) * steps - s / (1.0 - s) / np.maximum(lam, 1e-300)
 
     lo, hi = np.zeros(lam.shape), np.ones(lam.shape)
     for _ in range(ROOT_BISECTIONS):
@@ -152,7 +162,10 @@ def bulk_wait(
         folded = s / (1.0 - s) - mean_j * s**mean_j / (1.0 - s**mean_j)  # E[Q mod J] at J's mean
         passed = (probs * s[:, None] ** counts).sum(axis=1)  # psi at the root
     ahead = np.where(stable, np.maximum(folded, 0.0), np.inf)
-    out = BulkWait(np.where(stable, cond * kingman, np.inf), ahead, np.where(stable, passed, 1.0), first)
+    gap = full_gap(s)
+    out = BulkWait(
+        np.where(stable, cond * kingman, np.inf), ahead, np.where(stable, passed, 1.0), first, full_s=gap * n
+    )
     if own is None:
         return out
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -161,10 +174,8 @@ def bulk_wait(
         )  # [C, S] E[s^(R_i + 1)]
         steps_i = _own_passes(s, counts, probs, own, r_pow)  # [C, S]
         mean_steps = _own_passes(s, counts, probs, pooled, r_pow)  # [C, 1]
-        scale = (first[:, None] + full_gap[:, None] * steps_i) / (
-            first[:, None] + full_gap[:, None] * mean_steps
-        )
-        pass_s = np.where(psi_i > 0, full_gap[:, None] * steps_i / psi_i, full_gap[:, None])
+        scale = (first[:, None] + gap[:, None] * steps_i) / (first[:, None] + gap[:, None] * mean_steps)
+        pass_s = np.where(psi_i > 0, gap[:, None] * steps_i / psi_i, gap[:, None])
     ok = stable[:, None] & np.isfinite(scale)
     return replace(
         out,
@@ -185,3 +196,18 @@ def _own_passes(
     psi = phi * s[:, None]
     omega = (probs * np.exp(log_s * counts)).sum(axis=1, keepdims=True)
     return psi + omega * s[:, None] * phi / (1.0 - omega)
+
+
+def passing_step_s(
+    step_times: np.ndarray, counts: np.ndarray, probs: np.ndarray, s: np.ndarray
+) -> np.ndarray:
+    """g(s) = sum_j a_j s^j / sum_j p_j s^j [C]: the mean full step that passes a waiting prompt when the
+    queue ahead of it is geometric of ratio ``s`` [C] (a free-up passes it iff Q >= J, P = s^J, so the
+    passing steps are J's law tilted by s^J: model.serving.full_steps); ``step_times`` a_j = E[S_J 1{J =
+    j}] [C, K], ``counts`` j and ``probs`` p_j [K] (J's law). At s = 1 the unweighted E[S_J]."""
+    j = np.asarray(counts, dtype=float).reshape(-1)
+    log_s = np.log(np.clip(np.asarray(s, dtype=float), 1e-300, 1.0))[:, None]
+    tilt = np.exp(log_s * (j - j.min())[None, :])  # s^(j - j_min) on both sides: finite at small s
+    return (step_times * tilt).sum(axis=1) / (np.asarray(probs, dtype=float).reshape(1, -1) * tilt).sum(
+        axis=1
+    )
