@@ -20,8 +20,8 @@ Three things make the passing steps differ from J's law with a fresh head and F-
    in the head's size, Karmarkar 1982, "Probabilistic analysis of some bin-packing problems", FOCS). J's
    law, each step's prompts and the room R_i the prompts ahead leave a waiting prompt (bulk_wait item 4)
    are read on segments of seeded FCFS sequences after NEXT_FIT_WARM_STEPS segments, when the head's law
-   has settled (on grid cell 0's code prompts the head averages 3,753 tokens against the population's
-   2,058; P(J = 1) 0.222 against 0.109 with a fresh head).
+   has settled (on grid cell 0's code prompts the head averages 3,778 tokens against the population's
+   2,058; E[J] 3.16 and P(J = 1) 0.217 against 3.88 and 0.109 with a fresh head).
 2. *Composition.* J and the prompts in a step are not independent (a step of one prompt holds a long one;
    J stops before the prompt that overflows, so E[sum_(i <= J) u_i] != E[J] E[u]: Wald's identity holds
    for the stopping time J + 1, not J); on a pool whose per-step part F grows with the prompt (an
@@ -54,8 +54,9 @@ from model.workload.scenario import Scenario
 
 NEXT_FIT_WARM_STEPS = 4
 """Full steps cut from each seeded sequence before its segments are read: the head's law (a Markov chain
-in the leftover prompt) settles within a few steps (on grid cell 0's code prompts the mean head is
-3,748 / 3,753 / 3,755 tokens after 2 / 4 / 8 steps)."""
+in the leftover prompt) settles within a few steps (on grid cell 0's code prompts the read segments'
+mean head is 3,376 tokens with no warm-up, 3,781 / 3,778 / 3,740 after 2 / 4 / 8 steps: the draws'
+noise)."""
 NEXT_FIT_SEGMENTS = 4
 """Consecutive full steps read per seeded sequence (FILL_DRAWS sequences: 2,048 segments)."""
 
