@@ -151,8 +151,13 @@ def bulk_wait(
 
     stable = lam * full_gap(np.ones(lam.shape)) < mean_j  # g(1) = E[S_J]
 
+    fast = None if pooled is None or full_steps.ndim == 1 else _PooledTerms.build(pooled, full_steps)
+
     def excess(s: np.ndarray) -> np.ndarray:
         """Right side less left side of the mean-value equation at ratio s [C] (decreasing at the root)."""
+        if fast is not None:  # items 4 and 5 pooled, and g(s), from one table of powers of s
+            steps, g = fast(s)
+            return first + g / n * steps - s / (1.0 - s) / np.maximum(lam, 1e-300)
         if pooled is not None:  # item 4 averaged over the prompts (linear in psi_i, phi_i)
             steps = _own_passes(s, *pooled)[:, 0]
         else:
@@ -195,6 +200,43 @@ def bulk_wait(
 
 
 Law = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True)
+class _PooledTerms:
+    """The pooled E[passes] of :func:`_own_passes` and g(s) of :func:`passing_step_s` [C] as polynomials
+    in s read from one table of powers s^0 .. s^(P - 1) per trial s (a speed device for the root search:
+    the same values to rounding). ``coef`` [P, 5]: E[s^R] and E[s^T] after an overflow, the same at a
+    fresh head, and p_j at power j - j_min; ``step_times`` [C, P]: a_j at power j - j_min."""
+
+    coef: np.ndarray
+    step_times: np.ndarray
+
+    @classmethod
+    def build(cls, pooled: tuple[Law, Law], full_steps: np.ndarray) -> _PooledTerms:
+        (c_s, p_s, r_s), (c_f, p_f, r_f) = pooled
+        powers = int(max(c_s.max(), c_f.max(), r_s.shape[1] - 1, r_f.shape[1] - 1)) + 1
+        coef = np.zeros((powers, 5))
+        coef[: r_s.shape[1], 0] = r_s[0]
+        np.add.at(coef[:, 1], c_s[0].astype(int), p_s[0])
+        coef[: r_f.shape[1], 2] = r_f[0]
+        np.add.at(coef[:, 3], c_f[0].astype(int), p_f[0])
+        shift = (c_s[0] - c_s[0].min()).astype(int)
+        np.add.at(coef[:, 4], shift, p_s[0])
+        step_times = np.zeros((full_steps.shape[0], powers))
+        step_times[:, shift] = full_steps
+        return cls(coef, step_times)
+
+    def __call__(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(pooled E[passes], g(s)) [C] at ratio s [C]."""
+        log_s = np.log(np.maximum(s, 1e-300))[:, None]
+        table = np.exp(log_s * np.arange(self.coef.shape[0], dtype=float)[None, :])  # [C, P]
+        phi_s, omega_s, phi_f, omega_f, tilt = (table @ self.coef).T
+        x = s * omega_f / (1.0 - s * omega_s + s * omega_f)
+        psi = s * ((1.0 - x) * phi_f + x * phi_s)
+        omega_0 = s * ((1.0 - x) * omega_f + x * omega_s)
+        g = (table * self.step_times).sum(axis=1) / tilt
+        return psi + omega_0 * phi_s / (1.0 - omega_s), g
 
 
 def _head_laws(full: tuple[np.ndarray, ...]) -> tuple[Law, Law]:
