@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.queueing.bulk_wait import _own_passes, bulk_wait, passing_step_s
+from model.queueing.bulk_wait import _own_passes, _PooledTerms, bulk_wait, passing_step_s
 from model.serving.full_steps import _segment_law, next_fit_segments
 
 A = np.array
@@ -94,3 +94,16 @@ def test_flat_step_times_give_the_constant_law():
     assert flat.cond_mean_s[0] == pytest.approx(2.0, rel=1e-9)
     assert tilted.cond_mean_s[0] == pytest.approx(2.0, rel=1e-9)
     assert tilted.full_s[0] == pytest.approx(2.0, rel=1e-12)
+
+
+def test_pooled_table_matches_the_laws():
+    """The root search's table of powers (bulk_wait._PooledTerms) gives the pooled passes of _own_passes
+    and g(s) of passing_step_s at any s (a speed device: the same polynomials)."""
+    rng = np.random.default_rng(1)
+    settled = (A([[1.0, 2.0, 4.0]]), A([[0.5, 0.3, 0.2]]), A([[0.6, 0.3, 0.1]]))
+    fresh = (A([[2.0, 3.0]]), A([[0.4, 0.6]]), A([[0.2, 0.5, 0.2, 0.1]]))
+    a = rng.uniform(0.1, 1.0, (4, 3))
+    s = A([1e-6, 0.3, 0.7, 0.95])
+    steps, g = _PooledTerms.build((settled, fresh), a)(s)
+    np.testing.assert_allclose(steps, _own_passes(s, settled, fresh)[:, 0], rtol=1e-12)
+    np.testing.assert_allclose(g, passing_step_s(a, settled[0], settled[1], s), rtol=1e-12)
