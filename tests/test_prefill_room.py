@@ -174,19 +174,12 @@ def test_dep_prefill_busy_fraction_against_the_simulator():
         assert abs(busy / sm.pools[0].utilisation - 1.0) < 0.04, (rate, busy, sm.pools[0].utilisation)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="session 11 (dep11): the busy fraction is right (0.835 against 0.832 at 6.5 req/s) and so is "
-    "the first free-up (0.188 s against 0.184), but a waiting code prompt is passed 0.83 times on "
-    "average in the simulator (a long prompt does not fit beside those ahead of it; each pass 0.35 s) "
-    "against the bulk wait's 0.33 full steps, so the mean wait reads 0.227 s against 0.393 "
-    "(docs/validation.md, session 11). pass11: per-prompt passes (each prompt's own room) move the wait "
-    "to long prompts as the simulator does but keep the pool's mean (0.32 passes, 0.225 s): the steps "
-    "that pass a prompt last 0.353 s in the simulator against g_J 0.257 s planned",
-)
 def test_dep_prefill_queue_against_the_simulator():
     """The same pool's mean prompt-queue wait follows the simulator's within 20% at 6.5 and 7.5 req/s
-    (measured: 0.393 / 0.577 s simulated)."""
+    (measured: 0.393 / 0.577 s simulated; planned 0.383 / 0.594 s since session 12's token-full steps,
+    model.serving.full_steps: each full step starts at the prompt the last one could not fit and the
+    passing steps' length is their own, g(s) = E[S_J s^J] / E[s^J]; a strict xfail before, at 0.225 /
+    0.270 s, when the passes read a fresh head and F-bar + v-bar E[J])."""
     planned, sims = _dep_pool_runs(tuple(_DEP_RATES))
     for rate, plan_wait, sm in zip(_DEP_RATES, planned.queue_wait_mean_s, sims, strict=True):
         assert abs(plan_wait / sm.mean_queue_wait_s - 1.0) < 0.2, (rate, plan_wait, sm.mean_queue_wait_s)

@@ -62,6 +62,15 @@ g_J = E[S_J] / n that between the ends of full steps (S_J a step that took a ful
    E[passes_i] (``own_scale`` = m_i / m; with Kingman's factor on both). R_i = J - 1 for every prompt,
    J fixed, gives s^J / (1 - s^J), item 2's law; J = 1 (R = 0) the M/G/1 E[Q] = s / (1 - s).
 
+5. Leftover heads (session 12, tok13; ``full``'s six entries). After an overflow the head ahead of a
+   waiting prompt is the prompt the last step could not fit, biased long, so the laws of T and R_i after
+   an overflow (phi_i, omega) are those of consecutive token-full steps (Next-Fit bin packing:
+   model.serving.full_steps), and the full steps' length g_J = g(s) = E[S_J s^J] / E[s^J] their own
+   (:func:`passing_step_s`). The first free-up's head is a leftover iff the free-up before it overflowed:
+   a two-state chain whose leftover share is x = w_f / (1 - w_s + w_f), w = E[s^(T + 1)] on the fresh (f:
+   model.serving.packing's draws) and leftover (s) laws, so psi_i and omega_0 are read on the mixture (1 -
+   x) fresh + x leftover. With one law for both, items 4 and 5 agree exactly.
+
 Limits (hand-derived in tests/test_bulk_wait.py and tests/test_prompt_passes.py): J = 1 and S_J = S: m =
 K g / (1 - lambda g), Kimura's M/G/n conditional wait (model.queueing.mgc), at n = 1 the
 Pollaczek-Khinchine E[S] (1 + c_S^2) / (2 (1 - rho)) (M/D/1 at c_S^2 = 0, M/M/1 at 1); J -> infinity (no
@@ -94,6 +103,7 @@ class BulkWait:
     own_passed: np.ndarray | None = None  # [C, S] psi_i: P(prompt i is passed at least once) (item 4)
     own_scale: np.ndarray | None = None  # [C, S] m_i / m: prompt i's E[W | W > 0] over the pool's (item 4)
     own_pass_s: np.ndarray | None = None  # [C, S] g_J E[passes_i | passed]: the passes' mean given one
+    full_s: np.ndarray | None = None  # [C] g_J at the root: the mean full step that passes (session 12)
 
 
 @memoized
@@ -111,33 +121,49 @@ def bulk_wait(
     docstring) [C]: ``rate_rps`` lambda, ``step_mean_s`` E[S] and ``step_scv`` c_S^2 of an instance's
     step, ``servers`` n, ``full`` the law of J (whole prompts a full step takes: counts >= 1 and their
     probabilities, model.serving.packing.full_step_prompts; optionally a third entry, the per-prompt
-    law of R_i [S, R + 1], model.serving.packing.prompt_room_law, for item 4's per-prompt passes),
-    ``full_step_s`` E[S_J] the mean length of a full step (those that end while the queue outgrows a
-    step), ``busy`` rho (an instance's busy fraction, for Kimura's ratio). Inf where the queue grows (lambda
-    E[S_J] / n >= E[J]). Memoized on the inputs' values (model.queueing.memo): the goodput search asks
-    again for the same pools (a hit returns the same read-only result)."""
+    law of R_i [S, R + 1], model.serving.packing.prompt_room_law, for item 4's per-prompt passes; and
+    optionally the same three at a fresh head, the first three then after an overflow: item 5),
+    ``full_step_s`` E[S_J] [C] the mean length of a full step (those that end while the queue outgrows a
+    step), or [C, K] a_j = E[S_J 1{J = j}] on J's counts, whose passing step g_J = g(s) tilts by s^J
+    (:func:`passing_step_s`, model.serving.full_steps), ``busy`` rho (an instance's busy fraction, for
+    Kimura's ratio). Inf where the queue grows (lambda E[S_J] / n >= E[J]). Memoized on the inputs'
+    values (model.queueing.memo): the goodput search asks again for the same pools (a hit returns the
+    same read-only result)."""
     lam = np.asarray(rate_rps, dtype=float)
     scv = np.asarray(step_scv, dtype=float)
     n = np.asarray(servers, dtype=float)
     counts, probs = (np.asarray(a, dtype=float)[None, :] for a in full[:2])
     own = None if len(full) < 3 else np.asarray(full[2], dtype=float)  # [S, R + 1] P(R_i = r)
-    pooled = None if own is None else own.mean(axis=0)[None, :]  # R's law over the prompts
-    r_pow = None if own is None else np.arange(own.shape[1], dtype=float)[None, :]
+    # item 4's laws (counts, probs, R_i's) after an overflow, and at a fresh head where given (item 5)
+    laws = None if own is None else _head_laws(full)
+    pooled = None if laws is None else tuple((c, p, r.mean(axis=0)[None, :]) for c, p, r in laws)
     gap = np.asarray(step_mean_s, dtype=float) / n  # mean time between free-ups while all are busy
     rho = np.clip(np.asarray(busy, dtype=float), 1e-9, 1.0 - 1e-9)
     first = _kimura_ratio(rho, n, scv) * gap  # (1 + c_S^2) / 2 at n = 1 (item 1)
     mean_j = float((counts * probs).sum())
-    full_gap = np.asarray(full_step_s, dtype=float) / n  # between the free-ups that pass a prompt
-    stable = lam * full_gap < mean_j
+    full_steps = np.asarray(full_step_s, dtype=float)
+
+    def full_gap(s: np.ndarray) -> np.ndarray:
+        """g_J / n [C] at ratio s: between the free-ups that pass a prompt."""
+        if full_steps.ndim == 1:
+            return full_steps / n
+        return passing_step_s(full_steps, full[0], full[1], s) / n
+
+    stable = lam * full_gap(np.ones(lam.shape)) < mean_j  # g(1) = E[S_J]
+
+    fast = None if pooled is None or full_steps.ndim == 1 else _PooledTerms.build(pooled, full_steps)
 
     def excess(s: np.ndarray) -> np.ndarray:
         """Right side less left side of the mean-value equation at ratio s [C] (decreasing at the root)."""
+        if fast is not None:  # items 4 and 5 pooled, and g(s), from one table of powers of s
+            steps, g = fast(s)
+            return first + g / n * steps - s / (1.0 - s) / np.maximum(lam, 1e-300)
         if pooled is not None:  # item 4 averaged over the prompts (linear in psi_i, phi_i)
-            steps = _own_passes(s, counts, probs, pooled, r_pow)[:, 0]
+            steps = _own_passes(s, *pooled)[:, 0]
         else:
             passed = (probs * s[:, None] ** counts).sum(axis=1)  # P(Q >= J) = E[s^J]
             steps = passed / (1.0 - passed)  # E[free-ups passed]: geometric (item 2)
-        return first + full_gap * steps - s / (1.0 - s) / np.maximum(lam, 1e-300)
+        return first + full_gap(s) * steps - s / (1.0 - s) / np.maximum(lam, 1e-300)
 
     lo, hi = np.zeros(lam.shape), np.ones(lam.shape)
     for _ in range(ROOT_BISECTIONS):
@@ -152,19 +178,18 @@ def bulk_wait(
         folded = s / (1.0 - s) - mean_j * s**mean_j / (1.0 - s**mean_j)  # E[Q mod J] at J's mean
         passed = (probs * s[:, None] ** counts).sum(axis=1)  # psi at the root
     ahead = np.where(stable, np.maximum(folded, 0.0), np.inf)
-    out = BulkWait(np.where(stable, cond * kingman, np.inf), ahead, np.where(stable, passed, 1.0), first)
+    gap = full_gap(s)
+    out = BulkWait(
+        np.where(stable, cond * kingman, np.inf), ahead, np.where(stable, passed, 1.0), first, full_s=gap * n
+    )
     if own is None:
         return out
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        psi_i = (
-            np.exp(np.log(np.maximum(s, 1e-300))[:, None] * (r_pow + 1.0)) @ own.T
-        )  # [C, S] E[s^(R_i + 1)]
-        steps_i = _own_passes(s, counts, probs, own, r_pow)  # [C, S]
-        mean_steps = _own_passes(s, counts, probs, pooled, r_pow)  # [C, 1]
-        scale = (first[:, None] + full_gap[:, None] * steps_i) / (
-            first[:, None] + full_gap[:, None] * mean_steps
-        )
-        pass_s = np.where(psi_i > 0, full_gap[:, None] * steps_i / psi_i, full_gap[:, None])
+        psi_i = _own_passes(s, *laws, first_only=True)  # [C, S] P(the first free-up passes i)
+        steps_i = _own_passes(s, *laws)  # [C, S]
+        mean_steps = _own_passes(s, *pooled)  # [C, 1]
+        scale = (first[:, None] + gap[:, None] * steps_i) / (first[:, None] + gap[:, None] * mean_steps)
+        pass_s = np.where(psi_i > 0, gap[:, None] * steps_i / psi_i, gap[:, None])
     ok = stable[:, None] & np.isfinite(scale)
     return replace(
         out,
@@ -174,14 +199,94 @@ def bulk_wait(
     )
 
 
-def _own_passes(
-    s: np.ndarray, counts: np.ndarray, probs: np.ndarray, own: np.ndarray, r_pow: np.ndarray
-) -> np.ndarray:
-    """E[free-ups passing prompt i] [C, G] (item 4) at ratio s [C]: psi_i + omega_0 phi_i / (1 - omega) with
-    psi_i = E[s^(R_i + 1)], phi_i = E[s^R_i] (``own`` [G, R + 1] the laws of R_i, ``r_pow`` [1, R + 1] the
-    values r) and omega_0 = E[s^(T + 1)], omega = E[s^T] (T of law ``counts``, ``probs`` [1, K])."""
+Law = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True)
+class _PooledTerms:
+    """The pooled E[passes] of :func:`_own_passes` and g(s) of :func:`passing_step_s` [C] as polynomials
+    in s read from one table of powers s^0 .. s^(P - 1) per trial s (a speed device for the root search:
+    the same values to rounding). ``coef`` [P, 5]: E[s^R] and E[s^T] after an overflow, the same at a
+    fresh head, and p_j at power j - j_min; ``step_times`` [C, P]: a_j at power j - j_min."""
+
+    coef: np.ndarray
+    step_times: np.ndarray
+
+    @classmethod
+    def build(cls, pooled: tuple[Law, Law], full_steps: np.ndarray) -> _PooledTerms:
+        (c_s, p_s, r_s), (c_f, p_f, r_f) = pooled
+        powers = int(max(c_s.max(), c_f.max(), r_s.shape[1] - 1, r_f.shape[1] - 1)) + 1
+        coef = np.zeros((powers, 5))
+        coef[: r_s.shape[1], 0] = r_s[0]
+        np.add.at(coef[:, 1], c_s[0].astype(int), p_s[0])
+        coef[: r_f.shape[1], 2] = r_f[0]
+        np.add.at(coef[:, 3], c_f[0].astype(int), p_f[0])
+        shift = (c_s[0] - c_s[0].min()).astype(int)
+        np.add.at(coef[:, 4], shift, p_s[0])
+        step_times = np.zeros((full_steps.shape[0], powers))
+        step_times[:, shift] = full_steps
+        return cls(coef, step_times)
+
+    def __call__(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(pooled E[passes], g(s)) [C] at ratio s [C]."""
+        log_s = np.log(np.maximum(s, 1e-300))[:, None]
+        table = np.exp(log_s * np.arange(self.coef.shape[0], dtype=float)[None, :])  # [C, P]
+        phi_s, omega_s, phi_f, omega_f, tilt = (table @ self.coef).T
+        x = s * omega_f / (1.0 - s * omega_s + s * omega_f)
+        psi = s * ((1.0 - x) * phi_f + x * phi_s)
+        omega_0 = s * ((1.0 - x) * omega_f + x * omega_s)
+        g = (table * self.step_times).sum(axis=1) / tilt
+        return psi + omega_0 * phi_s / (1.0 - omega_s), g
+
+
+def _head_laws(full: tuple[np.ndarray, ...]) -> tuple[Law, Law]:
+    """((counts [1, K], probs [1, K], R_i's laws [S, R + 1]) after an overflow, the same at a fresh head)
+    from ``full``'s three or six entries (the fresh head's law repeats the first where not given)."""
+    settled = tuple(
+        np.asarray(a, dtype=float)[None, :] if a.ndim == 1 else a for a in map(np.asarray, full[:3])
+    )
+    if len(full) < 6:
+        return settled, settled
+    fresh = tuple(
+        np.asarray(a, dtype=float)[None, :] if a.ndim == 1 else a for a in map(np.asarray, full[3:6])
+    )
+    return settled, fresh
+
+
+def _own_passes(s: np.ndarray, settled: Law, fresh: Law, first_only: bool = False) -> np.ndarray:
+    """E[free-ups passing prompt i] [C, G] (items 4 and 5) at ratio s [C]: psi_i + omega_0 phi_i / (1 -
+    omega), with phi_i = E[s^R_i] and omega = E[s^T] on the law after an overflow (``settled``: counts T,
+    probs [1, K], R_i's laws [G, R + 1]), and the first free-up's psi_i = E[s^(R_i + 1)] and omega_0 =
+    E[s^(T + 1)] on the mixture (1 - x) ``fresh`` + x ``settled``, x = w_f / (1 - w_s + w_f) the share of
+    free-ups whose head is a leftover (w = E[s^(T + 1)] on each law: a free-up leaves a leftover head
+    iff it overflows, a two-state chain; item 5). ``first_only``: psi_i alone."""
     log_s = np.log(np.maximum(s, 1e-300))[:, None]
-    phi = np.exp(log_s * r_pow) @ own.T  # [C, G]
-    psi = phi * s[:, None]
-    omega = (probs * np.exp(log_s * counts)).sum(axis=1, keepdims=True)
-    return psi + omega * s[:, None] * phi / (1.0 - omega)
+
+    def moments(law: Law) -> tuple[np.ndarray, np.ndarray]:
+        counts, probs, own = law
+        phi = np.exp(log_s * np.arange(own.shape[1], dtype=float)[None, :]) @ own.T  # [C, G] E[s^R_i]
+        return phi, (probs * np.exp(log_s * counts)).sum(axis=1, keepdims=True)  # E[s^T]
+
+    phi_s, omega_s = moments(settled)
+    phi_f, omega_f = (phi_s, omega_s) if fresh is settled else moments(fresh)
+    x = s[:, None] * omega_f / (1.0 - s[:, None] * omega_s + s[:, None] * omega_f)
+    psi = s[:, None] * ((1.0 - x) * phi_f + x * phi_s)
+    if first_only:
+        return psi
+    omega_0 = s[:, None] * ((1.0 - x) * omega_f + x * omega_s)
+    return psi + omega_0 * phi_s / (1.0 - omega_s)
+
+
+def passing_step_s(
+    step_times: np.ndarray, counts: np.ndarray, probs: np.ndarray, s: np.ndarray
+) -> np.ndarray:
+    """g(s) = sum_j a_j s^j / sum_j p_j s^j [C]: the mean full step that passes a waiting prompt when the
+    queue ahead of it is geometric of ratio ``s`` [C] (a free-up passes it iff Q >= J, P = s^J, so the
+    passing steps are J's law tilted by s^J: model.serving.full_steps); ``step_times`` a_j = E[S_J 1{J =
+    j}] [C, K], ``counts`` j and ``probs`` p_j [K] (J's law). At s = 1 the unweighted E[S_J]."""
+    j = np.asarray(counts, dtype=float).reshape(-1)
+    log_s = np.log(np.clip(np.asarray(s, dtype=float), 1e-300, 1.0))[:, None]
+    tilt = np.exp(log_s * (j - j.min())[None, :])  # s^(j - j_min) on both sides: finite at small s
+    return (step_times * tilt).sum(axis=1) / (np.asarray(probs, dtype=float).reshape(1, -1) * tilt).sum(
+        axis=1
+    )

@@ -55,6 +55,7 @@ from model.serving.common import (
     stack,
     wait_tail,
 )
+from model.serving.full_steps import full_step_law, full_step_times
 from model.serving.packing import (
     full_step_prompts,
     pool_batch,
@@ -146,10 +147,18 @@ def evaluate_disaggregated(
     rho_p = rate * es / n_p
     queue = mgc_wait(rate, np.maximum(es, 1e-12), scv, n_p, scn.arrival_scv)
     v_mean = (alone - fixed_p).mean(axis=1)
-    # J's law, and each prompt's own room R_i for the prompts ahead of it (its passes, bulk_wait item 4)
-    full = (*full_step_prompts(scn, cap_tokens), prompt_room_law(scn, cap_tokens))
-    full_s = fixed_p.mean(axis=1) + v_mean * float((full[0] * full[1]).sum())  # a full step: F + E[v] E[J]
-    bulk = bulk_wait(rate, step_s, step_scv, n_p, full, full_s, rho_p, scn.arrival_scv)
+    # J's law, each prompt's own room R_i for the prompts ahead of it (its passes, bulk_wait item 4) and a
+    # full step's length by J (its own prompts' F and v), on consecutive token-full steps, each starting
+    # at the prompt the last one could not fit; the bulk wait tilts the lengths by s^J to the steps that
+    # pass a waiting prompt (model.serving.full_steps); the first free-up's head is a leftover or a fresh
+    # arrival (the prompts of model.serving.packing's draws; bulk_wait item 5)
+    full = (
+        *full_step_law(scn, cap_tokens),
+        *full_step_prompts(scn, cap_tokens),
+        prompt_room_law(scn, cap_tokens),
+    )
+    full_times = full_step_times(scn, cap_tokens, alone, fixed_p)
+    bulk = bulk_wait(rate, step_s, step_scv, n_p, full, full_times, rho_p, scn.arrival_scv)
     service = alone
     kv_bytes, exposed, occupancy = transfer_components(
         scn, service, lanes, bandwidth_eff_bytes_per_s, latency_s, layerwise
@@ -225,7 +234,7 @@ def evaluate_disaggregated(
         step_len,
         bulk.own_pass_s,
         step_scv,
-        full_s,
+        bulk.full_s,
         bulk.own_scale,
     )
     fixed = service + exposed + (extra + scn.engine.request_s)[:, None]
