@@ -63,3 +63,16 @@ def test_shrink_adds_the_cohort_variance_unaveraged() -> None:
     law = cohort_spread(occ, np.array([0.25]), GRID, TABLE, np.array([10.0, 10.0]))
     assert law.shrink[0] == pytest.approx([math.sqrt(0.85)] * 2, rel=2e-3)
     assert tpot_spread(occ, np.array([10.0])).shrink[0, 0] == pytest.approx(math.sqrt(0.7), rel=2e-3)
+
+
+def test_cohort_exposure_by_router() -> None:
+    """routing.cohort_exposure: one replica or a router that does not level, the Poisson share (1); a
+    levelling router over R replicas, 1 / R^2 (the fleet level after the request joins, 1 / R, and the
+    tie to its replica, 1 / R): 1/4 on two replicas, 1/16 on four."""
+    from model.hardware.engines import Router
+    from model.queueing.routing import cohort_exposure
+
+    r = np.array([1.0, 2.0, 4.0])
+    assert cohort_exposure(Router("random"), r) == pytest.approx([1.0, 1.0, 1.0])
+    assert cohort_exposure(Router("round-robin"), r) == pytest.approx([1.0, 1.0, 1.0])
+    assert cohort_exposure(Router("least-loaded", 4), r) == pytest.approx([1.0, 0.25, 0.0625])

@@ -55,7 +55,7 @@ from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel, stall_events
 from model.queueing.mixed_share import MixedShare, alternation, mixed_share
 from model.queueing.overlap import arrival_correlation
-from model.queueing.routing import replica_arrivals, routed_wait, stall_exposure
+from model.queueing.routing import cohort_exposure, replica_arrivals, routed_wait, stall_exposure
 from model.serving.common import (
     StyleResult,
     busy_fraction,
@@ -421,11 +421,12 @@ def evaluate_colocated(
     # prefill-first stall law keeps the grid read: docs/validation.md, session 11). Prefill-first: the
     # request's decode cohort (colocated_base.cohort_spread), the prompts reaching its replica while it
     # waits or is prefilled (lambda_r W + lambda_r E[step]) and those whose packed step was in progress
-    # when it arrived (lambda_r E[step], PASTA), as the router sends them (exposure).
+    # when it arrived (lambda_r E[step], PASTA), as the router sends them (routing.cohort_exposure).
     if chunked:
         spread = tpot_spread(replica_split(occ, BATCH_GRID, dec), out_tokens)
     else:
-        cohort = rate_r * exposure * (wait_s + 2.0 * stalls.mean(axis=1))
+        share = cohort_exposure(router, replicas * np.ones(n))
+        cohort = rate_r * share * (wait_s + 2.0 * stalls.mean(axis=1))
         spread = cohort_spread(occ, cohort, BATCH_GRID, dec, out_tokens)
     mixed = None
     if chunked:
