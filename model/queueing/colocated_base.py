@@ -81,7 +81,8 @@ def cohort_spread(
     in progress when it arrived, start decoding at the same decode step as the request (a cluster of
     births, each prefill freezing the batch while the next prompts queue) and share its batch for its
     whole window: C companions, Poisson of mean ``companions`` c [C] (model.serving.colocated: the
-    replica's arrivals over the wait and twice the packed step, scaled by the router's exposure). The
+    replica's arrivals over the wait and twice the packed step, scaled by
+    model.queueing.routing.cohort_exposure). The
     birth-death batch (model.queueing.decode_spread, items 1-2) takes its births one at a time, so
     its per-token law q of the batch N lacks them; the request's batch is N + C, C independent of N
     (Poisson arrivals in disjoint intervals; Kingman, "Poisson Processes", 1993, ch. 2), its per-token
