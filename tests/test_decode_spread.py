@@ -340,8 +340,8 @@ def test_whole_batch_read_and_replica_split_by_hand() -> None:
     level fleet at x = 2.5 sequences per replica (probability 1) holds 2 on half its replicas and 3
     on the other half: atoms 2 and 3 at probability 1/2 each, steps 6 and 7 ms, so the per-token law
     (n p(n) / t(n)) puts 2/6 : 3/7 on them, i.e. P(step 6) = (1/3) / (1/3 + 3/7) = 7/16."""
+    from model.queueing.colocated_base import replica_split
     from model.queueing.decode_batch import interp_rows, whole_rows
-    from model.queueing.decode_spread import replica_split
 
     grid = np.array([0.0, 1.0, 1.4, 1.9, 2.3, 2.9, 3.3, 4.1])
     table = np.array([[4.0, 4.0, 6.0, 6.0, 7.0, 7.0, 8.0, 9.0]])

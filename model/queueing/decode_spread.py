@@ -72,7 +72,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 from scipy.special import gammaln
 
-from model.queueing.decode_batch import batch_rows, interp_rows, whole_rows
+from model.queueing.decode_batch import batch_rows, interp_rows
 from model.queueing.overlap import LightLaw, OverlapLaw, light_law, overlap_law
 
 # Support points of the occupancy law per candidate: integers when the window around the mean batch
@@ -450,51 +450,3 @@ def decode_tpot_spread(
     levels = np.minimum(np.arange(1.0, LIGHT_LEVELS + 1.0)[None, :], c)
     steps = batch_rows(levels, grid, per_token_s, instances is None or np.asarray(instances) == 1.0)
     return tpot_spread(occ, output_tokens, np.where(np.isfinite(steps), steps, np.inf))
-
-
-def base_step_occupancy(
-    demand_tokens_per_s: np.ndarray,
-    grid: np.ndarray,
-    per_token_s: np.ndarray,
-    step_s: np.ndarray,
-    cap: np.ndarray,
-    mean_batch: np.ndarray,
-    instances: np.ndarray,
-) -> Occupancy:
-    """A colocated replica's batch law with the plain decode step t_dec(N) (no prefill in it) at each
-    support point: the occupancy follows the per-token time *with* prefill interference
-    ``per_token_s`` (it sets how fast sequences leave, item 1), the step times are those of the decode
-    step ``step_s`` at the same batches (the prefill stalls are the latency model's separate term).
-    ``instances`` replicas behind the least-loaded router (the simulator's rule keeps them level as
-    for a decode pool). Its support also gives the router's stall exposure
-    (model.queueing.routing.stall_exposure); :func:`tpot_spread` of it is the base's fluctuation.
-    Weighting each batch by n p(n) / tau(n) with tau or with t_dec is the same law when the prefill
-    share 1 - t_dec / tau does not vary across the window (prefill-first); with chunking it is the
-    step-level approximation."""
-    # past the last batch prefill keeps up with (tau = inf; the cap stays below it) hold tau flat
-    finite = np.isfinite(per_token_s)
-    top = np.max(np.where(finite, per_token_s, 0.0), axis=1, keepdims=True)
-    tau = np.where(finite, per_token_s, np.where(top > 0, top, 1.0))
-    occ = occupancy(demand_tokens_per_s, grid, tau, cap, mean_batch, instances)
-    step = interp_rows(np.maximum(occ.batch, 1.0), grid, step_s)
-    return Occupancy(occ.batch, occ.prob, step, occ.elasticity)
-
-
-def replica_split(occ: Occupancy, grid: np.ndarray, step_s: np.ndarray) -> Occupancy:
-    """The batch law a sequence of a level fleet sees, in whole batches (chunked; session 11): at the
-    per-replica batch x = N / R of ``occ`` a level fleet has k = floor(x) sequences on a fraction
-    1 - f of its replicas and k + 1 on f = x - k (model.queueing.routing.pair_moment), so each point
-    splits into whole batches k and k + 1 with probabilities P (1 - f) and P f per replica, whose
-    per-token weights n p(n) / t(n) (:func:`tpot_spread`) are the fleet's sequences at each: a
-    sequence's step is t(k) or t(k + 1), not their average, the table t(ceil g) read at whole
-    batches (model.queueing.decode_batch.whole_rows). A batch below one is a batch-1 step."""
-    x = np.maximum(np.asarray(occ.batch, dtype=float), 0.0)
-    k = np.floor(x)
-    f = x - k
-    batch = np.concatenate([k, k + 1.0], axis=1)
-    prob = np.concatenate([occ.prob * (1.0 - f), occ.prob * f], axis=1)
-    order = np.argsort(batch, axis=1, kind="stable")
-    batch = np.take_along_axis(batch, order, axis=1)
-    prob = np.take_along_axis(prob, order, axis=1)
-    step = whole_rows(np.maximum(batch, 1.0), grid, step_s)
-    return Occupancy(batch, prob, step, occ.elasticity)

@@ -245,3 +245,24 @@ def replica_arrivals(
     if router.policy in _LEVELLING:
         lam = np.where(r > 1, np.asarray(exposure, dtype=float), 1.0) * lam
     return lam[:, None] * window
+
+
+def cohort_exposure(router: Router, replicas: np.ndarray) -> np.ndarray:
+    """[C] the share of the random router's prompts that join a request's replica while it waits or is
+    prefilled (its decode cohort, model.queueing.colocated_base.cohort_spread).
+
+    One replica, or a router that does not level (random, round-robin, shared queue): 1, the Poisson
+    share lambda / R (round-robin's every R-th taken at its mean). A levelling router (least-loaded;
+    its count holds the requests waiting and in prefill, model.sim.colocated.Replica.load) has just
+    sent the request to a replica holding the fewest, which then holds one more than that level;
+    the next prompt joins it only when every other replica holds as many (the level fleet of
+    :func:`pair_moment`, N = qR + r with r replicas above: r = R - 1 before the request joined, taken
+    as 1 / R with r near uniform, as round-robin's N mod R above) and the tie falls to it (1 / R):
+    1 / R^2. The same for a request that arrives while another's prefill runs on a replica: the
+    router sends it there only when the fleet is level. Traces (docs/validation.md, session 12):
+    grid cells 132 (4 x TEP4) and 32 (2 x TP4) show no cohort in the simulator's base, 105 (one
+    replica) does."""
+    r = np.maximum(np.asarray(replicas, dtype=float), 1.0)
+    if router.policy not in _LEVELLING:
+        return np.ones_like(r)
+    return 1.0 / (r * r)

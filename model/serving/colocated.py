@@ -48,13 +48,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from model.physics.steps import mixed_step_cost
+from model.queueing.colocated_base import base_step_occupancy, cohort_spread, replica_split
 from model.queueing.decode_batch import admission_queue, interp_rows, solve_batch
-from model.queueing.decode_spread import base_step_occupancy, replica_split, tpot_spread
+from model.queueing.decode_spread import tpot_spread
 from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel, stall_events
 from model.queueing.mixed_share import MixedShare, alternation, mixed_share
 from model.queueing.overlap import arrival_correlation
-from model.queueing.routing import replica_arrivals, routed_wait, stall_exposure
+from model.queueing.routing import cohort_exposure, replica_arrivals, routed_wait, stall_exposure
 from model.serving.common import (
     StyleResult,
     busy_fraction,
@@ -416,9 +417,17 @@ def evaluate_colocated(
     behind = np.zeros((n, 1)) if chunked else packed_behind_s(k, service, shareable)
     # the KV-admission wait enters the TTFT law as its own atom + exponential tail (LatencyModel)
     fixed = service + behind + (residual + scn.engine.request_s)[:, None]
-    # chunked: a sequence's step at the whole batch of its replica (decode_spread.replica_split; the
-    # prefill-first stall law keeps the grid read: docs/validation.md, session 11)
-    spread = tpot_spread(replica_split(occ, BATCH_GRID, dec) if chunked else occ, out_tokens)
+    # chunked: a sequence's step at the whole batch of its replica (colocated_base.replica_split; the
+    # prefill-first stall law keeps the grid read: docs/validation.md, session 11). Prefill-first: the
+    # request's decode cohort (colocated_base.cohort_spread), the prompts reaching its replica while it
+    # waits or is prefilled (lambda_r W + lambda_r E[step]) and those whose packed step was in progress
+    # when it arrived (lambda_r E[step], PASTA), as the router sends them (routing.cohort_exposure).
+    if chunked:
+        spread = tpot_spread(replica_split(occ, BATCH_GRID, dec), out_tokens)
+    else:
+        share = cohort_exposure(router, replicas * np.ones(n))
+        cohort = rate_r * share * (wait_s + 2.0 * stalls.mean(axis=1))
+        spread = cohort_spread(occ, cohort, BATCH_GRID, dec, out_tokens)
     mixed = None
     if chunked:
         # The TPOT above the plain step comes from the mixed share F of the request's iterations
