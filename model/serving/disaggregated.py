@@ -56,6 +56,7 @@ from model.serving.common import (
     wait_tail,
 )
 from model.serving.packing import (
+    companion_weights,
     full_step_prompts,
     pool_batch,
     prompt_room_law,
@@ -142,13 +143,16 @@ def evaluate_disaggregated(
     # (model.queueing.bulk_wait). An instance's step holds k_s prompts and lasts E[S] = k_s E[share]
     # (model.serving.packing.step_law); a full step (the queue longer than the cap) holds J prompts,
     # J's law that of the companions at a queue that never empties, per step.
-    es, scv, _, step_s, step_scv = step_law(alone, fixed_p, companions)
+    # J's law, and each prompt's own room R_i for the prompts ahead of it (its passes, bulk_wait item 4)
+    full = (*full_step_prompts(scn, cap_tokens), prompt_room_law(scn, cap_tokens))
+    full_prompts = float((full[0] * full[1]).sum())  # E[J]
+    es, scv, _, step_s, step_scv = step_law(
+        alone, fixed_p, companions, rate, n_p, full_prompts, companion_weights(scn, cap_tokens)
+    )
     rho_p = rate * es / n_p
     queue = mgc_wait(rate, np.maximum(es, 1e-12), scv, n_p, scn.arrival_scv)
     v_mean = (alone - fixed_p).mean(axis=1)
-    # J's law, and each prompt's own room R_i for the prompts ahead of it (its passes, bulk_wait item 4)
-    full = (*full_step_prompts(scn, cap_tokens), prompt_room_law(scn, cap_tokens))
-    full_s = fixed_p.mean(axis=1) + v_mean * float((full[0] * full[1]).sum())  # a full step: F + E[v] E[J]
+    full_s = fixed_p.mean(axis=1) + v_mean * full_prompts  # a full step: F + E[v] E[J]
     bulk = bulk_wait(rate, step_s, step_scv, n_p, full, full_s, rho_p, scn.arrival_scv)
     service = alone
     kv_bytes, exposed, occupancy = transfer_components(
