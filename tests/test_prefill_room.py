@@ -4,6 +4,7 @@ per-step part of a prefill is most of it (attention data parallelism, grid scena
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -16,7 +17,16 @@ from model.hardware.parallelism import Parallelism
 from model.queueing.mgc import erlang_c
 from model.serving.candidates import DisaggregatedSet
 from model.serving.configs import DisaggregatedConfig
-from model.serving.packing import pool_batch, step_companions
+from model.serving.packing import (
+    _fit_weights,
+    companion_weights,
+    full_step_prompts,
+    pool_batch,
+    step_companions,
+    step_count_var,
+    step_law,
+    uncached_prompt_tokens,
+)
 from model.serving.phase_tables import instance_tables
 from model.sim.simulate import SimOptions, poisson_requests, scenario_options, simulate
 from model.workload.plain import workload_from_lengths
@@ -91,24 +101,118 @@ def _law_root(law, lo: float = 1.0 + 1e-9, hi: float = 50.0) -> float:
     return 0.5 * (lo + hi)
 
 
+def _one_instance_law(lam: float, f: float, v: float):
+    """The one-instance packing law for equal prompts (v = alone - F, Var[v] = 0), k -> the law's k_s:
+    k_s = lambda E[S] + phi (the arrivals during a step ride in the next one, plus one for each step
+    started from idle), E[S] = F + k v, phi = E[exp(-lambda S)] for S gamma of SCV c^2 = v^2 Var[K] /
+    E[S]^2 (phi = (1 + lambda E[S] c^2)^(-1 / c^2)), Var[K] the branching chain's ((k - e_0)(1 - 2 e_0) +
+    e_0 (1 - e_0)) / (1 - (lambda v)^2) with e_0 = k - lambda E[S] (model.serving.packing.step_count_var,
+    session 12)."""
+
+    def law(k: float) -> float:
+        es = f + k * v
+        e0 = min(max(k - lam * es, 0.0), 1.0)
+        count_var = ((k - e0) * (1.0 - 2.0 * e0) + e0 * (1.0 - e0)) / (1.0 - (lam * v) ** 2)
+        c2 = max(v * v * count_var / es**2, 1e-9)
+        return lam * es + (1.0 + lam * es * c2) ** (-1.0 / c2)
+
+    return law
+
+
 def test_pool_batch_on_one_instance_by_hand():
-    """One instance: k_s = lambda E[S] + phi (the arrivals during a step ride in the next one, plus
-    one for each step started from idle), E[S] = F + k v (v = a - F), phi = E[exp(-lambda S)] for S
-    gamma of SCV c^2 = v^2 (k - 1) k / E[S]^2 (the count beside the first geometric): phi = (1 +
-    lambda E[S] c^2)^(-1 / c^2). Solved here by bisection at busy fractions ~0.5 and ~0.85."""
+    """One instance, 100-token prompts (F most of a prompt): the law of :func:`_one_instance_law` solved
+    by bisection at busy fractions ~0.5 and ~0.85."""
     scn, a, f = _short_prompt_pool()
-    v = a - f
     for lam in (0.6 / a, 1.0 / a):
-
-        def law(k: float, lam: float = lam) -> float:
-            es = f + k * v
-            c2 = v * v * (k - 1.0) * k / es**2
-            return lam * es + (1.0 + lam * es * c2) ** (-1.0 / c2)
-
-        want = _law_root(law)
+        want = _law_root(_one_instance_law(lam, f, a - f))
         got = pool_batch(scn, np.array([lam]), np.array([1.0]), np.array([[a] * 16]), np.array([[f] * 16]))
         assert got[0] == pytest.approx(want, rel=2e-3)
         assert 1.0 < want < 5.0
+
+
+def test_pool_batch_on_one_instance_with_long_prompts_by_hand():
+    """One instance, 2,000-token prompts (v several times F) under a cap of 10^6 tokens (never binding)
+    at lambda v = 0.8: k = 2.142 (the geometric count (k - 1) k of session 11 gave 2.083: the branching
+    count's variance, 1.19 times the geometric here, puts more step ends on an empty queue)."""
+    scn = Scenario.build("llama-3.1-8b", workload_from_lengths(2000, 100), SLO(10.0, 1.0), samples=16)
+    scn = dataclasses.replace(scn, engine=dataclasses.replace(scn.engine, prefill_token_cap=1_000_000))
+    t = instance_tables(scn, get_gpu("h100-sxm"), 1, None, "prefill")
+    a, f = float(t.prefill_s[0]), float(t.prefill_fixed_s[0])
+    lam = 0.8 / (a - f)
+    want = _law_root(_one_instance_law(lam, f, a - f))
+    got = pool_batch(scn, np.array([lam]), np.array([1.0]), np.array([[a] * 16]), np.array([[f] * 16]))
+    assert got[0] == pytest.approx(want, rel=2e-3)
+    assert 1.0 < want < 5.0
+
+
+def test_step_count_var_by_hand():
+    """k_s = 3 prompts per step, E[share] = 20 ms, E[v] = 15 ms, Var[v] = Var[alone] = 1e-4 s^2 at 40
+    req/s, full steps of 100 prompts. One instance: e_0 = 3 (1 - 40 x 0.02) = 0.6, a = 40 x 0.015 = 0.6,
+    Var[K] = ((3 - 0.6)(1 - 1.2) + 0.6 x 0.4 + 1,600 x (1e-4 + 2 x 1e-4)) / (1 - 0.36) = 0.24 / 0.64 =
+    0.375, the two prompts beside the first 2 x 1e-4. Three instances: geometric (3 - 1) x 3 = 6,
+    lengths 0. One instance at 60 req/s with E[share] = 15 ms and E[v] = 12 ms: e_0 = 0.3, a = 0.72, the
+    chain's ((2.7)(0.4) + 0.21 + 1.08) / (1 - 0.5184) = 4.921, and with full steps of 4 prompts the
+    bound (3 - 1)(4 - 3) = 2 instead."""
+    three, lam, n = np.full(4, 3.0), np.array([40.0, 120.0, 60.0, 60.0]), np.array([1.0, 3.0, 1.0, 1.0])
+    share = np.array([0.02, 0.02, 0.015, 0.015])
+    v_law = (np.array([0.015, 0.015, 0.012, 0.012]), np.full(4, 1e-4), np.full(4, 1e-4), np.full(4, 0.02))
+    count, lengths, v_count = step_count_var(three, lam, n, share, v_law, 100.0)
+    # the count scales the companions' E[v] on one instance, every prompt's on several
+    np.testing.assert_allclose(v_count, [0.015, 0.02, 0.012, 0.012], rtol=1e-12)
+    np.testing.assert_allclose(count, [0.375, 6.0, 2.37 / 0.4816, 2.37 / 0.4816], rtol=1e-12)
+    np.testing.assert_allclose(lengths, [2e-4, 0.0, 2e-4, 2e-4], rtol=1e-12, atol=1e-15)
+    capped, _, _ = step_count_var(three, lam, n, share, v_law, 4.0)
+    np.testing.assert_allclose(capped, [0.375, 6.0, 2.0, 2.0], rtol=1e-12)
+
+
+def test_companion_weights_by_hand():
+    """Uncached prompts of 1,000, 3,000 and 6,000 tokens under an 8,192-token cap: beside heads of 1,000
+    / 3,000 / 6,000 tokens the 1,000-token prompt fits all three (3 / 3), the 3,000-token one two (1,000
+    and 3,000: 2 / 3), the 6,000-token one one (1,000: 1 / 3); normalised 3 / 6, 2 / 6, 1 / 6."""
+    u = np.array([1000.0, 3000.0, 6000.0])
+    np.testing.assert_allclose(_fit_weights(u.tobytes(), 8192.0), [0.5, 1 / 3, 1 / 6], rtol=1e-12)
+
+
+def test_one_instance_step_count_against_the_simulator():
+    """The KV-tier split's prefill instance (benchmarks.kv_offload_agreement: Llama-3.1-8B on one H100,
+    chat with 70% prefix hits, CPU + NVMe tiers: 342 uncached tokens per prompt count toward the cap but
+    each costs 21 ms of compute and reload against F = 8 ms) at 37 req/s: a long step gathers many
+    prompts, which make the next step long. Simulated (6,000 requests, 1,500 warm-up): 2.98 prompts per
+    step, Var[K] 10.2, step SCV 1.20. The planner's k_s within 15% and its step SCV within 25% (2.70 and
+    0.99 measured); the geometric count of session 11 gave 2.45 and 0.55."""
+    from benchmarks.kv_offload_agreement import HIT_RATE, SPECS
+    from model.hardware.kv_offload import parse_kv_offload
+    from model.sim.tiers import PrefixReuse
+
+    wl = dataclasses.replace(get_workload("chat"), prefix_cache_hit_rate=HIT_RATE)
+    off = parse_kv_offload(SPECS[2], "hgx-h100-8")
+    scn = dataclasses.replace(Scenario.build("llama-3.1-8b", wl, SLO(0.5, 0.015)), kv_offload=off)
+    h100 = get_gpu("h100-sxm")
+    config = DisaggregatedConfig(h100, 1, 1, h100, 1, 2, get_link("ib-ndr-400"))
+    rate, n = 37.0, 6000
+    rec = simulate(
+        config,
+        "llama-3.1-8b",
+        poisson_requests(wl, rate, n, seed=0),
+        options=SimOptions(warmup_requests=n // 4),
+        prefix=PrefixReuse(HIT_RATE, off),
+    ).records
+    start, end = rec.prefill_start_s, rec.prefill_end_s
+    steps, first, count = np.unique(start[np.isfinite(start)], return_index=True, return_counts=True)
+    length = end[np.isfinite(start)][first] - steps
+    count, length = count[len(count) // 4 :], length[len(length) // 4 :]
+    t = instance_tables(scn, h100, 1, None, "prefill")
+    alone, fixed = t.prefill_s[None, :], t.prefill_fixed_s[None, :]
+    lam, one = np.array([rate]), np.array([1.0])
+    k = pool_batch(scn, lam, one, alone, fixed)
+    companions = step_companions(k, uncached_prompt_tokens(scn), float(scn.engine.prefill_token_cap))
+    cap = float(scn.engine.prefill_token_cap)
+    full = full_step_prompts(scn, cap)
+    _, _, k_step, _, step_scv = step_law(
+        alone, fixed, companions, lam, one, float(full[0] @ full[1]), companion_weights(scn, cap)
+    )
+    assert abs(k_step[0] / count.mean() - 1.0) < 0.15, (k_step, count.mean())
+    assert abs(step_scv[0] / (length.var() / length.mean() ** 2) - 1.0) < 0.25, (step_scv, length)
 
 
 def test_pool_batch_on_three_instances_by_hand():

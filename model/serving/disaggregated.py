@@ -57,6 +57,7 @@ from model.serving.common import (
 )
 from model.serving.full_steps import full_step_law, full_step_times
 from model.serving.packing import (
+    companion_weights,
     full_step_prompts,
     pool_batch,
     prompt_room_law,
@@ -143,7 +144,12 @@ def evaluate_disaggregated(
     # (model.queueing.bulk_wait). An instance's step holds k_s prompts and lasts E[S] = k_s E[share]
     # (model.serving.packing.step_law); a full step (the queue longer than the cap) holds J prompts,
     # J's law that of the companions at a queue that never empties, per step.
-    es, scv, _, step_s, step_scv = step_law(alone, fixed_p, companions)
+    # E[J] of a full step from a fresh head: the bound on one instance's step-count variance (step_law)
+    fresh_j, fresh_p = full_step_prompts(scn, cap_tokens)
+    full_prompts = float((fresh_j * fresh_p).sum())  # E[J] from a fresh head
+    es, scv, _, step_s, step_scv = step_law(
+        alone, fixed_p, companions, rate, n_p, full_prompts, companion_weights(scn, cap_tokens)
+    )
     rho_p = rate * es / n_p
     queue = mgc_wait(rate, np.maximum(es, 1e-12), scv, n_p, scn.arrival_scv)
     v_mean = (alone - fixed_p).mean(axis=1)
@@ -154,7 +160,8 @@ def evaluate_disaggregated(
     # arrival (the prompts of model.serving.packing's draws; bulk_wait item 5)
     full = (
         *full_step_law(scn, cap_tokens),
-        *full_step_prompts(scn, cap_tokens),
+        fresh_j,
+        fresh_p,
         prompt_room_law(scn, cap_tokens),
     )
     full_times = full_step_times(scn, cap_tokens, alone, fixed_p)

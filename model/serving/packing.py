@@ -172,30 +172,125 @@ to 0.04% before the secant step inside the last bracket)."""
 
 
 def step_law(
-    alone_s: np.ndarray, fixed_s: np.ndarray, companions: np.ndarray
+    alone_s: np.ndarray,
+    fixed_s: np.ndarray,
+    companions: np.ndarray,
+    rate_rps: np.ndarray,
+    servers: np.ndarray,
+    full_prompts: float,
+    fit_weights: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(E[share], its SCV, k_s, E[S], c_S^2) [C] of a prefill instance's steps when sampled prompt i
-    shares its step with ``companions`` [C, S] prompts, itself included.
+    shares its step with ``companions`` [C, S] prompts, itself included, in a pool of ``servers`` (n)
+    instances fed at ``rate_rps`` (lambda); ``full_prompts`` E[J], the mean prompts of a full step
+    (:func:`full_step_prompts`), ``fit_weights`` [S] the companions' law (:func:`companion_weights`).
 
     A prompt's share of its step is v_i + F_i / c_i (v = alone - F, F the per-step part,
     ``prefill_fixed_s``); a step of k prompts is met by k of them, so the step-weighted mean count is
     k_s = 1 / E[1 / c] and a step lasts E[S] = k_s E[share] on average (so that lambda E[S] / (n k_s)
-    = lambda E[share] / n, the busy fraction). Its variance: the prompts' lengths plus the number
-    beside the first, geometric of mean k_s - 1 (Poisson arrivals over an exponential gap; variance
-    (k_s - 1) k_s), times E[v]^2."""
+    = lambda E[share] / n, the busy fraction). Its variance: :func:`step_count_var` for the count and
+    the prompts' own lengths (:func:`_step_scv`)."""
     share = alone_s - fixed_s + fixed_s / companions
     es, _, scv = moments(share)
-    v_mean = (alone_s - fixed_s).mean(axis=1)
+    lengths = companion_lengths(alone_s, fixed_s, fit_weights)
     k_step = 1.0 / (1.0 / companions).mean(axis=1)
     step_s = k_step * es
-    return es, scv, k_step, step_s, _step_scv(alone_s.var(axis=1), v_mean, k_step, step_s)
+    lam, n = np.asarray(rate_rps, dtype=float), np.asarray(servers, dtype=float)
+    step_scv = _step_scv(lengths[2], step_s, step_count_var(k_step, lam, n, es, lengths, full_prompts))
+    return es, scv, k_step, step_s, step_scv
+
+
+def companion_weights(scn: Scenario, step_tokens: float) -> np.ndarray:
+    """The law of a step's prompts beside its first [S] (weights summing to 1): the engine takes a
+    waiting prompt beside the head only if it fits under the cap with it (FCFS; the module docstring), so
+    sampled prompt j joins a step in proportion to the share of heads i it fits beside, mean_i
+    1{u_i + u_j <= C} (u the uncached tokens; a prompt that fits beside none never shares a step).
+    Without a binding cap every prompt weighs the same; with long prompts the companions are the short
+    ones."""
+    return _fit_weights(uncached_prompt_tokens(scn).tobytes(), float(step_tokens))
+
+
+@lru_cache(maxsize=64)
+def _fit_weights(uncached_bytes: bytes, step_tokens: float) -> np.ndarray:
+    """:func:`companion_weights` on the prompt lengths' bytes (cached on their values)."""
+    u = np.frombuffer(uncached_bytes, dtype=float)
+    fits = (np.sort(u)[:, None] + u[None, :] <= step_tokens).mean(axis=0)
+    total = float(fits.sum())
+    w = fits / total if total > 0 else np.full(len(u), 1.0 / len(u))
+    w.flags.writeable = False
+    return w
+
+
+def companion_lengths(
+    alone_s: np.ndarray, fixed_s: np.ndarray, fit_weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(E[v], Var[v] of a step's prompts beside its first under ``fit_weights``, Var[alone], E[v] over
+    every prompt) [C], v = alone - F: the ``lengths`` of :func:`step_count_var`."""
+    v = alone_s - fixed_s
+    mean = v @ fit_weights
+    var = np.maximum((v * v) @ fit_weights - mean * mean, 0.0)
+    return mean, var, alone_s.var(axis=1), v.mean(axis=1)
+
+
+def step_count_var(
+    k_step: np.ndarray,
+    rate_rps: np.ndarray,
+    servers: np.ndarray,
+    share_s: np.ndarray,
+    lengths: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    full_prompts: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(Var[K], the variance the prompts beside the first add to the step, the E[v] a step's count
+    scales) [C] of the prompts per step K (mean k_s = ``k_step``, E[share] = ``share_s``; ``lengths`` =
+    (E[v], Var[v], Var[alone], E[v] over every prompt) [C], v = alone - F with the first two over the
+    prompts that join a step beside its first, :func:`companion_lengths`; ``full_prompts`` E[J], the mean
+    prompts of a full step).
+
+    One instance (n = 1, session 12): a step takes every prompt that arrived during the step before it
+    (up to the cap), or one prompt when none did (the instance idled and the next arrival starts a step
+    alone), so the counts are a branching chain: K' = N + 1{N = 0}, N ~ Poisson(lambda S), S = F_1 +
+    v_1 + v_2 + ... + v_K (a Galton-Watson process with immigration; Athreya & Ney 1972, *Branching
+    Processes*, ch. VI). With a = lambda E[v], e_0 = P(N = 0) = k_s (1 - lambda E[share]) (flow balance
+    k_s = lambda E[S] + e_0, :func:`pool_batch`), Var[N] = lambda E[S] + lambda^2 Var[S] (a Poisson
+    mixture), Var[S] = Var[alone] + (k_s - 1) Var[v] + E[v]^2 Var[K] (a compound sum: the first
+    prompt's whole time, the others' v, drawn from the prompts that fit beside a head under the cap:
+    with long prompts the companions are the short ones, :func:`companion_weights`) and Cov(N, 1{N =
+    0}) = -E[N] e_0, stationarity (Var[K'] = Var[K]) gives
+
+        Var[K] = ((k_s - e_0)(1 - 2 e_0) + e_0 (1 - e_0) + lambda^2 (Var[alone] + (k_s - 1) Var[v]))
+                 / (1 - a^2).
+
+    A long step gathers many prompts, which make the next step long: near saturation (a -> 1) the count
+    is far more spread than a geometric one of the same mean (the KV-tier splits' one prefill instance
+    at 37 req/s: 10.2 simulated, 6.9 by this law at the planned k_s, 3.6 geometric; docs/validation.md,
+    session 12). The token cap stops the chain's largest steps: K lies between 1 and the J prompts a
+    full step holds, so Var[K] <= (k_s - 1)(E[J] - k_s) (the Bhatia-Davis bound, Bhatia & Davis 2000,
+    Amer. Math. Monthly 107(4), for a variable in [1, J], J read at its mean): the lesser of the two is
+    taken (prompts longer than the cap run alone, k_s = 1 and no spread, where the chain alone gave
+    grid cell 30's RAG steps a spread that doubled their SCV).
+    Several instances (n > 1): the number beside the first prompt is geometric of mean k_s - 1 (Poisson
+    arrivals over an exponential gap; variance (k_s - 1) k_s) and the step's variance Var[alone] + E[v]^2
+    Var[K], the law before session 12: a take there gathers the arrivals since the previous free-up of
+    any instance, whose gap mixes n steps (not derived further)."""
+    lam = rate_rps / servers
+    v_mean, v_var, alone_var, v_all = lengths
+    a = np.minimum(lam * v_mean, 1.0 - 1e-9)
+    e0 = np.clip(k_step * (1.0 - lam * share_s), 0.0, 1.0)
+    beside = np.maximum(k_step - 1.0, 0.0) * v_var
+    chain = (k_step - e0) * (1.0 - 2.0 * e0) + e0 * (1.0 - e0) + lam**2 * (alone_var + beside)
+    chain = np.minimum(chain / (1.0 - a**2), (k_step - 1.0) * np.maximum(full_prompts - k_step, 0.0))
+    one = servers == 1.0
+    count_var = np.where(one, np.maximum(chain, 0.0), (k_step - 1.0) * k_step)
+    return count_var, np.where(one, beside, 0.0), np.where(one, v_mean, v_all)
 
 
 def _step_scv(
-    alone_var_s2: np.ndarray, v_mean_s: np.ndarray, k_step: np.ndarray, step_s: np.ndarray
+    alone_var_s2: np.ndarray, step_s: np.ndarray, count: tuple[np.ndarray, np.ndarray, np.ndarray]
 ) -> np.ndarray:
-    """:func:`step_law`'s c_S^2 [C]: (Var[alone] + E[v]^2 (k_s - 1) k_s) / E[S]^2."""
-    return (alone_var_s2 + v_mean_s**2 * (k_step - 1.0) * k_step) / np.maximum(step_s, 1e-12) ** 2
+    """:func:`step_law`'s c_S^2 [C]: (Var[alone] + the prompts beside the first + E[v]^2 Var[K]) / E[S]^2,
+    the last two from :func:`step_count_var` (``count``)."""
+    count_var, beside, v_count = count
+    return (alone_var_s2 + beside + v_count**2 * count_var) / np.maximum(step_s, 1e-12) ** 2
 
 
 def pool_batch(
@@ -261,7 +356,9 @@ def _pool_batch(
     inverse, mean_c = _table_means(uncached.tobytes(), cap_tokens)
     fixed_over_c = (fixed_s @ inverse.T) / fixed_s.shape[1]
     v_mean = (alone_s - fixed_s).mean(axis=1)
-    alone_var = alone_s.var(axis=1)
+    lengths = companion_lengths(alone_s, fixed_s, _fit_weights(uncached.tobytes(), cap_tokens))
+    full_law = _full_law(uncached.tobytes(), cap_tokens)
+    full_prompts = float((full_law[0] * full_law[1]).sum())  # E[J], as the caller's full step
     inverse_mean = inverse.mean(axis=1)
     rows = np.arange(len(lam))
 
@@ -271,7 +368,7 @@ def _pool_batch(
         es = v_mean + fixed_over_c[rows, lo] * (1.0 - frac) + fixed_over_c[rows, lo + 1] * frac
         k_step = 1.0 / (inverse_mean[lo] * (1.0 - frac) + inverse_mean[lo + 1] * frac)
         step_s = k_step * es  # step_law's E[S] and c_S^2
-        step_scv = _step_scv(alone_var, v_mean, k_step, step_s)
+        step_scv = _step_scv(lengths[2], step_s, step_count_var(k_step, lam, n, es, lengths, full_prompts))
         a = lam * es
         busy_all = erlang_c_unchecked(n, np.minimum(a, n))  # 1 where a >= n
         rho = np.minimum(a / n, 1.0)
