@@ -225,14 +225,20 @@ class MixedShare:
         return f, want
 
     def cdf_at(
-        self, f: np.ndarray, want: np.ndarray, repeats: int = 1, params: tuple | None = None
+        self,
+        f: np.ndarray,
+        want: np.ndarray,
+        repeats: int = 1,
+        params: tuple | None = None,
+        dedupe: bool = True,
     ) -> np.ndarray:
         """:meth:`excess_cdf` from its :meth:`roots`: P(F <= F*), the Beta CDF where ``want``, of
         parameters ``params`` ((alpha, beta) [C, S] or per stratum [repeats, C, S]; None: this
         share's). Requests whose (alpha, beta, F*) columns repeat another's (equal outputs: the same
-        window and shrink) take that column's values, computed once (:func:`distinct_columns`)."""
+        window and shrink) take that column's values, computed once (:func:`distinct_columns`; not
+        sought when ``dedupe`` is False: the columns are distinct requests already)."""
         alpha, beta = (self.alpha, self.beta) if params is None else params
-        cols = distinct_columns(alpha, beta, f)
+        cols = distinct_columns(alpha, beta, f) if dedupe else None
         pick = slice(None) if cols is None else cols[0]
         a, b = alpha[..., pick], beta[..., pick]  # broadcast over the strata
         shape = (repeats, *a.shape[-2:])
@@ -334,12 +340,12 @@ class MixedTpot:
         other entries read as if F* were outside (0, 1) (for a mean over those requests alone)."""
         if rows is None:
             want = self.want if requests is None else self.want & self._wanted(requests)
-            cdf = self.share.cdf_at(self.roots, want, self._strata, self.params)
+            cdf = self.share.cdf_at(self.roots, want, self._strata, self.params, self.columns is None)
             return self._average(self._spread(cdf), self.stable)
         n, m = len(self.stable), self._strata
         pick = (np.arange(m)[:, None] * n + rows[None, :]).ravel()
         params = None if self.params is None else tuple(v[:, rows] for v in self.params)
-        cdf = self.share.take(rows).cdf_at(self.roots[pick], self.want[pick], m, params)
+        cdf = self.share.take(rows).cdf_at(self.roots[pick], self.want[pick], m, params, self.columns is None)
         return self._average(self._spread(cdf), self.stable[rows])
 
     def bounds(self) -> tuple[np.ndarray, ...]:

@@ -151,7 +151,12 @@ def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
     law; the others take the exact test on the exact CDFs of their rows, so every outcome is
     :func:`check_slo`'s. Models without the chunked bounds take :func:`_ok_by_rows` (the
     disaggregated laws' own bounds)."""
-    lat, stable = res.latency, np.asarray(res.stable, dtype=bool)
+    return slo_ok_rows(res.latency, np.asarray(res.stable, dtype=bool), slo)
+
+
+def slo_ok_rows(lat: LatencyModel, stable: np.ndarray, slo: SLO) -> np.ndarray:
+    """:func:`slo_ok` on a latency model and its candidates' ``stable`` flags (e.g. some rows of an
+    evaluation: LatencyModel.take)."""
     shape = np.shape(stable)
     bounds = lat.tpot_cdf_bounds(np.full(shape, slo.tpot_s)[:, None])
     if bounds is None:
