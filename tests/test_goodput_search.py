@@ -222,3 +222,27 @@ def test_a_resumed_search_equals_the_uninterrupted_one():
     assert resumed.refined().all()
     done = G.search_brackets(_RepeatableLimits(limit, gpus, calls := []), _within, 0.25, None, resumed)
     assert calls == [] and np.array_equal(done.value(), full)
+
+
+def test_trials_test_only_the_rows_read() -> None:
+    """goodput._Trials: with a row-wise test, only the (candidate, trial) pairs read are tested, each
+    once, and their outcomes are the all-at-once test's; without one, everything is tested at once."""
+    from model.planner.goodput import _Trials
+
+    outcomes = np.array([True, False, True, True, False, False])  # 2 candidates x 3 trials
+    asked: list[list[int]] = []
+
+    class RowWise:
+        def __call__(self, res):
+            return outcomes
+
+        def rows(self, res, idx):
+            asked.append(list(idx))
+            return outcomes[idx]
+
+    trials = _Trials(None, RowWise(), (2, 3))
+    assert list(trials.read(np.array([0, 1]), np.array([1, 1]))) == [False, False]
+    assert list(trials.read(np.array([0, 1, 1]), np.array([1, 0, 1]))) == [False, True, False]
+    assert asked == [[1, 4], [3]]  # flat rows i * 3 + j, each tested once
+    plain = _Trials(None, lambda res: outcomes, (2, 3))
+    assert list(plain.read(np.array([1]), np.array([2]))) == [False]

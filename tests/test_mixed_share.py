@@ -276,3 +276,41 @@ def test_share_given_the_batch_two_point_law() -> None:
     assert new.cdf()[0, 0] == pytest.approx(old.cdf()[0, 0], rel=1e-9)
     assert old.cdf()[0, 0] == pytest.approx(0.5 * (betainc(2.0, 8.0, 0.4) + betainc(2.0, 8.0, 0.2)), rel=1e-9)
     assert law.cdf()[0, 0] < old.cdf()[0, 0]
+
+
+def test_law_on_distinct_requests_equals_the_full_law() -> None:
+    """Requests 0 / 2 and 1 / 3 share every mixed-share field and shrink: distinct_requests finds the
+    two, and the law held on them (MixedTpot ``columns``) gives the full law's CDF and bounds entry
+    for entry at targets per candidate (two strata, F given D). ``requests``: the Beta CDF only
+    where asked (or where a twin is), the same values there; a request not asked reads 0."""
+    from model.queueing.mixed_share import MixedTpot, distinct_requests
+
+    mean = np.array([[0.2, 0.3, 0.2, 0.3, 0.25], [0.1, 0.4, 0.1, 0.4, 0.2]])
+    conc = np.array([[10.0, 6.0, 10.0, 6.0, 8.0], [12.0, 5.0, 12.0, 5.0, 9.0]])
+    per_token = (np.array([0.01, 0.012]), np.array([0.02, 0.03]), np.array([0.025, 0.04]))
+    share = MixedShare.build(mean, mean * conc, (1 - mean) * conc, per_token, 0.3 * np.ones_like(mean))
+    shrink = np.array([[0.5, 0.7, 0.5, 0.7, 0.6], [0.4, 0.8, 0.4, 0.8, 0.9]])
+    first, inverse = distinct_requests(share, shrink)
+    assert sorted(first) == [0, 1, 4] and np.array_equal(first[inverse], [0, 1, 0, 1, 4])
+    z = np.array([[-1.0, -0.5], [1.0, 0.5]])  # [M, C]
+    shift = np.array([[-0.002], [0.002]])[:, :, None] * shrink[None]  # [M, C, S]
+    weights = np.array([0.5, 0.5])
+    y = np.broadcast_to(np.array([[0.004], [0.006]]), mean.shape)
+    full = MixedTpot.at(share, y, shift, np.array([True, True]), (weights, share.given(z)))
+    a, b = share.given(z)
+    held = MixedTpot.at(
+        share.requests(first),
+        y[:, first],
+        shift[..., first],
+        np.array([True, True]),
+        (weights, (a[..., first], b[..., first])),
+        inverse,
+    )
+    assert np.array_equal(held.cdf(), full.cdf())
+    assert all(np.array_equal(u, v) for u, v in zip(held.bounds(), full.bounds(), strict=True))
+    asked = np.array([[True, False, False, False, True], [False, False, True, True, False]])
+    part = held.cdf(requests=asked)
+    assert np.array_equal(part[asked], full.cdf()[asked])
+    full_cdf = full.cdf()
+    assert part[0, 1] == 0.0 < full_cdf[0, 1]  # request 1 (and 3, its twin) not asked on row 0
+    assert part[0, 2] == full_cdf[0, 2]  # request 2 stands with request 0, asked

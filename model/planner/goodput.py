@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from model.serving.common import slo_ok
+from model.serving.common import slo_ok, slo_ok_rows
 from model.serving.registry import build_set
 from model.serving.style import CandidateSet
 from model.workload.scenario import Scenario
@@ -102,7 +102,25 @@ def goodput_brackets(
     """:func:`goodput_rps` with the search's end states (for a later search to resume).
     ``halvings``: stop each bisection after that many halvings in all (a resumed search then walks
     on exactly as the uninterrupted one; model.planner.robustness narrows only the worlds it needs)."""
-    return search_brackets(cands, lambda res: slo_ok(res, slo), start_rps, keep, resume, halvings)
+    return search_brackets(cands, _SloTest(slo), start_rps, keep, resume, halvings)
+
+
+@dataclass(frozen=True)
+class _SloTest:
+    """The SLO test (model.serving.common.slo_ok) as the search's ``good``, also on some rows of an
+    evaluation only (:meth:`rows`): a candidate's test reads its own row alone
+    (LatencyModel.take), so the search tests only the trial rates its walk reads (:class:`_Trials`)."""
+
+    slo: SLO
+
+    def __call__(self, res: Any) -> np.ndarray:
+        return slo_ok(res, self.slo)
+
+    def rows(self, res: Any, idx: np.ndarray) -> np.ndarray:
+        """The test on rows ``idx`` of the evaluation ``res``."""
+        if len(idx) == len(res.stable):
+            return slo_ok(res, self.slo)
+        return slo_ok_rows(res.latency.take(idx), np.asarray(res.stable)[idx], self.slo)
 
 
 def stability_limit_rps(cands: CandidateSet, *, start_rps: float = 0.25) -> np.ndarray:
@@ -174,8 +192,8 @@ def _bracket(
         s = min(_levels(cands, n, _DOUBLING_TRIES), _DOUBLINGS)
         trial = np.concatenate([probe_min[:, None], hi[:, None] * 2.0 ** np.arange(s)], axis=1)
         ok = _good_at(cands, good, everyone, trial)
-        ok_min = ok[:, 0]
-        lo, hi, searching, done = _doublings(ok_min.copy(), everyone, ok[:, 1:], lo, hi, 0)
+        ok_min = ok.read(everyone, np.zeros(n, dtype=int))
+        lo, hi, searching, done = _doublings(ok_min.copy(), everyone, ok, lo, hi, 0, 1)
     else:
         ok_min = good(cands.evaluate(probe_min))
         searching, done = ok_min.copy(), 0
@@ -184,7 +202,7 @@ def _bracket(
         s = min(_levels(cands, len(rows), _DOUBLING_TRIES), _DOUBLINGS - done)
         trial = hi[rows, None] * 2.0 ** np.arange(s)  # hi, 2 hi, 4 hi, ... (exact in binary)
         ok = _good_at(cands, good, rows, trial)
-        lo, hi, searching, done = _doublings(searching, rows, ok, lo, hi, done)
+        lo, hi, searching, done = _doublings(searching, rows, ok, lo, hi, done, 0)
     ok_min = np.asarray(ok_min, dtype=bool)
     return np.where(ok_min, np.maximum(lo, probe_min), 0.0), hi, ok_min
 
@@ -215,7 +233,8 @@ def _bisect(
         for _ in range(s):
             go = (hi[rows] - lo[rows] > GOODPUT_RTOL * hi[rows]) & (halvings[rows] < most)
             c = (a + b) // 2
-            mid_ok = ok[here, c - 1]
+            mid_ok = np.zeros(len(rows), dtype=bool)
+            mid_ok[go] = ok.read(here[go], c[go] - 1)
             mid = bounds[here, c]
             lo[rows] = np.where(go & mid_ok, mid, lo[rows])
             hi[rows] = np.where(go & ~mid_ok, mid, hi[rows])
@@ -224,15 +243,23 @@ def _bisect(
 
 
 def _doublings(
-    searching: np.ndarray, rows: np.ndarray, ok: np.ndarray, lo: np.ndarray, hi: np.ndarray, done: int
+    searching: np.ndarray,
+    rows: np.ndarray,
+    ok: _Trials,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    done: int,
+    first: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Walk the results ``ok`` [len(rows), s] of trials hi, 2 hi, 4 hi, ... of candidates ``rows`` as
-    s one-rate doublings would: a candidate still searching whose trial held moves its bracket up
-    (lo = hi, hi = 2 hi); the first trial that fails stops it. Returns (lo, hi, searching, done)."""
+    """Walk the results ``ok`` of trials hi, 2 hi, 4 hi, ... (its columns from ``first`` on) of
+    candidates ``rows`` as one-rate doublings would: a candidate still searching whose trial held
+    moves its bracket up (lo = hi, hi = 2 hi); the first trial that fails stops it (the trials after
+    it are not tested). Returns (lo, hi, searching, done)."""
     n = len(lo)
-    for j in range(ok.shape[1]):
+    for j in range(first, ok.shape[1]):
         grow = np.zeros(n, dtype=bool)
-        grow[rows] = searching[rows] & ok[:, j]
+        here = np.nonzero(searching[rows])[0]
+        grow[rows[here]] = ok.read(here, np.full(len(here), j))
         lo = np.where(grow, hi, lo)
         hi = np.where(grow, hi * 2.0, hi)
         searching = grow
@@ -296,9 +323,10 @@ def _midpoint_tree(lo: np.ndarray, hi: np.ndarray, levels: int) -> np.ndarray:
 
 def _good_at(
     cands: CandidateSet, good: Callable[[Any], np.ndarray], rows: np.ndarray, rates: np.ndarray
-) -> np.ndarray:
-    """``good`` of candidate ``rows[i]`` at each rate of ``rates[i]`` ([A, R] -> [A, R] bool); each
-    candidate's evaluation is independent of the others', so any grouping gives the same values."""
+) -> _Trials:
+    """``good`` of candidate ``rows[i]`` at each rate of ``rates[i]`` ([A, R] -> [A, R] bool, read
+    through :class:`_Trials`); each candidate's evaluation is independent of the others', so any
+    grouping gives the same values."""
     n_rates = rates.shape[1]
     if len(rows) == len(cands.configs) and n_rates == 1:
         sub = cands
@@ -308,7 +336,33 @@ def _good_at(
         mask = np.zeros(len(cands.configs), dtype=bool)
         mask[rows] = True
         sub = cands.subset(mask)
-    return np.asarray(good(sub.evaluate(rates.reshape(-1))), dtype=bool).reshape(len(rows), n_rates)
+    return _Trials(sub.evaluate(rates.reshape(-1)), good, (len(rows), n_rates))
+
+
+class _Trials:
+    """The outcomes [A, R] of ``good`` on one evaluation of A candidates at R trial rates each: all
+    at once, or, where ``good`` has a row-wise form (``good.rows``, e.g. :class:`_SloTest`), only
+    those the search reads, each once (the walk reads one trial per bisection level or doubling of a
+    candidate, e.g. 3 of the 7 of a three-level multisection)."""
+
+    def __init__(self, res: Any, good: Callable[[Any], np.ndarray], shape: tuple[int, int]) -> None:
+        self.shape = shape
+        self._res, self._good = res, getattr(good, "rows", None)
+        size = shape[0] * shape[1]
+        self._known = np.zeros(size, dtype=bool)
+        self._ok = np.zeros(size, dtype=bool)
+        if self._good is None:
+            self._ok[:] = np.asarray(good(res), dtype=bool).reshape(-1)
+            self._known[:] = True
+
+    def read(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """The outcomes at (candidate ``i``, trial ``j``) pairs, tested on first read."""
+        flat = np.asarray(i, dtype=int) * self.shape[1] + np.asarray(j, dtype=int)
+        todo = np.unique(flat[~self._known[flat]])
+        if len(todo):
+            self._ok[todo] = np.asarray(self._good(self._res, todo), dtype=bool)
+            self._known[todo] = True
+        return self._ok[flat]
 
 
 def config_goodput(scn: Scenario, config: Any) -> float:

@@ -85,9 +85,9 @@ from model.queueing.decode_batch import two_wait_exceedance
 from model.queueing.decode_spread import TpotSpread
 from model.queueing.disaggregated_terms import LawRead, PackedStep, join_residual_bounds, join_residual_cdf
 from model.queueing.environment import WaitLevels
-from model.queueing.mixed_share import MixedShare, MixedTpot
+from model.queueing.mixed_share import MixedShare, MixedTpot, distinct_requests
+from model.queueing.percentile_bisection import bisect_quantile, masked_mean, row_extreme
 
-_BISECT_STEPS = 32  # bracket / 2**32: far below any reported precision
 SPREAD_STRATA = 2
 """Equiprobable strata of the decode-batch deviation D over which the one-stall term is averaged (a
 midpoint rule: D at its quartiles 1/4 and 3/4). The no-stall term, which carries the tail of D,
@@ -325,13 +325,14 @@ class LatencyModel:
         gamma = np.isfinite(shape) & (scale > 0)
         return gaps, p0, p1, p2, mean, np.where(np.isfinite(shape), shape, 1.0), scale, gamma
 
-    def tpot_cdf(self, x_s: np.ndarray) -> np.ndarray:
-        """P(TPOT_ci <= x): no stall, exactly one (empirical sizes), or two or more (gamma)."""
+    def tpot_cdf(self, x_s: np.ndarray, requests: np.ndarray | None = None) -> np.ndarray:
+        """P(TPOT_ci <= x): no stall, exactly one (empirical sizes), or two or more (gamma). ``requests``
+        [C, S] bool: only those entries are read (a chunked law's Beta CDF computed there alone)."""
         n = self.stall_events
         base = self.tpot_base_s[:, None]
         x = np.asarray(x_s, dtype=float)
         if self.mixed is not None:
-            return self._mixed_cdf(x)
+            return self._mixed_law(x).cdf(requests=requests)
         # no stall: TPOT is the base step time (fluctuating with the decode batch with a spread), plus
         # the join residual over the gaps on a disaggregated decode instance
         atom = self._base_cdf(x - base)
@@ -382,17 +383,38 @@ class LatencyModel:
         busy_step_s = np.asarray(self.join_busy, dtype=float) * np.asarray(self.join_step_s, dtype=float)
         return 0.5 * busy_step_s[:, None] / self._gaps
 
-    def _mixed_cdf(self, x: np.ndarray) -> np.ndarray:
-        """P(b + s D + F extra <= x) on a chunked replica (model.queueing.mixed_share): F's Beta law
-        exact, D (the batch's fluctuation) at the MIXED_STRATA_EDGES strata, F given D."""
-        return self._mixed_law(x).cdf()
-
     def _mixed_law(self, x: np.ndarray) -> MixedTpot:
-        """The mixed-share TPOT law at ``x`` [C, 1] (model.queueing.mixed_share.MixedTpot)."""
-        y = np.broadcast_to(x - self.tpot_base_s[:, None], self.stall_events.shape)
+        """P(b + s D + F extra <= x) on a chunked replica (model.queueing.mixed_share): F's Beta law
+        exact, D (the batch's fluctuation) at the MIXED_STRATA_EDGES strata, F given D: the
+        MixedTpot at ``x`` [C, 1], on the distinct requests (:attr:`_mixed_distinct`) when x is."""
+        share, shift, strata, columns = self._mixed_distinct
+        if columns is None or np.shape(x)[1:] not in ((), (1,)):  # x per request: every column
+            share, columns = self.mixed, None
+            shift, strata = (
+                (None, None) if self.spread is None else (self._mixed_strata[0], self._mixed_strata[1:])
+            )
+        y = np.broadcast_to(x - self.tpot_base_s[:, None], (len(self.stable), share.mean.shape[1]))
+        return MixedTpot.at(share, y, shift, self.stable, strata, columns)
+
+    @cached_property
+    def _mixed_distinct(self) -> tuple:
+        """(share, shift, strata, columns) of :meth:`_mixed_law` on the distinct requests
+        (mixed_share.distinct_requests: equal mixed-share fields and batch shrink), columns None
+        when every request is distinct."""
+        shrink = () if self.spread is None else (self.spread.shrink,)
+        cols = distinct_requests(self.mixed, *shrink)
+        if cols is None:
+            return None, None, None, None
+        first, inverse = cols
         if self.spread is None:
-            return MixedTpot.at(self.mixed, y, None, self.stable)
-        return MixedTpot.at(self.mixed, y, self._mixed_strata[0], self.stable, self._mixed_strata[1:])
+            return self.mixed.requests(first), None, None, inverse
+        shift, weights, params = self._mixed_strata
+        return (
+            self.mixed.requests(first),
+            shift[..., first],
+            (weights, tuple(v[..., first] for v in params)),
+            inverse,
+        )
 
     @cached_property
     def _mixed_strata(self) -> tuple:
@@ -440,13 +462,15 @@ class LatencyModel:
         tails = [self.wait_cond_mean_s]
         if self.admit_cond_mean_s is not None:
             tails.append(np.asarray(self.admit_cond_mean_s, dtype=float))
-        hi = _extreme(self.fixed_s, masks, np.max) + sum(
+        hi = row_extreme(self.fixed_s, masks, np.max) + sum(
             np.where(np.isfinite(m), m * (np.log(1.0 / (1.0 - q)) + 5.0), 0.0) for m in tails
         )
         if self.packed is not None:
-            hi = hi + _extreme(self.packed.most_s(), masks, np.max)
-        lo = _extreme(self.fixed_s, masks, np.min)
-        return _bisect(lambda t: _mean(self.ttft_cdf(t[:, None]), masks), lo, hi, q, self.stable)
+            hi = hi + row_extreme(self.packed.most_s(), masks, np.max)
+        lo = row_extreme(self.fixed_s, masks, np.min)
+        return bisect_quantile(
+            lambda t: masked_mean(self.ttft_cdf(t[:, None]), masks), lo, hi, q, self.stable
+        )
 
     def tpot_percentile_s(self, q: float | np.ndarray, masks: np.ndarray | None = None) -> np.ndarray:
         """q-quantile (a scalar or one per candidate) of TPOT over requests (those of ``masks[c]``
@@ -459,7 +483,7 @@ class LatencyModel:
             * np.sqrt(np.maximum(self.stall_events, 1.0) * self.stall_m2_s2[:, None])
             / self._free[:, None] ** 2
         )
-        lo, hi = self.tpot_base_s, self.tpot_base_s + _extreme(worst / gaps, masks, np.max)
+        lo, hi = self.tpot_base_s, self.tpot_base_s + row_extreme(worst / gaps, masks, np.max)
         if self.mixed is not None:
             hi = hi + self.mixed.top_s()
         if self.join_step_s is not None:
@@ -467,33 +491,6 @@ class LatencyModel:
         if self.spread is not None:
             lo = lo + np.minimum(self.spread.dev_s[:, 0], 0.0)
             hi = hi + np.maximum(self.spread.dev_s[:, -1], 0.0)
-        return _bisect(lambda x: _mean(self.tpot_cdf(x[:, None]), masks), lo, hi, q, self.stable)
-
-
-def _extreme(values: np.ndarray, masks: np.ndarray | None, pick) -> np.ndarray:
-    """Row max or min (``pick``) of ``values`` [C, S], over the columns of ``masks[c]`` when given."""
-    if masks is None:
-        return pick(values, axis=1)
-    return np.array(
-        [pick(row[m]) for row, m in zip(np.broadcast_to(values, masks.shape), masks, strict=True)]
-    )
-
-
-def _mean(cdf: np.ndarray, masks: np.ndarray | None) -> np.ndarray:
-    """Row means of ``cdf`` [C, S], over the columns of ``masks[c]`` when given."""
-    if masks is None:
-        return cdf.mean(axis=1)
-    return np.where(masks, cdf, 0.0).sum(axis=1) / masks.sum(axis=1)
-
-
-def _bisect(cdf, lo: np.ndarray, hi: np.ndarray, q: float | np.ndarray, stable: np.ndarray) -> np.ndarray:
-    """Smallest t with cdf(t) >= q, per candidate, by bisection between lo and hi."""
-    lo = np.where(stable, np.asarray(lo, dtype=float), 0.0)
-    hi = np.where(stable, np.asarray(hi, dtype=float), 1.0)
-    hi = np.maximum(hi, lo)
-    for _ in range(_BISECT_STEPS):
-        mid = 0.5 * (lo + hi)
-        ok = cdf(mid) >= q
-        hi = np.where(ok, mid, hi)
-        lo = np.where(ok, lo, mid)
-    return np.where(stable, hi, np.inf)
+        return bisect_quantile(
+            lambda x: masked_mean(self.tpot_cdf(x[:, None], masks), masks), lo, hi, q, self.stable
+        )

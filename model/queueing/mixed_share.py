@@ -81,6 +81,7 @@ __all__ = [
     "MixedTpot",
     "alternation",
     "distinct_columns",
+    "distinct_requests",
     "mixed_share",
     "window_variance_factor",
 ]
@@ -128,6 +129,14 @@ def distinct_columns(*arrays: np.ndarray) -> tuple[np.ndarray, np.ndarray] | Non
     if not all(np.array_equal(m[:, rep], m, equal_nan=True) for m in mats):
         return None
     return first, inverse
+
+
+def distinct_requests(share: MixedShare, *per_request: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(first, inverse) of the requests whose columns of ``share`` and of the other ``per_request``
+    arrays [C, S] (e.g. the batch deviation's shrink) all repeat another request's
+    (:func:`distinct_columns`), or None when none repeats. Such requests have the same mixed-share
+    TPOT law at any target per candidate, so it is computed once per distinct request."""
+    return distinct_columns(*share._fields(), *per_request)
 
 
 def window_variance_factor(window: np.ndarray, corr_time: np.ndarray) -> np.ndarray:
@@ -216,14 +225,20 @@ class MixedShare:
         return f, want
 
     def cdf_at(
-        self, f: np.ndarray, want: np.ndarray, repeats: int = 1, params: tuple | None = None
+        self,
+        f: np.ndarray,
+        want: np.ndarray,
+        repeats: int = 1,
+        params: tuple | None = None,
+        dedupe: bool = True,
     ) -> np.ndarray:
         """:meth:`excess_cdf` from its :meth:`roots`: P(F <= F*), the Beta CDF where ``want``, of
         parameters ``params`` ((alpha, beta) [C, S] or per stratum [repeats, C, S]; None: this
         share's). Requests whose (alpha, beta, F*) columns repeat another's (equal outputs: the same
-        window and shrink) take that column's values, computed once (:func:`distinct_columns`)."""
+        window and shrink) take that column's values, computed once (:func:`distinct_columns`; not
+        sought when ``dedupe`` is False: the columns are distinct requests already)."""
         alpha, beta = (self.alpha, self.beta) if params is None else params
-        cols = distinct_columns(alpha, beta, f)
+        cols = distinct_columns(alpha, beta, f) if dedupe else None
         pick = slice(None) if cols is None else cols[0]
         a, b = alpha[..., pick], beta[..., pick]  # broadcast over the strata
         shape = (repeats, *a.shape[-2:])
@@ -285,7 +300,9 @@ class MixedTpot:
     (model.queueing.latency): the roots F* (:meth:`MixedShare.roots`) of every stratum of D, stacked
     along the rows [M x C, S], the candidates' ``stable`` [C], the strata's probabilities ``weights``
     [M] (None: 1 / M each) and F's Beta law given each stratum, ``params`` (alpha, beta) [M, C, S]
-    (:meth:`MixedShare.given`; None: F independent of D)."""
+    (:meth:`MixedShare.given`; None: F independent of D). ``columns`` [S] (optional): the law is held
+    on the distinct requests only (:func:`distinct_requests`), request i's values those of column
+    ``columns[i]``, spread back before the strata are averaged (so entry for entry the same CDF)."""
 
     share: MixedShare
     roots: np.ndarray
@@ -293,6 +310,7 @@ class MixedTpot:
     stable: np.ndarray
     weights: np.ndarray | None = None
     params: tuple[np.ndarray, np.ndarray] | None = None
+    columns: np.ndarray | None = None
 
     @classmethod
     def at(
@@ -302,33 +320,52 @@ class MixedTpot:
         shift: np.ndarray | None,
         stable: np.ndarray,
         strata: tuple | None = None,
+        columns: np.ndarray | None = None,
     ) -> MixedTpot:
         """At excess ``y`` [C, S] over the plain step, less each stratum's ``shift`` [M, C, S] of D;
         ``strata`` = (probabilities [M], F's (alpha, beta) given each stratum [M, C, S]:
-        :meth:`MixedShare.given`) (None: equiprobable, F independent of D)."""
+        :meth:`MixedShare.given`) (None: equiprobable, F independent of D); ``columns`` as the
+        field (every [., S] argument then on the distinct requests)."""
         if shift is None:
-            return cls(share, *share.roots(y, 1, stable), stable)
+            return cls(share, *share.roots(y, 1, stable), stable, columns=columns)
         roots = share.roots((y[None] - shift).reshape(-1, y.shape[1]), len(shift), stable)
         if strata is None:
-            return cls(share, *roots, stable)
+            return cls(share, *roots, stable, columns=columns)
         weights, params = strata
-        return cls(share, *roots, stable, np.asarray(weights, dtype=float), params)
+        return cls(share, *roots, stable, np.asarray(weights, dtype=float), params, columns)
 
-    def cdf(self, rows: np.ndarray | None = None) -> np.ndarray:
-        """The exact CDF [C, S] (of candidates ``rows`` only when given: entry for entry the same)."""
+    def cdf(self, rows: np.ndarray | None = None, requests: np.ndarray | None = None) -> np.ndarray:
+        """The exact CDF [C, S] (of candidates ``rows`` only when given: entry for entry the same).
+        ``requests`` [C, S] bool (optional, without ``rows``): the Beta CDF only where True, the
+        other entries read as if F* were outside (0, 1) (for a mean over those requests alone)."""
         if rows is None:
-            cdf = self.share.cdf_at(self.roots, self.want, self._strata, self.params)
-            return self._average(cdf, self.stable)
+            want = self.want if requests is None else self.want & self._wanted(requests)
+            cdf = self.share.cdf_at(self.roots, want, self._strata, self.params, self.columns is None)
+            return self._average(self._spread(cdf), self.stable)
         n, m = len(self.stable), self._strata
         pick = (np.arange(m)[:, None] * n + rows[None, :]).ravel()
         params = None if self.params is None else tuple(v[:, rows] for v in self.params)
-        cdf = self.share.take(rows).cdf_at(self.roots[pick], self.want[pick], m, params)
-        return self._average(cdf, self.stable[rows])
+        cdf = self.share.take(rows).cdf_at(self.roots[pick], self.want[pick], m, params, self.columns is None)
+        return self._average(self._spread(cdf), self.stable[rows])
 
     def bounds(self) -> tuple[np.ndarray, ...]:
         """(lower, upper) bounds on :meth:`cdf` (:meth:`MixedShare.bounds_at`), no Beta CDF."""
         lo_hi = self.share.bounds_at(self.roots, self.want, self._strata, self.params)
-        return tuple(self._average(v, self.stable) for v in lo_hi)
+        return tuple(self._average(self._spread(v), self.stable) for v in lo_hi)
+
+    def _spread(self, values: np.ndarray) -> np.ndarray:
+        """Per-request values [rows, S] from those of the distinct requests (as is without ``columns``)."""
+        return values if self.columns is None else np.ascontiguousarray(values[:, self.columns])
+
+    def _wanted(self, requests: np.ndarray) -> np.ndarray:
+        """``requests`` [C, S] on the rows of :attr:`roots`: a distinct request is wanted when any of
+        the requests it stands for is."""
+        mask = np.asarray(requests, dtype=bool)
+        if self.columns is not None:
+            held = np.zeros((self.want.shape[1], len(mask)), dtype=bool)
+            np.logical_or.at(held, self.columns, mask.T)
+            mask = held.T
+        return np.tile(mask, (self._strata, 1))
 
     @property
     def _strata(self) -> int:

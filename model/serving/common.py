@@ -153,7 +153,12 @@ def slo_ok(res: StyleResult, slo: SLO) -> np.ndarray:
     exact TPOT law, and the others take the exact test on exact CDFs computed in stages
     (:func:`_staged_ok`), so every outcome is :func:`check_slo`'s. Models without the chunked bounds
     take :func:`_ok_by_rows` (the disaggregated laws' own bounds)."""
-    lat, stable = res.latency, np.asarray(res.stable, dtype=bool)
+    return slo_ok_rows(res.latency, np.asarray(res.stable, dtype=bool), slo)
+
+
+def slo_ok_rows(lat: LatencyModel, stable: np.ndarray, slo: SLO) -> np.ndarray:
+    """:func:`slo_ok` on a latency model and its candidates' ``stable`` flags (e.g. some rows of an
+    evaluation: LatencyModel.take)."""
     if lat.mixed is None:
         return _ok_by_rows(lat, stable, slo)
     shape = np.shape(stable)
