@@ -232,9 +232,7 @@ class _PooledTerms:
         log_s = np.log(np.maximum(s, 1e-300))[:, None]
         table = np.exp(log_s * np.arange(self.coef.shape[0], dtype=float)[None, :])  # [C, P]
         phi_s, omega_s, phi_f, omega_f, tilt = (table @ self.coef).T
-        x = s * omega_f / (1.0 - s * omega_s + s * omega_f)
-        psi = s * ((1.0 - x) * phi_f + x * phi_s)
-        omega_0 = s * ((1.0 - x) * omega_f + x * omega_s)
+        psi, omega_0 = _first_free_up(s, phi_s, omega_s, phi_f, omega_f)
         g = (table * self.step_times).sum(axis=1) / tilt
         return psi + omega_0 * phi_s / (1.0 - omega_s), g
 
@@ -242,15 +240,14 @@ class _PooledTerms:
 def _head_laws(full: tuple[np.ndarray, ...]) -> tuple[Law, Law]:
     """((counts [1, K], probs [1, K], R_i's laws [S, R + 1]) after an overflow, the same at a fresh head)
     from ``full``'s three or six entries (the fresh head's law repeats the first where not given)."""
-    settled = tuple(
-        np.asarray(a, dtype=float)[None, :] if a.ndim == 1 else a for a in map(np.asarray, full[:3])
-    )
-    if len(full) < 6:
-        return settled, settled
-    fresh = tuple(
-        np.asarray(a, dtype=float)[None, :] if a.ndim == 1 else a for a in map(np.asarray, full[3:6])
-    )
-    return settled, fresh
+
+    def law(entries: tuple[np.ndarray, ...]) -> Law:
+        return tuple(
+            np.asarray(a, dtype=float)[None, :] if a.ndim == 1 else a for a in map(np.asarray, entries)
+        )
+
+    settled = law(full[:3])
+    return (settled, settled) if len(full) < 6 else (settled, law(full[3:6]))
 
 
 def _own_passes(s: np.ndarray, settled: Law, fresh: Law, first_only: bool = False) -> np.ndarray:
@@ -269,12 +266,20 @@ def _own_passes(s: np.ndarray, settled: Law, fresh: Law, first_only: bool = Fals
 
     phi_s, omega_s = moments(settled)
     phi_f, omega_f = (phi_s, omega_s) if fresh is settled else moments(fresh)
-    x = s[:, None] * omega_f / (1.0 - s[:, None] * omega_s + s[:, None] * omega_f)
-    psi = s[:, None] * ((1.0 - x) * phi_f + x * phi_s)
+    psi, omega_0 = _first_free_up(s[:, None], phi_s, omega_s, phi_f, omega_f)
     if first_only:
         return psi
-    omega_0 = s[:, None] * ((1.0 - x) * omega_f + x * omega_s)
     return psi + omega_0 * phi_s / (1.0 - omega_s)
+
+
+def _first_free_up(
+    s: np.ndarray, phi_s: np.ndarray, omega_s: np.ndarray, phi_f: np.ndarray, omega_f: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(psi_i, omega_0) of the first free-up (item 5) at ratio ``s``: E[s^(R_i + 1)] and E[s^(T + 1)] on
+    the mixture (1 - x) fresh + x leftover of the laws' phi = E[s^R_i] and omega = E[s^T] (``_s``
+    after an overflow, ``_f`` at a fresh head), x = w_f / (1 - w_s + w_f), w = s omega on each law."""
+    x = s * omega_f / (1.0 - s * omega_s + s * omega_f)
+    return s * ((1.0 - x) * phi_f + x * phi_s), s * ((1.0 - x) * omega_f + x * omega_s)
 
 
 def passing_step_s(

@@ -15,7 +15,7 @@ import numpy as np
 from scipy.stats import poisson
 
 from model.queueing.decode_batch import interp_rows, whole_rows
-from model.queueing.decode_spread import Occupancy, TpotSpread, occupancy, tpot_spread
+from model.queueing.decode_spread import Occupancy, TpotSpread, occupancy, token_weights, tpot_spread
 
 # Companions beyond the request's own cohort count tabulated (j = 0 .. COHORT_MAX; the Poisson tail
 # above is put at COHORT_MAX: P(C > 4) < 0.4% for a mean c <= 1, the prefill-first cells' range).
@@ -94,11 +94,7 @@ def cohort_spread(
     variance both parts'. The step at N + j is read as :func:`base_step_occupancy` reads it. The
     Poisson tail above COHORT_MAX companions is put at COHORT_MAX."""
     c = np.maximum(np.asarray(companions, dtype=float), 0.0)
-    tau = np.maximum.accumulate(np.where(np.isfinite(occ.tau_s), occ.tau_s, 0.0), axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        q = occ.batch * occ.prob / np.where(tau > 0, tau, np.inf)
-        qs = q.sum(axis=1, keepdims=True)
-        q = np.where(qs > 0, q / np.where(qs > 0, qs, 1.0), 0.0)
+    _, q, _ = token_weights(occ)
     mean_n = (q * occ.batch).sum(axis=1)
     var_n = np.maximum((q * occ.batch**2).sum(axis=1) - mean_n**2, 0.0)
     j = np.arange(COHORT_MAX + 1, dtype=float)

@@ -376,6 +376,19 @@ def _variance_table(output_bytes: bytes) -> tuple[np.ndarray, np.ndarray]:
     return lags, g
 
 
+def token_weights(occ: Occupancy) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(tau [C, B] the step time made nondecreasing in the batch (a running maximum over the ascending
+    support; an infinite step read as 0 there), q [C, B] the per-token batch law n p(n) / tau(n)
+    normalised (module docstring, item 2), its row totals [C, 1] before normalising (0: nothing above
+    batch 0 in the window, or unstable; q is then 0)) of the occupancy ``occ``."""
+    tau = np.maximum.accumulate(np.where(np.isfinite(occ.tau_s), occ.tau_s, 0.0), axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = occ.batch * occ.prob / np.where(tau > 0, tau, np.inf)
+        qs = q.sum(axis=1, keepdims=True)
+        q = np.where(qs > 0, q / np.where(qs > 0, qs, 1.0), 0.0)
+    return tau, q, qs
+
+
 def tpot_spread(occ: Occupancy, output_tokens: np.ndarray, steps_s: np.ndarray | None = None) -> TpotSpread:
     """The per-request TPOT law (module docstring, items 2 and 3) from the occupancy ``occ``; with
     ``steps_s`` ([C, B]: the per-token time at per-instance batches 1 .. B) blended with the
@@ -384,11 +397,7 @@ def tpot_spread(occ: Occupancy, output_tokens: np.ndarray, steps_s: np.ndarray |
     The step time is taken nondecreasing in the batch (a running maximum over the ascending support
     enforces it), so the support of the per-token time is sorted with the batch's.
     """
-    tau = np.maximum.accumulate(np.where(np.isfinite(occ.tau_s), occ.tau_s, 0.0), axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        q = occ.batch * occ.prob / np.where(tau > 0, tau, np.inf)
-        qs = q.sum(axis=1, keepdims=True)
-        q = np.where(qs > 0, q / np.where(qs > 0, qs, 1.0), 0.0)
+    tau, q, qs = token_weights(occ)
     empty = qs[:, 0] <= 0  # nothing above batch 0 in the window (or unstable): a lone request
     q[empty, 0] = 1.0
     mean = (q * tau).sum(axis=1)

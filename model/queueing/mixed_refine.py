@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.special import betainc
 
-from model.queueing.mixed_share import MixedTpot, distinct_columns
+from model.queueing.mixed_share import MixedTpot, beta_cdf_bounds, distinct_columns
 
 __all__ = ["REFINE_SHARES", "StagedCdf", "unimodal_tail_bound"]
 
@@ -88,7 +88,7 @@ class StagedCdf:
         k = f.shape[1] if cols is None else len(cols[0])
         first = slice(None) if cols is None else cols[0]
         inverse = None if cols is None else cols[1]
-        held = getattr(law, "columns", None)  # a law held on its distinct requests: their columns
+        held = law.columns  # a law held on its distinct requests: their columns
         per = np.ones(f.shape[1]) if held is None else np.bincount(held, minlength=f.shape[1]).astype(float)
         counts = per if cols is None else np.bincount(inverse, weights=per, minlength=k)
         r = len(rows)
@@ -99,17 +99,8 @@ class StagedCdf:
 
         a, b = flat(alpha[..., first]), flat(beta[..., first])
         x, w = flat(f[:, first].reshape(shape)), flat(want[:, first].reshape(shape))
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            conc = a + b
-            mu = a / conc
-            var = mu * (1.0 - mu) / (conc + 1.0)
-            d = x - mu
-            tail = unimodal_tail_bound(d * d / var, (a >= 1.0) | (b >= 1.0))
-            # NaN parameters compare False both ways: the trivial bounds 0 and 1
-            lo = np.where(d > 0, 1.0 - tail, 0.0)
-            hi = np.where(d < 0, tail, 1.0)
-        exact = (x >= 1.0).astype(float)  # outside (0, 1): the CDF's 0 or 1
-        lo, hi = np.where(w, lo, exact), np.where(w, hi, exact)
+        unimodal = (a >= 1.0) | (b >= 1.0)
+        lo, hi = beta_cdf_bounds(a, b, x, w, lambda var, d: unimodal_tail_bound(d * d / var, unimodal))
         weights = np.full(m, 1.0 / m) if law.weights is None else np.asarray(law.weights, dtype=float)
         score = (hi - lo) * np.repeat(weights, k)[None, :] * np.tile(counts, m)[None, :]
         order = np.argsort(-score, axis=1)

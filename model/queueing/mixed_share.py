@@ -70,6 +70,7 @@ average back to F's mean and variance; r = 0 is the independent convolution.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,6 +81,7 @@ __all__ = [
     "MixedShare",
     "MixedTpot",
     "alternation",
+    "beta_cdf_bounds",
     "distinct_columns",
     "distinct_requests",
     "mixed_share",
@@ -137,6 +139,36 @@ def distinct_requests(share: MixedShare, *per_request: np.ndarray) -> tuple[np.n
     (:func:`distinct_columns`), or None when none repeats. Such requests have the same mixed-share
     TPOT law at any target per candidate, so it is computed once per distinct request."""
     return distinct_columns(*share._fields(), *per_request)
+
+
+def beta_cdf_bounds(
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    x: np.ndarray,
+    want: np.ndarray,
+    tail: Callable[[np.ndarray, np.ndarray], np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) bounds on the Beta(alpha, beta) CDF at ``x`` from its mean m = alpha / (alpha +
+    beta) and variance s^2 = m (1 - m) / (alpha + beta + 1) (Johnson, Kotz and Balakrishnan,
+    *Continuous Univariate Distributions* vol. 2, ch. 25): ``tail(s^2, d)`` bounds the one-sided tail
+    beyond x = m + d, so the CDF is >= 1 - tail above the mean and <= tail below it. Where ``want`` is
+    False (x outside (0, 1), or not asked for) both bounds are the CDF's exact 0 or 1 (1 iff x >= 1)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        conc = alpha + beta
+        m = alpha / conc
+        var = m * (1.0 - m) / (conc + 1.0)
+        d = x - m
+        t = tail(var, d)
+        # NaN parameters compare False both ways: the trivial bounds 0 and 1
+        lo = np.where(d > 0, 1.0 - t, 0.0)
+        hi = np.where(d < 0, t, 1.0)
+    exact = (x >= 1.0).astype(float)
+    return np.where(want, lo, exact), np.where(want, hi, exact)
+
+
+def _cantelli_tail(var: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Cantelli's one-sided bound s^2 / (s^2 + d^2) on P(X - m >= |d|) (:meth:`MixedShare.bounds_at`)."""
+    return var / (var + d * d)
 
 
 def window_variance_factor(window: np.ndarray, corr_time: np.ndarray) -> np.ndarray:
@@ -260,18 +292,8 @@ class MixedShare:
         settle its SLO test (model.serving.common.slo_ok). ``params`` as for :meth:`cdf_at`."""
         alpha, beta = (self.alpha, self.beta) if params is None else params
         shape = (repeats, *self.alpha.shape)  # the strata broadcast against [C, S]
-        fr, wr = f.reshape(shape), want.reshape(shape)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            conc = alpha + beta
-            m = alpha / conc
-            var = m * (1.0 - m) / (conc + 1.0)
-            d = fr - m
-            tail = var / (var + d * d)
-            # NaN parameters compare False both ways: the trivial bounds 0 and 1
-            lo = np.where(d > 0, 1.0 - tail, 0.0)
-            hi = np.where(d < 0, tail, 1.0)
-        exact = (fr >= 1.0).astype(float)  # outside (0, 1), or not asked for: cdf_at's 0 or 1
-        return np.where(wr, lo, exact).reshape(f.shape), np.where(wr, hi, exact).reshape(f.shape)
+        lo, hi = beta_cdf_bounds(alpha, beta, f.reshape(shape), want.reshape(shape), _cantelli_tail)
+        return lo.reshape(f.shape), hi.reshape(f.shape)
 
     def mean_extra_s(self) -> np.ndarray:
         """E[excess(F)] = E[F] lin + quad Var[F] per candidate and request [C, S]."""

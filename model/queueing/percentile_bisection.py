@@ -3,6 +3,8 @@ over all sampled requests or over those of a request mask (e.g. a prompt-length 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 __all__ = ["BISECT_STEPS", "bisect_quantile", "masked_mean", "row_extreme"]
@@ -10,7 +12,7 @@ __all__ = ["BISECT_STEPS", "bisect_quantile", "masked_mean", "row_extreme"]
 BISECT_STEPS = 32  # bracket / 2**32: far below any reported precision
 
 
-def row_extreme(values: np.ndarray, masks: np.ndarray | None, pick) -> np.ndarray:
+def row_extreme(values: np.ndarray, masks: np.ndarray | None, pick: Callable[..., np.ndarray]) -> np.ndarray:
     """Row max or min (``pick``) of ``values`` [C, S], over the columns of ``masks[c]`` when given."""
     if masks is None:
         return pick(values, axis=1)
@@ -27,7 +29,11 @@ def masked_mean(cdf: np.ndarray, masks: np.ndarray | None) -> np.ndarray:
 
 
 def bisect_quantile(
-    cdf, lo: np.ndarray, hi: np.ndarray, q: float | np.ndarray, stable: np.ndarray
+    cdf: Callable[[np.ndarray], np.ndarray],
+    lo: np.ndarray,
+    hi: np.ndarray,
+    q: float | np.ndarray,
+    stable: np.ndarray,
 ) -> np.ndarray:
     """Smallest t with cdf(t) >= q, per candidate, by bisection between lo and hi."""
     lo = np.where(stable, np.asarray(lo, dtype=float), 0.0)

@@ -171,10 +171,7 @@ def slo_ok_rows(lat: LatencyModel, stable: np.ndarray, slo: SLO) -> np.ndarray:
     sub = lat if len(rows) == len(stable) else lat.take(rows)
     bounds = sub.tpot_cdf_bounds(np.full(len(rows), slo.tpot_s)[:, None])
     ttft_cdf = ttft_cdf[rows]
-    lo, hi = bounds.bounds()
-    eps = BOUND_MARGIN
-    passes = (lo.mean(axis=1) >= q + eps) & ((ttft_cdf * lo).mean(axis=1) >= slo.attainment + eps)
-    fails = (hi.mean(axis=1) < q - eps) | ((ttft_cdf * hi).mean(axis=1) < slo.attainment - eps)
+    passes, fails = _bound_verdict(ttft_cdf, *bounds.bounds(), slo)
     ok[rows[passes]] = True
     rest = np.nonzero(~passes & ~fails)[0]
     if len(rest):
@@ -183,19 +180,29 @@ def slo_ok_rows(lat: LatencyModel, stable: np.ndarray, slo: SLO) -> np.ndarray:
     return ok
 
 
+def _bound_verdict(
+    ttft_cdf: np.ndarray, lo: np.ndarray, hi: np.ndarray, slo: SLO
+) -> tuple[np.ndarray, np.ndarray]:
+    """(passes, fails) [C] of candidates whose TTFT test passed, from lower / upper bounds ``lo`` /
+    ``hi`` [C, S] on their TPOT CDF at the target: the TPOT percentile and the attainment (the mean of
+    the TTFT CDF times the TPOT CDF; both means are monotone in every entry) settled by BOUND_MARGIN
+    whatever the exact law inside the bounds."""
+    q, att, eps = slo.percentile / 100.0, slo.attainment, BOUND_MARGIN
+    passes = (lo.mean(axis=1) >= q + eps) & ((ttft_cdf * lo).mean(axis=1) >= att + eps)
+    fails = (hi.mean(axis=1) < q - eps) | ((ttft_cdf * hi).mean(axis=1) < att - eps)
+    return passes, fails
+
+
 def _staged_ok(law: StagedCdf, ttft_cdf: np.ndarray, stable: np.ndarray, slo: SLO) -> np.ndarray:
     """:func:`check_slo`'s ``ok`` of candidates whose TTFT test passed, from their TPOT law's
     bounds tightened in stages by exact entries (model.queueing.mixed_refine.StagedCdf): a candidate
     leaves once its bounds settle the TPOT and attainment tests (by BOUND_MARGIN), and the ones left
     at the end take the exact test on the exact CDFs (entry for entry MixedTpot.cdf)."""
-    q, att, eps = slo.percentile / 100.0, slo.attainment, BOUND_MARGIN
     ok = np.zeros(len(ttft_cdf), dtype=bool)
     left = np.arange(len(ttft_cdf))
     for step in REFINE_SHARES:
         law, lo, hi = law.bounds(step)
-        t = ttft_cdf[left]
-        passes = (lo.mean(axis=1) >= q + eps) & ((t * lo).mean(axis=1) >= att + eps)
-        fails = (hi.mean(axis=1) < q - eps) | ((t * hi).mean(axis=1) < att - eps)
+        passes, fails = _bound_verdict(ttft_cdf[left], lo, hi, slo)
         ok[left[passes]] = True
         keep = ~passes & ~fails
         if not keep.any():
