@@ -17,8 +17,8 @@ import sys
 
 import numpy as np
 
-from benchmarks.trace_colocated_tpot import iteration_log
-from benchmarks.validate_grid import SEED, cell_records_at, plan_for, sample_scenario
+from benchmarks.trace_colocated_tpot import logged_cell
+from benchmarks.validate_grid import SEED, plan_for, sample_scenario
 from model.serving.registry import build_set
 
 
@@ -43,11 +43,7 @@ def main() -> None:
     )
     planned, g = planner_base(scn, best.config, rate)
     print("planner base p50/p90/p99 ms", np.round(np.quantile(planned, [0.5, 0.9, 0.99]) * 1e3, 3))
-    with iteration_log() as log:
-        rec = cell_records_at(scn, best, index, rate)
-    it = np.array(log)
-    dt, mixed = it[:, 2] - it[:, 1], it[:, 3] > 0
-    step = {b: dt[~mixed & (it[:, 4] == b)].mean() for b in np.unique(it[~mixed, 4])}
+    rec, it, _, mixed, step = logged_cell(scn, best, index, rate)
     m = rec.measured & np.isfinite(rec.end_s) & (rec.output_tokens > 1)
     rows = []
     for j in np.nonzero(m)[0]:

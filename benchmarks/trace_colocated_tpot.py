@@ -56,6 +56,18 @@ def iteration_log():
         simcol.Replica._end_chunked, simcol.Replica._end_decode, simcol.Replica._end_prefill = saved
 
 
+def logged_cell(scn, best, index: int, rate: float) -> tuple:
+    """Grid cell ``index``'s ``best`` configuration simulated at ``rate`` with the iteration log:
+    (records, iterations [I, 6] as :func:`iteration_log`, their durations, mixed-or-prefill flags, the
+    decode-only step by batch)."""
+    with iteration_log() as log:
+        rec = cell_records_at(scn, best, index, rate)
+    it = np.array(log)
+    dt, mixed = it[:, 2] - it[:, 1], it[:, 3] > 0
+    step = {b: dt[~mixed & (it[:, 4] == b)].mean() for b in np.unique(it[~mixed, 4])}
+    return rec, it, dt, mixed, step
+
+
 def main() -> None:
     index, style = int(sys.argv[1]), sys.argv[2]
     factor = float(sys.argv[3]) if len(sys.argv) > 3 else 1.0
@@ -71,14 +83,10 @@ def main() -> None:
         "planner TPOT p50/p90/p99 ms",
         [round(v * 1e3, 3) for v in (ev.tpot_s.p50, ev.tpot_s.p90, ev.tpot_s.p99)],
     )
-    with iteration_log() as log:
-        rec = cell_records_at(scn, best, index, rate)
-    it = np.array(log)
-    dt, mixed = it[:, 2] - it[:, 1], it[:, 3] > 0
+    rec, it, dt, mixed, step = logged_cell(scn, best, index, rate)
     m = rec.measured & np.isfinite(rec.end_s) & (rec.output_tokens > 1)
     tpot = (rec.end_s - rec.first_token_s)[m] / (rec.output_tokens[m] - 1)
     print("simulator TPOT p50/p90/p99 ms", np.round(np.quantile(tpot, [0.5, 0.9, 0.99]) * 1e3, 3))
-    step = {b: dt[~mixed & (it[:, 4] == b)].mean() for b in np.unique(it[~mixed, 4])}
     print(
         "decode-only step by batch (ms):",
         {int(b): round(float(v) * 1e3, 3) for b, v in list(step.items())[:8]},

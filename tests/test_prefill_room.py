@@ -119,15 +119,22 @@ def _one_instance_law(lam: float, f: float, v: float):
     return law
 
 
+def _assert_one_instance_law(scn: Scenario, lam: float, a: float, f: float) -> float:
+    """pool_batch on one instance of 16 equal prompts (alone ``a``, per-step part ``f``) at ``lam``
+    against the root of :func:`_one_instance_law`; returns that root."""
+    want = _law_root(_one_instance_law(lam, f, a - f))
+    got = pool_batch(scn, np.array([lam]), np.array([1.0]), np.array([[a] * 16]), np.array([[f] * 16]))
+    assert got[0] == pytest.approx(want, rel=2e-3)
+    assert 1.0 < want < 5.0
+    return want
+
+
 def test_pool_batch_on_one_instance_by_hand():
     """One instance, 100-token prompts (F most of a prompt): the law of :func:`_one_instance_law` solved
     by bisection at busy fractions ~0.5 and ~0.85."""
     scn, a, f = _short_prompt_pool()
     for lam in (0.6 / a, 1.0 / a):
-        want = _law_root(_one_instance_law(lam, f, a - f))
-        got = pool_batch(scn, np.array([lam]), np.array([1.0]), np.array([[a] * 16]), np.array([[f] * 16]))
-        assert got[0] == pytest.approx(want, rel=2e-3)
-        assert 1.0 < want < 5.0
+        _assert_one_instance_law(scn, lam, a, f)
 
 
 def test_pool_batch_on_one_instance_with_long_prompts_by_hand():
@@ -138,11 +145,7 @@ def test_pool_batch_on_one_instance_with_long_prompts_by_hand():
     scn = dataclasses.replace(scn, engine=dataclasses.replace(scn.engine, prefill_token_cap=1_000_000))
     t = instance_tables(scn, get_gpu("h100-sxm"), 1, None, "prefill")
     a, f = float(t.prefill_s[0]), float(t.prefill_fixed_s[0])
-    lam = 0.8 / (a - f)
-    want = _law_root(_one_instance_law(lam, f, a - f))
-    got = pool_batch(scn, np.array([lam]), np.array([1.0]), np.array([[a] * 16]), np.array([[f] * 16]))
-    assert got[0] == pytest.approx(want, rel=2e-3)
-    assert 1.0 < want < 5.0
+    assert _assert_one_instance_law(scn, 0.8 / (a - f), a, f) == pytest.approx(2.142, abs=1e-3)
 
 
 def test_step_count_var_by_hand():
