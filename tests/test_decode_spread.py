@@ -336,7 +336,7 @@ def test_table_read_holds_an_atom_one_table_step_above_it():
 def test_whole_batch_read_and_replica_split_by_hand() -> None:
     """decode_batch.whole_rows on a table t(ceil g) over a grid with no integer but 1 (as the
     geometric BATCH_GRID): t = 4, 6, 7, 8, 9 ms at 1 .. 5 sequences; at 2 it reads t(2) = 6 where the
-    grid's linear read mixes in t(3) (6.25 between 1.9 and 2.3). decode_spread.replica_split: a
+    grid's linear read mixes in t(3) (6.25 between 1.9 and 2.3). colocated_base.replica_split: a
     level fleet at x = 2.5 sequences per replica (probability 1) holds 2 on half its replicas and 3
     on the other half: atoms 2 and 3 at probability 1/2 each, steps 6 and 7 ms, so the per-token law
     (n p(n) / t(n)) puts 2/6 : 3/7 on them, i.e. P(step 6) = (1/3) / (1/3 + 3/7) = 7/16."""

@@ -56,9 +56,9 @@ class StagedCdf:
     exact value once computed) and ``order``, the entries by decreasing weighted interval; ``roots``
     [M x R, S'] the law's roots of these candidates, ``inverse`` [S'] the distinct column of each of
     the law's requests (None: K = S'), ``held`` the law's own request columns when it is held on its
-    distinct requests (a ``columns`` field; None: its requests are the sample's), ``done`` how many
-    entries of ``order`` are computed, ``live`` the candidates still asked about, ``law`` and
-    ``rows`` the candidates of the law these are."""
+    distinct requests (a ``columns`` field; None: its requests are the sample's), ``weights`` [M] the
+    strata's probabilities, ``done`` how many entries of ``order`` are computed, ``live`` the
+    candidates still asked about, ``law`` and ``rows`` the candidates of the law these are."""
 
     law: MixedTpot
     rows: np.ndarray

@@ -48,6 +48,7 @@ from model.queueing.mgc import WaitResult, mgc_mean_wait_unchecked, mgc_wait
 __all__ = [
     "SHARED_QUEUE",
     "blend_weight",
+    "cohort_exposure",
     "leg_inputs",
     "pair_moment",
     "replica_arrivals",
