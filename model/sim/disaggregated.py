@@ -310,24 +310,24 @@ class PrefillPool:
         start = max(now, self.link_free[i], ready)
         self.link_free[i] = max(start + t, rec.prefill_end[r] + t_last)
         self.link_busy_s[i] += t
-        busy = t if self.wire_s is None else self.wire_s(rec.prompt[r] - held)
+        busy_s = t if self.wire_s is None else self.wire_s(rec.prompt[r] - held)
         if start <= now:
-            self._on_wire((r, t, t_last, busy))
+            self._on_wire((r, t, t_last, busy_s))
         else:
-            self.loop.at(start, self._on_wire, (r, t, t_last, busy))
+            self.loop.at(start, self._on_wire, (r, t, t_last, busy_s))
 
     def _on_wire(self, arg: tuple[int, float, float, float]) -> None:
         """The KV of request ``r`` (transfer ``t``, last layer ``t_last``) is ready to leave: the decode
         instance's receiving lanes carry it after the transfers that were ready before it (FCFS),
-        ``busy`` long (its bytes and one message latency)."""
-        r, t, t_last, busy = arg
+        ``busy_s`` long (its bytes and one message latency)."""
+        r, t, t_last, busy_s = arg
         rec = self.rec
         now = self.loop.now
         dec = self.decode[rec.instance[r]]
-        wire = max(now, dec.recv_free)
-        dec.recv_free = wire + busy
-        end = max(wire + t, rec.prefill_end[r] + t_last)
-        rec.transfer_start[r] = wire
+        wire_s = max(now, dec.recv_free)
+        dec.recv_free = wire_s + busy_s
+        end = max(wire_s + t, rec.prefill_end[r] + t_last)
+        rec.transfer_start[r] = wire_s
         rec.transfer_end[r] = end
         self.loop.at(end, self._arrived, r)
 
