@@ -49,7 +49,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from model.serving.packing import FILL_DRAWS, FILL_MAX_PROMPTS, FILL_SEED, uncached_prompt_tokens
+from model.serving.packing import (
+    FILL_DRAWS,
+    FILL_MAX_PROMPTS,
+    FILL_SEED,
+    most_prompts,
+    room_law,
+    uncached_prompt_tokens,
+)
 from model.workload.scenario import Scenario
 
 NEXT_FIT_WARM_STEPS = 4
@@ -87,7 +94,7 @@ def next_fit_segments(u: np.ndarray, step_tokens: float) -> tuple[np.ndarray, np
     (J = max(1, #{j : u_h + ... + u_(h + j - 1) <= C}), at most the most prompts a step can hold, as
     model.serving.packing's draws), the G = NEXT_FIT_SEGMENTS steps after NEXT_FIT_WARM_STEPS."""
     u = np.maximum(np.asarray(u, dtype=float), 1.0)
-    j_max = int(min(max(step_tokens // float(u.min()), 1.0), FILL_MAX_PROMPTS))
+    j_max = most_prompts(u, step_tokens)
     steps = NEXT_FIT_WARM_STEPS + NEXT_FIT_SEGMENTS
     rng = np.random.default_rng(FILL_SEED)
     idx = rng.choice(len(u), size=(FILL_DRAWS, steps * j_max))
@@ -141,10 +148,7 @@ def _segment_law(
         h = heads[d, g]
         window = cs[d, h : h + FILL_MAX_PROMPTS] - base[d, g]
         fit[k] = np.searchsorted(window, room, side="right")
-    width = int(fit.max()) + 1
-    flat = (np.arange(len(u))[None, :] * width + fit).ravel()
-    law = np.bincount(flat, minlength=len(u) * width).reshape(len(u), width) / total
-    out = (counts.astype(float), seen / total, law, per_f, per_v)
+    out = (counts.astype(float), seen / total, room_law(fit), per_f, per_v)
     for a in out:
         a.flags.writeable = False
     return out

@@ -425,8 +425,21 @@ def _draw_sums(uncached_bytes: bytes, step_tokens: float) -> np.ndarray:
     the draws :func:`full_step_prompts` and :func:`prompt_room_law` share."""
     u = np.maximum(np.frombuffer(uncached_bytes, dtype=float), 1.0)
     rng = np.random.default_rng(FILL_SEED)
-    j_max = int(min(max(step_tokens // float(u.min()), 1.0), FILL_MAX_PROMPTS))
-    return np.cumsum(rng.choice(u, size=(FILL_DRAWS, j_max)), axis=1)
+    return np.cumsum(rng.choice(u, size=(FILL_DRAWS, most_prompts(u, step_tokens))), axis=1)
+
+
+def most_prompts(u: np.ndarray, step_tokens: float) -> int:
+    """The most prompts of lengths ``u`` (tokens, >= 1) a step under ``step_tokens`` can hold: the cap
+    over the shortest, at least 1, at most FILL_MAX_PROMPTS."""
+    return int(min(max(step_tokens // float(u.min()), 1.0), FILL_MAX_PROMPTS))
+
+
+def room_law(fit: np.ndarray) -> np.ndarray:
+    """The law [S, R + 1] of R_i per sampled prompt i from its values ``fit`` [D, S] on D draws (each
+    1 / D): P(R_i = r), r = 0 .. max R."""
+    width = int(fit.max()) + 1
+    flat = (np.arange(fit.shape[1])[None, :] * width + fit).ravel()
+    return np.bincount(flat, minlength=fit.shape[1] * width).reshape(fit.shape[1], width) / float(len(fit))
 
 
 def prompt_room_law(scn: Scenario, step_tokens: float) -> np.ndarray:
@@ -444,10 +457,7 @@ def _room_law(uncached_bytes: bytes, step_tokens: float) -> np.ndarray:
     u = np.maximum(np.frombuffer(uncached_bytes, dtype=float), 1.0)
     sums = _draw_sums(uncached_bytes, step_tokens)  # the draws of _full_law
     room = step_tokens - u
-    fit = np.stack([np.searchsorted(row, room, side="right") for row in sums])  # [D, S] R_i per draw
-    width = int(fit.max()) + 1
-    flat = (np.arange(len(u))[None, :] * width + fit).ravel()
-    law = np.bincount(flat, minlength=len(u) * width).reshape(len(u), width) / float(FILL_DRAWS)
+    law = room_law(np.stack([np.searchsorted(row, room, side="right") for row in sums]))  # R_i per draw
     law.flags.writeable = False
     return law
 
