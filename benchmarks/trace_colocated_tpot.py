@@ -20,8 +20,10 @@ from contextlib import contextmanager
 import numpy as np
 
 from benchmarks.validate_grid import SEED, cell_records_at, plan_for, sample_scenario
+from model.planner.types import BestConfig
 from model.serving.evaluation import evaluate
 from model.sim import colocated as simcol
+from model.workload.scenario import Scenario
 
 
 @contextmanager
@@ -56,12 +58,12 @@ def iteration_log():
         simcol.Replica._end_chunked, simcol.Replica._end_decode, simcol.Replica._end_prefill = saved
 
 
-def logged_cell(scn, best, index: int, rate: float) -> tuple:
-    """Grid cell ``index``'s ``best`` configuration simulated at ``rate`` with the iteration log:
+def logged_cell(scn: Scenario, best: BestConfig, index: int, rate_rps: float) -> tuple:
+    """Grid cell ``index``'s ``best`` configuration simulated at ``rate_rps`` with the iteration log:
     (records, iterations [I, 6] as :func:`iteration_log`, their durations, mixed-or-prefill flags, the
     decode-only step by batch)."""
     with iteration_log() as log:
-        rec = cell_records_at(scn, best, index, rate)
+        rec = cell_records_at(scn, best, index, rate_rps)
     it = np.array(log)
     dt, mixed = it[:, 2] - it[:, 1], it[:, 3] > 0
     step = {b: dt[~mixed & (it[:, 4] == b)].mean() for b in np.unique(it[~mixed, 4])}
