@@ -324,10 +324,10 @@ class PrefillPool:
         rec = self.rec
         now = self.loop.now
         dec = self.decode[rec.instance[r]]
-        wire_s = max(now, dec.recv_free)
-        dec.recv_free = wire_s + busy_s
-        end = max(wire_s + t, rec.prefill_end[r] + t_last)
-        rec.transfer_start[r] = wire_s
+        lanes_start_s = max(now, dec.recv_free)
+        dec.recv_free = lanes_start_s + busy_s
+        end = max(lanes_start_s + t, rec.prefill_end[r] + t_last)
+        rec.transfer_start[r] = lanes_start_s
         rec.transfer_end[r] = end
         self.loop.at(end, self._arrived, r)
 
