@@ -238,7 +238,8 @@ def run_length(rate_rps: float, lifetime_s: float, minimum: int, scaled: bool = 
     """(requests, warm-up requests) of one cell's simulation.
 
     Scaled: the warm-up (a quarter of the run) spans STEADY_LIFETIMES request lifetimes
-    (p90 TTFT + mean output x p90 TPOT at the planner's goodput) at RATE_HEADROOM x the rate, so
+    (:func:`_lifetime_s`: the larger of the planner's p90s at its goodput and the SLO targets) at
+    RATE_HEADROOM x the rate, so
     the measured requests meet the decode pool's steady batch (Little: the pool holds
     rate x lifetime requests), at least ``minimum`` and at most MAX_REQUESTS requests. Fixed
     (``scaled=False``): ``minimum`` requests with 10% warm-up, the session-4 baseline's choice.
@@ -251,10 +252,19 @@ def run_length(rate_rps: float, lifetime_s: float, minimum: int, scaled: bool = 
     return n, int(SCALED_WARMUP_FRACTION * n)
 
 
-def _lifetime_s(b, mean_output: float) -> float:
-    """A request's time in the system at the planner's goodput: p90 TTFT + mean output x p90 TPOT."""
+def _lifetime_s(b, mean_output: float, slo=None) -> float:
+    """A request's time in the system: the planner's at its goodput (p90 TTFT + mean output x p90
+    TPOT), or, given the cell's ``slo``, the larger of that and the targets' (TTFT target + mean
+    output x TPOT target). With the targets the run no longer depends on the planner's p90s: a
+    capacity-bound cell with a loose TTFT target (p90 TTFT far below it at the planned goodput) would
+    otherwise run too briefly for a queue growing above capacity to reach the target, and the
+    simulator would pass rates its steady state fails (session 12: grid cell 122, 14 x TP4 prefill,
+    TTFT target 43.7 s, the planner's p90 6.8 s: 1,994 requests read 1.28, 11,036 read 1.04)."""
     ev = b.at_goodput
-    return float(ev.ttft_s.p90) + mean_output * float(ev.tpot_s.p90)
+    planned = float(ev.ttft_s.p90) + mean_output * float(ev.tpot_s.p90)
+    if slo is None:
+        return planned
+    return max(planned, float(slo.ttft_s) + mean_output * float(slo.tpot_s))
 
 
 def simulate_cell(scn, b, index: int, minimum: int = REQUESTS, scaled: bool = True, seed: int | None = None):
@@ -277,7 +287,7 @@ def cell_requests(scn, b, index: int, minimum: int = REQUESTS, scaled: bool = Tr
 
     seed = index if seed is None else seed
     mean_output = float(np.mean(poisson_requests(scn.workload, 1.0, minimum, seed=seed).output_tokens))
-    n_req, n_warm = run_length(b.goodput_rps, _lifetime_s(b, mean_output), minimum, scaled)
+    n_req, n_warm = run_length(b.goodput_rps, _lifetime_s(b, mean_output, scn.slo), minimum, scaled)
     base = poisson_requests(scn.workload, 1.0, n_req, seed=seed)
     return base, {**scenario_options(scn), "options": SimOptions(warmup_requests=n_warm)}
 

@@ -32,3 +32,19 @@ def test_run_length_floor_cap_and_fixed_mode() -> None:
     assert vg.run_length(1.0, 4.0, 1500) == (1500, 375)
     assert vg.run_length(1e4, 10.0, 1500) == (vg.MAX_REQUESTS, vg.MAX_REQUESTS // 4)
     assert vg.run_length(114.0, 8.1, 1500, scaled=False) == (1500, 150)
+
+
+def test_lifetime_takes_the_slo_targets_when_they_are_longer() -> None:
+    """Cell 122 (session 12): planner p90 TTFT 6.8 s and p90 TPOT 26.5 ms at its goodput, targets
+    43.711 s and 113.04 ms, mean output 100 tokens: the planner's lifetime 6.8 + 100 x 0.0265 = 9.45 s,
+    the targets' 43.711 + 100 x 0.11304 = 55.015 s, which the run takes; a cell whose p90s are at
+    their targets keeps the planner's (the larger of the two)."""
+    from types import SimpleNamespace as NS
+
+    def cell(ttft_p90: float, tpot_p90: float) -> NS:
+        return NS(at_goodput=NS(ttft_s=NS(p90=ttft_p90), tpot_s=NS(p90=tpot_p90)))
+
+    slo = NS(ttft_s=43.711, tpot_s=0.11304)
+    assert math.isclose(vg._lifetime_s(cell(6.8, 0.0265), 100.0), 9.45)
+    assert math.isclose(vg._lifetime_s(cell(6.8, 0.0265), 100.0, slo), 55.015)
+    assert math.isclose(vg._lifetime_s(cell(50.0, 0.2), 100.0, slo), 70.0)
