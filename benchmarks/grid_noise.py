@@ -246,7 +246,7 @@ def main() -> None:
             continue
         seeds = request_seeds(d["index"], args.seeds)
         c = cell_noise(
-            d["index"], d["style"], seeds, blob["seed"], blob["requests"], blob["run_length"] == "scaled"
+            d["index"], d["style"], seeds, blob["seed"], blob["requests"], blob["run_length"] != "fixed"
         )
         c["grid_goodput_sim"], c["grid_goodput_planner"] = d["goodput_sim"], d["goodput_planner"]
         done[key] = c

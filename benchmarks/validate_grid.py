@@ -528,7 +528,7 @@ def main() -> None:
     if (args.resume or args.report_only) and os.path.exists(args.json):
         with open(args.json, encoding="utf-8") as fh:
             blob = json.load(fh)
-        same = blob.get("run_length", "fixed") == ("fixed" if args.fixed_length else "scaled")
+        same = blob.get("run_length", "fixed") == ("fixed" if args.fixed_length else "scaled-slo")
         if blob.get("seed") == args.seed and blob.get("requests") == args.requests and same:
             done = {r["scenario"]["index"]: r for r in blob["results"]}
     if not args.report_only:
@@ -565,7 +565,7 @@ def main() -> None:
                         {
                             "seed": args.seed,
                             "requests": args.requests,
-                            "run_length": "fixed" if args.fixed_length else "scaled",
+                            "run_length": "fixed" if args.fixed_length else "scaled-slo",
                             "commit": _commit(),
                             "results": [done[k] for k in sorted(done)],
                         },
