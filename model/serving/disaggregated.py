@@ -146,7 +146,7 @@ def evaluate_disaggregated(
     # J's law that of the companions at a queue that never empties, per step.
     # E[J] of a full step from a fresh head: the bound on one instance's step-count variance (step_law)
     fresh_j, fresh_p = full_step_prompts(scn, cap_tokens)
-    full_prompts = float((fresh_j * fresh_p).sum())  # E[J] from a fresh head
+    full_prompts = float((fresh_j * fresh_p).sum())
     es, scv, _, step_s, step_scv = step_law(
         alone, fixed_p, companions, rate, n_p, full_prompts, companion_weights(scn, cap_tokens)
     )
