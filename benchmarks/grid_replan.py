@@ -76,6 +76,16 @@ def replan(args: tuple[dict, bool]) -> dict:
     }
 
 
+def print_move(index: int, c: dict) -> None:
+    """One line for a cell whose planned goodput or configuration moved."""
+    same = c["config"] == c["old_config"]
+    if same and abs(c["planned_new"] / max(c["planned_old"], 1e-12) - 1) <= 1e-9:
+        return
+    old = c["sim_old"] / c["planned_old"] if c["planned_old"] > 0 and c["sim_old"] else float("nan")
+    was = "" if same else f"  (was {c['old_config']})"
+    print(f"{index:4d} {c['style']:18s} {old:.3f} -> {c['sim'] / c['planned_new']:.3f}  {c['config']}{was}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--grid", default=str(GRID))
@@ -99,26 +109,13 @@ def main() -> None:
                 unknown += c["planned_new"] > 0
                 continue
             after += in_band(c["sim"] / c["planned_new"])
-            moved = (
-                abs(c["planned_new"] / max(c["planned_old"], 1e-12) - 1) > 1e-9
-                or c["config"] != c["old_config"]
-            )
-            if moved:
-                r0 = (
-                    c["sim_old"] / c["planned_old"] if c["planned_old"] > 0 and c["sim_old"] else float("nan")
-                )
-                print(
-                    f"{row['index']:4d} {c['style']:18s} {r0:.3f} -> {c['sim'] / c['planned_new']:.3f}"
-                    f"  {c['config']}{'' if c['config'] == c['old_config'] else '  (was ' + c['old_config'] + ')'}"
-                )
+            print_move(row["index"], c)
         vp, vs = row["verdict_old"]
         if row["verdict_planner"] != vp or row["verdict_sim"] not in ("?", vs):
-            print(
-                f"{row['index']:4d} verdict planner {vp} -> {row['verdict_planner']}, simulator {vs} -> {row['verdict_sim']}"
-            )
-    print(
-        f"cells in band: {before} / {n} stored -> {after} (+ {unknown} with a new configuration, not simulated)"
-    )
+            print(f"{row['index']:4d} verdict planner {vp} -> {row['verdict_planner']}, ", end="")
+            print(f"simulator {vs} -> {row['verdict_sim']}")
+    print(f"cells in band: {before} / {n} stored -> {after} (+ {unknown} with a new configuration, ", end="")
+    print("not simulated)")
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
 
