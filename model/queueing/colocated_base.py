@@ -6,7 +6,8 @@ the prefill interference in the per-token time). This module builds that batch l
 styles: :func:`base_step_occupancy` (the step at each batch), :func:`replica_split` (chunked: whole
 batches of a level fleet) and :func:`cohort_spread` (the prompts that reach the request's replica
 between its arrival and its first decode step decode beside it: prefill-first from its first step for
-its whole window, chunked from their own last chunk; docs/model.md, "Decode cohort"), its mean
+its whole window, chunked from their own last chunk; docs/model.md, "Prefill-first decode cohort",
+and docs/session13/cohort15.md for the chunked case and the overlap), its mean
 :func:`cohort_mean` thinned by the members' overlap :func:`overlap_weight`.
 """
 
@@ -19,7 +20,8 @@ from model.queueing.decode_batch import interp_rows, whole_rows
 from model.queueing.decode_spread import Occupancy, TpotSpread, occupancy, token_weights, tpot_spread
 
 # Companions beyond the request's own cohort count tabulated (j = 0 .. COHORT_MAX; the Poisson tail
-# above is put at COHORT_MAX: P(C > 4) < 0.4% for a mean c <= 1, the prefill-first cells' range).
+# above is put at COHORT_MAX: P(C > 4) < 0.4% for a mean c <= 1, the grid's range: at most 0.67,
+# grid cell 25's chunked replica).
 COHORT_MAX = 4
 
 
@@ -143,21 +145,23 @@ def cohort_spread(
     whole: bool = False,
 ) -> TpotSpread:
     """The base's TPOT law of a colocated replica with the request's decode cohort (docs/model.md,
-    "Decode cohort").
+    "Prefill-first decode cohort"; docs/session13/cohort15.md).
 
     A prefill-first engine prefills every waiting prompt before the next decode step, so the prompts
     that reach the request's replica while it waits or is prefilled, and those whose own prefill was
     in progress when it arrived, start decoding at the same decode step as the request (a cluster of
     births, each prefill freezing the batch while the next prompts queue) and share its batch for its
-    whole window: C companions, Poisson of mean ``companions`` c [C] (model.serving.colocated: the
-    replica's arrivals over the wait and twice the packed step, scaled by
-    model.queueing.routing.cohort_exposure). The
+    whole window, each while it still decodes: C companions, Poisson of mean ``companions`` c [C]
+    (:func:`cohort_mean`: the replica's arrivals over the wait and twice the packed step, scaled by
+    model.queueing.routing.cohort_exposure, thinned by the members' overlap). The
     birth-death batch (model.queueing.decode_spread, items 1-2) takes its births one at a time, so
     its per-token law q of the batch N lacks them; the request's batch is N + C, C independent of N
     (Poisson arrivals in disjoint intervals; Kingman, "Poisson Processes", 1993, ch. 2), its per-token
     law the convolution q * Poisson(c) (Papoulis, sec. 6-2). C does not average out over the window
     (the cohort stays beside the request from its first decode step: an M^X/G/inf batch arrival,
-    whose members overlap fully; Takacs 1962, ch. 3), N does by the variance factor g_i of item 3, so
+    Takacs 1962, ch. 3, whose members leave independently, at min(D, D') of the request's D steps;
+    taken with the thinned mean c, whose per-token presence E[min(D, D')] / E[D] the window average
+    keeps, not averaged), N does by the variance factor g_i of item 3, so
     the request's time-average batch has variance g_i V + c (V = Var_q[N]) against V + c per token,
     and its shrink is sqrt((g_i V + c) / (V + c)): the law's shape that of the convolution, its
     variance both parts'. The step at N + j is read as :func:`base_step_occupancy` reads it, or with
