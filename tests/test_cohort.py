@@ -76,3 +76,59 @@ def test_cohort_exposure_by_router() -> None:
     assert cohort_exposure(Router("random"), r) == pytest.approx([1.0, 1.0, 1.0])
     assert cohort_exposure(Router("round-robin"), r) == pytest.approx([1.0, 1.0, 1.0])
     assert cohort_exposure(Router("least-loaded", 4), r) == pytest.approx([1.0, 0.25, 0.0625])
+
+
+def test_overlap_weight_by_hand() -> None:
+    """colocated_base.overlap_weight on outputs 2, 4, 11 (decode steps D = 1, 3, 10): the nine ordered
+    pairs' minima 1, 1, 1 / 1, 3, 3 / 1, 3, 10 sum to 24, so E[min(D, D')] = 24 / 9 against E[D] = 14 / 3:
+    w = (24 / 9) / (14 / 3) = 4 / 7. Equal outputs keep every member for the whole window (1), and so
+    does a sample without decode steps (O = 1)."""
+    from model.queueing.colocated_base import overlap_weight
+
+    assert overlap_weight(np.array([2.0, 4.0, 11.0])) == pytest.approx(4.0 / 7.0, rel=1e-12)
+    assert overlap_weight(np.array([11.0, 2.0, 4.0])) == pytest.approx(4.0 / 7.0, rel=1e-12)
+    assert overlap_weight(np.full(5, 400.0)) == pytest.approx(1.0, rel=1e-12)
+    assert overlap_weight(np.ones(3)) == 1.0
+    # against the brute-force mean over all ordered pairs of a longer sample
+    d = np.array([3.0, 17.0, 5.0, 5.0, 90.0, 41.0, 2.0]) - 1.0
+    brute = np.minimum(d[:, None], d[None, :]).mean() / d.mean()
+    assert overlap_weight(d + 1.0) == pytest.approx(brute, rel=1e-12)
+
+
+def test_chunked_cohort_mean_by_hand() -> None:
+    """The chunked cohort c (colocated_base.cohort_mean with frozen_share) on a hand case: lambda_r =
+    0.3 req/s on 2 replicas behind the least-loaded router (share 1 / 4), wait W = 0.05 s, chunked
+    prefill S_c = 0.2 s, decode step 5 ms and mixed iteration 25 ms (frozen share 1 - 5 / 25 = 0.8),
+    outputs 2, 4, 11 (w = 4 / 7): c = 0.3 x 0.25 x (0.05 + 2 x 0.2) x 0.8 x 4 / 7 = 0.0154286. A
+    prefill-first step freezes the batch (frozen 1); a mixed iteration no longer than the decode step,
+    or no mixed iteration, none (0)."""
+    from model.hardware.engines import Router
+    from model.queueing.colocated_base import cohort_mean, frozen_share
+    from model.queueing.routing import cohort_exposure
+
+    rate = 0.3 * cohort_exposure(Router("least-loaded", 4), np.array([2.0]))
+    frozen = frozen_share(np.array([5e-3, 5e-3, 5e-3]), np.array([25e-3, 4e-3, 0.0]))
+    assert frozen == pytest.approx([0.8, 0.0, 0.0])
+    c = cohort_mean(rate, np.array([0.05]), np.array([0.2]), frozen[:1], np.array([2.0, 4.0, 11.0]))
+    assert c == pytest.approx([0.3 * 0.25 * 0.45 * 0.8 * 4.0 / 7.0], rel=1e-12)
+    # an unstable queue's infinite wait counts as none; prefill-first (frozen 1) with equal outputs
+    c = cohort_mean(np.array([0.5, 0.5]), np.array([np.inf, 0.1]), np.array([0.2, 0.2]), 1.0, np.full(3, 9.0))
+    assert c == pytest.approx([0.5 * 0.4, 0.5 * 0.5], rel=1e-12)
+
+
+def test_whole_batch_read_of_the_cohort() -> None:
+    """``whole``: the step at N + j read at whole batches (decode_batch.whole_rows), as the chunked
+    replica_split reads it. On a grid 0, 1, 1.5, 2.25, 3.375 whose table holds t(ceil g) (4, 4, 6, 7,
+    8 ms: t(2) = 6, t(3) = 7, t(4) = 8 ms), a lone request with a cohort of mean 1/2 reads t(2) = 6 ms
+    at batch 2 (whole) where the linear read gives 6.67 ms (between 1.5 and 2.25), so the mean is
+    sum_j P(j) t(1 + j) with t = 4, 6, 7, 8, 8 ms (batch 5 past the grid: its last point)."""
+    grid = np.array([0.0, 1.0, 1.5, 2.25, 3.375])
+    table = np.array([[4.0, 4.0, 6.0, 7.0, 8.0]]) * 1e-3
+    occ = Occupancy(np.array([[1.0]]), np.array([[1.0]]), np.array([[4e-3]]), np.array([0.0]))
+    law = cohort_spread(occ, np.array([0.5]), grid, table, np.array([50.0]), whole=True)
+    p = [math.exp(-0.5) * 0.5**j / math.factorial(j) for j in range(4)]
+    p.append(1.0 - sum(p))
+    mean = sum(pj * t for pj, t in zip(p, [4e-3, 6e-3, 7e-3, 8e-3, 8e-3], strict=True))
+    assert law.mean_s[0] == pytest.approx(mean, rel=1e-9)
+    linear = cohort_spread(occ, np.array([0.5]), grid, table, np.array([50.0]))
+    assert linear.mean_s[0] > mean + 1e-5

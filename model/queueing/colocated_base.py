@@ -4,9 +4,11 @@ The per-request TPOT base of a colocated replica is the plain decode step t_dec(
 request's own tokens (model.queueing.decode_spread, items 1-3, on the replica's birth-death batch with
 the prefill interference in the per-token time). This module builds that batch law for the colocated
 styles: :func:`base_step_occupancy` (the step at each batch), :func:`replica_split` (chunked: whole
-batches of a level fleet) and :func:`cohort_spread` (prefill-first: the prompts whose prefills run
-back to back with the request's own start decoding beside it for its whole window; docs/model.md,
-"Prefill-first decode cohort").
+batches of a level fleet) and :func:`cohort_spread` (the prompts that reach the request's replica
+between its arrival and its first decode step decode beside it: prefill-first from its first step for
+its whole window, chunked from their own last chunk; docs/model.md, "Prefill-first decode cohort",
+and docs/session13/cohort15.md for the chunked case and the overlap), its mean
+:func:`cohort_mean` thinned by the members' overlap :func:`overlap_weight`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from model.queueing.decode_batch import interp_rows, whole_rows
 from model.queueing.decode_spread import Occupancy, TpotSpread, occupancy, token_weights, tpot_spread
 
 # Companions beyond the request's own cohort count tabulated (j = 0 .. COHORT_MAX; the Poisson tail
-# above is put at COHORT_MAX: P(C > 4) < 0.4% for a mean c <= 1, the prefill-first cells' range).
+# above is put at COHORT_MAX: P(C > 4) < 0.4% for a mean c <= 1, the grid's range: at most 0.67,
+# grid cell 25's chunked replica).
 COHORT_MAX = 4
 
 
@@ -70,29 +73,109 @@ def replica_split(occ: Occupancy, grid: np.ndarray, step_s: np.ndarray) -> Occup
     return Occupancy(batch, prob, step, occ.elasticity)
 
 
+def overlap_weight(output_tokens: np.ndarray) -> float:
+    """The share of a request's decode window a cohort member spends beside it, E[min(D, D')] / E[D]
+    with D = O - 1, D' = O' - 1 the decode steps of the request and of the member, independent draws
+    of the workload's output sample (the members start decoding with the request, so one stays beside
+    it for min(D, D') of its D steps; a member's weight in the request's per-token batch, summed over
+    the requests' tokens, is E[min(D, D')] / E[D]). On the sample's empirical law, sorted ascending
+    d_(1) <= .. <= d_(m): E[min(D, D')] = sum_k (2 (m - k) + 1) d_(k) / m^2 (the ordered pairs whose
+    smaller member is the k-th: (k, k) and 2 (m - k) others; order statistics, David & Nagaraja,
+    "Order Statistics", 3rd ed., 2003, sec. 2.1). Equal outputs give 1; a request with no decode step
+    (O = 1 throughout) 1."""
+    d = np.sort(np.maximum(np.asarray(output_tokens, dtype=float).ravel() - 1.0, 0.0))
+    m = d.size
+    mean = float(d.mean()) if m else 0.0
+    if mean <= 0:
+        return 1.0
+    k = np.arange(1, m + 1, dtype=float)
+    return float(((2.0 * (m - k) + 1.0) * d).sum() / (m * m) / mean)
+
+
+def frozen_share(decode_step_s: np.ndarray, mixed_step_s: np.ndarray) -> np.ndarray:
+    """[C] the share of a chunked prefill's time that the running decodes' token clock loses,
+    1 - t_dec / t_mix (t_dec the decode-only iteration, t_mix the mean mixed iteration, each one token
+    for every running decode). The birth-death batch (model.queueing.decode_spread) takes births at
+    lambda tau per token, evenly in the token clock; a mixed iteration of t_mix holds lambda t_mix
+    arrivals in one token, lambda (t_mix - t_dec) of them beyond those an iteration at the decode
+    step holds, and a prompt that arrives during a prefill starts decoding a few tokens after it (its
+    own chunks), so the excess births of a request's prefill span cluster at its first decode tokens
+    like the births of a prefill-first step, which freezes the batch for all of its time (t_dec / t_mix
+    = 0: share 1). A prefill that runs beside the decodes without slowing them (share 0) leaves the
+    birth-death law exact: benchmarks/cohort_mc.py's separate prefill server (docs/validation.md,
+    session 12). A mixed iteration no longer than the decode step (or none: t_mix = 0) gives 0."""
+    dec = np.asarray(decode_step_s, dtype=float)
+    mix = np.asarray(mixed_step_s, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(mix > 0, 1.0 - dec / np.where(mix > 0, mix, 1.0), 0.0)
+    return np.clip(share, 0.0, 1.0)
+
+
+def cohort_mean(
+    rate_s: np.ndarray,
+    wait_s: np.ndarray,
+    step_s: np.ndarray,
+    frozen: np.ndarray | float,
+    output_tokens: np.ndarray,
+) -> np.ndarray:
+    """[C] the mean cohort c of :func:`cohort_spread`, lambda x (W + 2 E[step]) x frozen x w.
+
+    The prompts joining the request's replica at ``rate_s`` (lambda_r x the router's cohort share,
+    model.queueing.routing.cohort_exposure) while it waits (mean ``wait_s`` W) and while its own
+    prefill runs (mean ``step_s``: prefill-first its packed step, chunked its chunked prefill S_c),
+    plus the prompt whose prefill was in progress when it arrived (lambda E[step], PASTA, Wolff
+    1982: it starts decoding just before the request), a Poisson count of mean lambda x the
+    interval's mean length (Kingman, "Poisson Processes", 1993, sec. 2.1; Wald's identity for the
+    random length, independent of the later arrivals), over the ``frozen`` share of that time that
+    the decodes' token clock loses (:func:`frozen_share`; prefill-first 1), each member kept with the
+    probability that it still decodes at a uniform token of the request's window,
+    :func:`overlap_weight` w (the thinning theorem, Kingman sec. 5.1: the kept members are Poisson
+    of mean c w)."""
+    wait = np.where(np.isfinite(wait_s), np.maximum(wait_s, 0.0), 0.0)
+    span = (wait + 2.0 * np.maximum(np.asarray(step_s, dtype=float), 0.0)) * np.asarray(frozen, dtype=float)
+    return np.maximum(np.asarray(rate_s, dtype=float), 0.0) * span * overlap_weight(output_tokens)
+
+
 def cohort_spread(
-    occ: Occupancy, companions: np.ndarray, grid: np.ndarray, step_s: np.ndarray, output_tokens: np.ndarray
+    occ: Occupancy,
+    companions: np.ndarray,
+    grid: np.ndarray,
+    step_s: np.ndarray,
+    output_tokens: np.ndarray,
+    whole: bool = False,
 ) -> TpotSpread:
-    """The base's TPOT law of a prefill-first replica with the request's decode cohort (docs/model.md,
-    "Prefill-first decode cohort").
+    """The base's TPOT law of a colocated replica with the request's decode cohort (docs/model.md,
+    "Prefill-first decode cohort"; docs/session13/cohort15.md).
 
     A prefill-first engine prefills every waiting prompt before the next decode step, so the prompts
     that reach the request's replica while it waits or is prefilled, and those whose own prefill was
     in progress when it arrived, start decoding at the same decode step as the request (a cluster of
     births, each prefill freezing the batch while the next prompts queue) and share its batch for its
-    whole window: C companions, Poisson of mean ``companions`` c [C] (model.serving.colocated: the
-    replica's arrivals over the wait and twice the packed step, scaled by
-    model.queueing.routing.cohort_exposure). The
+    whole window, each while it still decodes: C companions, Poisson of mean ``companions`` c [C]
+    (:func:`cohort_mean`: the replica's arrivals over the wait and twice the packed step, scaled by
+    model.queueing.routing.cohort_exposure, thinned by the members' overlap). The
     birth-death batch (model.queueing.decode_spread, items 1-2) takes its births one at a time, so
     its per-token law q of the batch N lacks them; the request's batch is N + C, C independent of N
     (Poisson arrivals in disjoint intervals; Kingman, "Poisson Processes", 1993, ch. 2), its per-token
     law the convolution q * Poisson(c) (Papoulis, sec. 6-2). C does not average out over the window
     (the cohort stays beside the request from its first decode step: an M^X/G/inf batch arrival,
-    whose members overlap fully; Takacs 1962, ch. 3), N does by the variance factor g_i of item 3, so
+    Takacs 1962, ch. 3, whose members leave independently, at min(D, D') of the request's D steps;
+    taken with the thinned mean c, whose per-token presence E[min(D, D')] / E[D] the window average
+    keeps, not averaged), N does by the variance factor g_i of item 3, so
     the request's time-average batch has variance g_i V + c (V = Var_q[N]) against V + c per token,
     and its shrink is sqrt((g_i V + c) / (V + c)): the law's shape that of the convolution, its
-    variance both parts'. The step at N + j is read as :func:`base_step_occupancy` reads it. The
-    Poisson tail above COHORT_MAX companions is put at COHORT_MAX."""
+    variance both parts'. The step at N + j is read as :func:`base_step_occupancy` reads it, or with
+    ``whole`` at whole batches as :func:`replica_split` does (chunked: ``occ`` its whole-batch law).
+    The Poisson tail above COHORT_MAX companions is put at COHORT_MAX.
+
+    Chunked (session 13): a chunked replica serves its queue first-come-first-served, chunking the
+    prompts into the room the decodes leave (Sarathi-Serve, Agrawal et al. OSDI 2024, sec. 4.2), so
+    the prompts that reach the replica during the request's wait and its own chunked prefill are
+    still queued or in their chunks at its first decode step and start decoding right after it, each
+    after its own chunks (short beside the decode window): the same cluster of births, joined a few
+    iterations late rather than at the same step, as far as the mixed iterations stop the decodes'
+    token clock: c is lambda_r x share x (W + 2 E[S_c]) x (1 - t_dec / t_mix), S_c the chunked
+    prefill span (:func:`cohort_mean`, :func:`frozen_share`; model.serving.colocated)."""
     c = np.maximum(np.asarray(companions, dtype=float), 0.0)
     _, q, _ = token_weights(occ)
     mean_n = (q * occ.batch).sum(axis=1)
@@ -106,7 +189,8 @@ def cohort_spread(
     order = np.argsort(batch, axis=1, kind="stable")
     batch = np.take_along_axis(batch, order, axis=1)
     weight = np.take_along_axis(weight, order, axis=1)
-    step = np.maximum.accumulate(interp_rows(np.maximum(batch, 1.0), grid, step_s), axis=1)
+    read = whole_rows if whole else interp_rows
+    step = np.maximum.accumulate(read(np.maximum(batch, 1.0), grid, step_s), axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         # the time law whose per-token weights n p(n) / t(n) (decode_spread.tpot_spread) are q * Poisson
         prob = np.where(batch > 0, weight * step / np.where(batch > 0, batch, 1.0), 0.0)

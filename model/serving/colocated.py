@@ -48,9 +48,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from model.physics.steps import mixed_step_cost
-from model.queueing.colocated_base import base_step_occupancy, cohort_spread, replica_split
+from model.queueing.colocated_base import (
+    base_step_occupancy,
+    cohort_mean,
+    cohort_spread,
+    frozen_share,
+    replica_split,
+)
 from model.queueing.decode_batch import admission_queue, interp_rows, solve_batch
-from model.queueing.decode_spread import tpot_spread
 from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel, stall_events
 from model.queueing.mixed_share import MixedShare, alternation, mixed_share
@@ -417,17 +422,18 @@ def evaluate_colocated(
     behind = np.zeros((n, 1)) if chunked else packed_behind_s(k, service, shareable)
     # the KV-admission wait enters the TTFT law as its own atom + exponential tail (LatencyModel)
     fixed = service + behind + (residual + scn.engine.request_s)[:, None]
-    # chunked: a sequence's step at the whole batch of its replica (colocated_base.replica_split; the
-    # prefill-first stall law keeps the grid read: docs/validation.md, session 11). Prefill-first: the
-    # request's decode cohort (colocated_base.cohort_spread), the prompts reaching its replica while it
-    # waits or is prefilled (lambda_r W + lambda_r E[step]) and those whose packed step was in progress
-    # when it arrived (lambda_r E[step], PASTA), as the router sends them (routing.cohort_exposure).
-    if chunked:
-        spread = tpot_spread(replica_split(occ, BATCH_GRID, dec), out_tokens)
-    else:
-        share = cohort_exposure(router, replicas * np.ones(n))
-        cohort = rate_r * share * (wait_s + 2.0 * stalls.mean(axis=1))
-        spread = cohort_spread(occ, cohort, BATCH_GRID, dec, out_tokens)
+    # The request's decode cohort (colocated_base.cohort_spread, cohort_mean), as the router sends it
+    # (routing.cohort_exposure): the prompts reaching its replica while it waits or is prefilled
+    # (W + E[step]) and those whose prefill was in progress when it arrived (E[step], PASTA), over the
+    # frozen share of that time (prefill-first 1; chunked 1 - t_dec / t_mix, E[step] = E[S_c]).
+    # Chunked reads a sequence's step at the whole batch of its replica (colocated_base.replica_split;
+    # the prefill-first stall law keeps the grid read: docs/validation.md, session 11).
+    frozen = frozen_share(t_dec, t_mix) if chunked else 1.0
+    cohort_rate = rate_r * cohort_exposure(router, replicas * np.ones(n))
+    own_step = (service if chunked else stalls).mean(axis=1)
+    cohort = cohort_mean(cohort_rate, wait_s, own_step, frozen, out_tokens)
+    base = replica_split(occ, BATCH_GRID, dec) if chunked else occ
+    spread = cohort_spread(base, cohort, BATCH_GRID, dec, out_tokens, whole=chunked)
     mixed = None
     if chunked:
         # The TPOT above the plain step comes from the mixed share F of the request's iterations
