@@ -52,10 +52,11 @@ from model.queueing.colocated_base import base_step_occupancy, cohort_spread, re
 from model.queueing.decode_batch import admission_queue, interp_rows, solve_batch
 from model.queueing.decode_spread import tpot_spread
 from model.queueing.interference import shared_token_time_s
-from model.queueing.latency import LatencyModel, stall_events
+from model.queueing.latency import LatencyModel
 from model.queueing.mixed_share import MixedShare, alternation, mixed_share
 from model.queueing.overlap import arrival_correlation
 from model.queueing.routing import cohort_exposure, replica_arrivals, routed_wait, stall_exposure
+from model.queueing.stall_count import stall_events, wait_stall_rate
 from model.serving.common import (
     StyleResult,
     busy_fraction,
@@ -422,12 +423,14 @@ def evaluate_colocated(
     # request's decode cohort (colocated_base.cohort_spread), the prompts reaching its replica while it
     # waits or is prefilled (lambda_r W + lambda_r E[step]) and those whose packed step was in progress
     # when it arrived (lambda_r E[step], PASTA), as the router sends them (routing.cohort_exposure).
+    # Prefill-first: the prompts its wait left queued behind its step stall it too (stall_count).
     if chunked:
-        spread = tpot_spread(replica_split(occ, BATCH_GRID, dec), out_tokens)
+        spread, wait_stalls = tpot_spread(replica_split(occ, BATCH_GRID, dec), out_tokens), None
     else:
         share = cohort_exposure(router, replicas * np.ones(n))
         cohort = rate_r * share * (wait_s + 2.0 * stalls.mean(axis=1))
         spread = cohort_spread(occ, cohort, BATCH_GRID, dec, out_tokens)
+        wait_stalls = wait_stall_rate(rate_r, share, wait_s, t_dec * emitted, k)
     mixed = None
     if chunked:
         # The TPOT above the plain step comes from the mixed share F of the request's iterations
@@ -467,6 +470,7 @@ def evaluate_colocated(
         admit_prob=adm.prob,
         admit_cond_mean_s=adm.cond_mean_s,
         mixed=mixed,
+        wait_stalls=wait_stalls,
     )
     zeros = np.zeros(n)
     decode_busy = np.minimum(busy + (1.0 - np.minimum(busy, 1.0)) * busy_fraction(b), 1.0)
