@@ -38,12 +38,13 @@ def main() -> None:
     _, tp = lat.percentiles_s((0.5, 0.9, 0.99))
     print("planner TPOT p50/p90/p99 ms", np.round(np.ravel(tp) * 1e3, 2))
     n_pl = lat.stall_events[0] * (1 - (lat.stall_load[0] if lat.stall_load is not None else 0.0))
+    load = float(np.ravel(lat.stall_load)[0])
+    q50, q90 = np.quantile(lat.stall_sizes_s[0], [0.5, 0.9]) * 1e3
     print(
-        f"planner: base {lat.tpot_base_s[0] * 1e3:.2f} ms, stall load {float(np.ravel(lat.stall_load)[0]):.3f}, "
-        f"mean stall size {lat.stall_sizes_s[0].mean() * 1e3:.1f} ms (p50/p90 "
-        f"{np.quantile(lat.stall_sizes_s[0], 0.5) * 1e3:.1f} / {np.quantile(lat.stall_sizes_s[0], 0.9) * 1e3:.1f})"
+        f"planner: base {lat.tpot_base_s[0] * 1e3:.2f} ms, stall load {load:.3f}, "
+        f"mean stall size {lat.stall_sizes_s[0].mean() * 1e3:.1f} ms (p50/p90 {q50:.1f} / {q90:.1f})"
     )
-    rec, it, dt, mixed, step = logged_cell(scn, best, index, rate)
+    rec, it, _dt, _mixed, _step = logged_cell(scn, best, index, rate)
     m = np.flatnonzero(rec.measured & np.isfinite(rec.end_s) & (rec.output_tokens > 1))
     rows = []
     for i in m:
@@ -63,9 +64,10 @@ def main() -> None:
     print("simulator base p50/p90 ms", np.round(np.quantile(base, [0.5, 0.9]) * 1e3, 2))
     pre_all = it[it[:, 3] > 0]
     sizes = pre_all[:, 2] - pre_all[:, 1]
+    s50, s90 = np.quantile(sizes, [0.5, 0.9]) * 1e3
     print(
-        f"simulator prefill steps: mean {sizes.mean() * 1e3:.1f} ms (p50/p90 {np.quantile(sizes, 0.5) * 1e3:.1f}"
-        f" / {np.quantile(sizes, 0.9) * 1e3:.1f}); first decode iteration a prefill step {first.mean():.3f}"
+        f"simulator prefill steps: mean {sizes.mean() * 1e3:.1f} ms (p50/p90 {s50:.1f} / {s90:.1f}); "
+        f"first decode iteration a prefill step {first.mean():.3f}"
     )
     # the planner's mean count per request, by output quintile, against the simulator's
     edges = np.quantile(g, [0.2, 0.4, 0.6, 0.8])
@@ -93,13 +95,14 @@ def main() -> None:
     draws = rng.poisson(pl_n_per)
     pl_sizes = lat.stall_sizes_s[0]
     swap = np.array([rng.choice(pl_sizes, k).sum() if k else 0.0 for k in draws])
+    sim_counts = np.array([rng.choice(pl_sizes, int(k)).sum() for k in n])
     print(
         "p90 ms: sim",
         round(np.quantile(tpot, 0.9) * 1e3, 2),
         "| sim base + planner stalls",
         round(np.quantile(base + swap / g, 0.9) * 1e3, 2),
         "| sim base + sim counts x planner sizes",
-        round(np.quantile(base + np.array([rng.choice(pl_sizes, int(k)).sum() for k in n]) / g, 0.9) * 1e3, 2),
+        round(np.quantile(base + sim_counts / g, 0.9) * 1e3, 2),
         "| planner base + sim stalls",
         round(np.quantile(lat.tpot_base_s[0] + stall / g, 0.9) * 1e3, 2),
     )
@@ -111,13 +114,16 @@ def main() -> None:
         npl = lat.stall_events[0][p].mean()
         sd_pl = np.sqrt(npl * es2 / max(1 - rho, 1e-9) ** 2)
         print(
-            f"  {stall[s].mean():.3f} {stall[s].std():.3f} {np.mean(n[s] == 0):.3f} | {npl * es:.3f} {sd_pl:.3f}"
-            f" {np.exp(-npl * (1 - rho)):.3f}"
+            f"  {stall[s].mean():.3f} {stall[s].std():.3f} {np.mean(n[s] == 0):.3f} | {npl * es:.3f} "
+            f"{sd_pl:.3f} {np.exp(-npl * (1 - rho)):.3f}"
         )
-    steps_k = np.array([np.sum((rec.prefill_start_s == a) & (rec.prefill_end_s == b)) for a, b in pre_all[:, 1:3]])
-    print(f"sim prompts per prefill step {steps_k.mean():.3f}; prompt tokens mean {rec.prompt_tokens[m].mean():.0f}")
-    own_pf = (rec.prefill_end_s - rec.prefill_start_s)[m]
-    print(f"corr(own prefill, stall count) {np.corrcoef(own_pf, n)[0, 1]:.3f}, corr(ttft, n/g) {np.corrcoef(ttft, n / g)[0, 1]:.3f}")
+    ps, pe = rec.prefill_start_s, rec.prefill_end_s
+    steps_k = np.array([np.sum((ps == a) & (pe == b)) for a, b in pre_all[:, 1:3]])
+    tokens = rec.prompt_tokens[m].mean()
+    print(f"sim prompts per prefill step {steps_k.mean():.3f}; prompt tokens {tokens:.0f}")
+    own_pf = (pe - ps)[m]
+    c_own, c_ttft = np.corrcoef(own_pf, n)[0, 1], np.corrcoef(ttft, n / g)[0, 1]
+    print(f"corr(own prefill, stall count) {c_own:.3f}, corr(ttft, stalls per gap) {c_ttft:.3f}")
     print(f"planner n(mean over requests) {lat.stall_events[0].mean():.3f}, primaries {n_pl.mean():.3f}")
 
 

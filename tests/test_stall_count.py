@@ -55,7 +55,8 @@ def test_wait_stall_rate_by_hand():
     lam, w, step = np.full(4, 0.5), np.full(4, 2.0), np.full(4, 0.2)
     k = np.array([1.0, 1.5, 2.05, 1.0])
     share = np.array([1.0, 1.0, 1.0, 0.25])
-    assert wait_stall_rate(lam, share, w, step, k).tolist() == pytest.approx([0.5, 0.55 / 1.05 / 3.0, 0.0, 0.125])
+    expected = [0.5, 0.55 / 1.05 / 3.0, 0.0, 0.125]
+    assert wait_stall_rate(lam, share, w, step, k).tolist() == pytest.approx(expected)
 
 
 def test_latency_model_with_wait_stalls_by_hand():
