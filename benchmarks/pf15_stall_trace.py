@@ -124,6 +124,9 @@ def main() -> None:
     own_pf = (pe - ps)[m]
     c_own, c_ttft = np.corrcoef(own_pf, n)[0, 1], np.corrcoef(ttft, n / g)[0, 1]
     print(f"corr(own prefill, stall count) {c_own:.3f}, corr(ttft, stalls per gap) {c_ttft:.3f}")
+    p_w, mu_w = (v[0] for v in lat._wait_count)
+    print(f"planner wait: P(W > 0) {lat.wait_prob[0]:.3f}, E[W | W > 0] {lat.wait_cond_mean_s[0]:.2f} s, left-behind")
+    print(f"  stalls given a wait {mu_w:.3f} (total, with clusters, {p_w * mu_w / max(1 - rho, 1e-9):.3f})")
     print(f"planner n(mean over requests) {lat.stall_events[0].mean():.3f}, primaries {n_pl.mean():.3f}")
 
 

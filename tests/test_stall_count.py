@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from model.queueing.latency import LatencyModel
 from model.queueing.stall_count import count_law, wait_stall_mean, wait_stall_rate
+from model.serving.queued_behind import left_behind
 
 
 def test_count_law_without_a_wait_is_poisson():
@@ -48,15 +50,30 @@ def test_count_law_against_sampling():
 
 
 def test_wait_stall_rate_by_hand():
-    """lambda_r = 0.5 req/s, W = 2 s, decode step 0.2 s: 0.5 x 2.1 = 1.05 prompts arrived by the
-    step's start. k = 1 (a step holds one prompt): all left behind, 0.5 stalls per second of wait.
-    k = 1.5: 0.55 left, phi = 0.55 / 1.05, one stall per 1.5: 0.5 x 0.5238 / 1.5 = 0.1746. k = 2.05
-    (the uncapped packing, k = 1 + 1.05): none. A router share of 1/4 scales it."""
-    lam, w, step = np.full(4, 0.5), np.full(4, 2.0), np.full(4, 0.2)
-    k = np.array([1.0, 1.5, 2.05, 1.0])
-    share = np.array([1.0, 1.0, 1.0, 0.25])
-    expected = [0.5, 0.55 / 1.05 / 3.0, 0.0, 0.125]
-    assert wait_stall_rate(lam, share, w, step, k).tolist() == pytest.approx(expected)
+    """lambda_r = 0.5 req/s: all left behind, one prompt per step: 0.5 stalls per second of wait; a
+    router share of 1/4, half left behind and two prompts per step: 0.5 x 0.25 x 0.5 / 2 = 0.03125."""
+    rate = wait_stall_rate(
+        np.array([0.5, 0.5]), np.array([1.0, 0.25]), np.array([[1.0], [0.5]]), np.array([1.0, 2.0])
+    )
+    assert rate[:, 0].tolist() == pytest.approx([0.5, 0.03125])
+
+
+def _scenario(tokens: float, cap: int) -> SimpleNamespace:
+    """The fields left_behind reads: 64 sampled prompts of ``tokens``, no cache, the engine's cap."""
+    prompts = np.full(64, tokens)
+    return SimpleNamespace(
+        prompt_tokens=prompts, cached_tokens=np.zeros(64), engine=SimpleNamespace(prefill_token_cap=cap)
+    )
+
+
+def test_left_behind_by_hand():
+    """One prompt arrived behind it on average (N geometric of mean 1, P(N >= j) = 2^-j). 5,000-token
+    prompts under an 8,192-token cap: none fits beside it, all are left (phi = 1). 1,000-token prompts:
+    seven fit beside it (8,000 <= 8,192), E[min(N, 7)] = 1 - 2^-7 of them ride, phi = 2^-7 = 0.0078.
+    Nothing arrived: phi = 0."""
+    assert left_behind(_scenario(5000.0, 8192), np.array([1.0]))[0, 0] == pytest.approx(1.0)
+    assert left_behind(_scenario(1000.0, 8192), np.array([1.0]))[0, 0] == pytest.approx(2.0**-7, abs=1e-9)
+    assert left_behind(_scenario(1000.0, 8192), np.array([0.0]))[0, 0] == 0.0
 
 
 def test_latency_model_with_wait_stalls_by_hand():
@@ -79,17 +96,17 @@ def test_latency_model_with_wait_stalls_by_hand():
         output_tokens=np.array([101.0]),
         stable=np.array([True]),
         stall_load=np.array([0.5]),
-        wait_stalls=np.array([1.5]),
+        wait_stalls=np.array([[1.5]]),
     )
     assert lat.tpot_cdf(np.array([[0.010 + 1e-9]]))[0, 0] == pytest.approx(0.7)
     assert lat.tpot_cdf(np.array([[0.0108 + 1e-9]]))[0, 0] == pytest.approx(0.79905, abs=1e-5)
     assert lat.mean_tpot_s()[0] == pytest.approx(0.01096)
-    assert lat.take(np.array([0, 0])).wait_stalls.tolist() == [1.5, 1.5]
+    assert lat.take(np.array([0, 0])).wait_stalls.tolist() == [[1.5], [1.5]]
 
 
 def test_wait_stall_mean_edges():
     """No rate: nothing; an unstable wait (inf) adds nothing rather than inf."""
     p, mu = wait_stall_mean(None, np.array([0.3]), np.array([1.0]))
-    assert (p[0], mu[0]) == (0.0, 0.0)
-    p, mu = wait_stall_mean(np.array([2.0, 2.0]), np.array([1.0, 0.5]), np.array([np.inf, 1.0]))
-    assert p.tolist() == [0.0, 0.5] and mu.tolist() == [0.0, 2.0]
+    assert (p[0], mu[0, 0]) == (0.0, 0.0)
+    p, mu = wait_stall_mean(np.array([[2.0], [2.0]]), np.array([1.0, 0.5]), np.array([np.inf, 1.0]))
+    assert p.tolist() == [0.0, 0.5] and mu.tolist() == [[0.0], [2.0]]

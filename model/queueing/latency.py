@@ -139,7 +139,7 @@ class LatencyModel:
     join_step_s: np.ndarray | None = None  # [C] that iteration's length tau ("Join residual")
     levels: WaitLevels | None = None  # the wait per slow environment level (model.queueing.environment)
     packed: PackedStep | None = None  # disaggregated: the prompts sharing a waiting prompt's prefill step
-    wait_stalls: np.ndarray | None = None  # [C] prefill-first: stalls per second of wait (stall_count)
+    wait_stalls: np.ndarray | None = None  # [C, S] prefill-first: stalls per second of wait (stall_count)
 
     @cached_property
     def _gaps(self) -> np.ndarray:
@@ -193,7 +193,7 @@ class LatencyModel:
             self.join_step_s,
             None if self.levels is None else self.levels.requests(mask),
             None if self.packed is None else self.packed.requests(mask),
-            self.wait_stalls,
+            None if self.wait_stalls is None else np.asarray(self.wait_stalls)[:, mask],
         )
 
     def row(self, i: int) -> LatencyModel:
@@ -421,14 +421,14 @@ class LatencyModel:
 
     @cached_property
     def _wait_count(self) -> tuple[np.ndarray, np.ndarray]:
-        """(p, mu) [C] of the count of primaries the request's wait left queued (stall_count)."""
+        """(p [C], mu [C, S]) of the count of primaries the request's wait left queued (stall_count)."""
         return wait_stall_mean(self.wait_stalls, self.wait_prob, self.wait_cond_mean_s)
 
     def mean_tpot_s(self) -> np.ndarray:
         """Sample-mean TPOT per candidate: base + E[stall total] / (O - 1)."""
         gaps = self._gaps
         p, mu = self._wait_count
-        events = self.stall_events + (p * mu / self._free)[:, None]
+        events = self.stall_events + (p / self._free)[:, None] * mu
         per = self.tpot_base_s[:, None] + events * self.stall_m1_s[:, None] / gaps
         per = per + self.join_mean_s()
         if self.mixed is not None:

@@ -12,15 +12,16 @@ by (model.queueing.latency's module docstring):
   back to back (the prefill queue's busy period going on: each is a primary of the same busy-period
   law as the others).
 
-The wait's share: a step packs the waiting prompts up to the engine's token cap
-(model.serving.packing.prefill_batch: k = 1 + lambda_r W without the cap), so of the
-lambda_r (W + t_step / 2) prompts that reached the replica while it waited (and during the decode step
-in progress, mean residual t_step / 2) its step takes k - 1 and leaves
-phi = max(lambda_r (W + t_step / 2) - (k - 1), 0) / (lambda_r (W + t_step / 2)) of them behind, in the
-mean: phi = 0 when the cap does not bind (the session-10 law, where every waiting prompt shares the
-request's step), phi = 1 when a step holds one prompt (long prompts: RAG, fixed 8000-token prompts,
-mixed workloads). :func:`wait_stall_rate` is phi lambda_r x the router's share / k: primary stalls
-per second of the request's own wait.
+The wait's share: a step packs the waiting prompts FCFS while their tokens fit under the engine's
+token cap (model.serving.packing.step_companions), so of the A = lambda_r (W + t_step / 2) prompts
+that reached the replica while it waited (and during the decode step in progress, mean residual
+t_step / 2) its step takes E[min(N, J_i)] (N behind it, geometric of mean A; J_i the number that fit
+beside its own u_i tokens) and leaves phi_i = 1 - E[min(N, J_i)] / A of them behind, in the mean
+(model.serving.queued_behind.left_behind): phi = 0 when the cap does not bind (the session-10 law, where
+every waiting prompt shares the request's step), phi = 1 when a step holds one prompt (long prompts
+with a cap near their length). :func:`wait_stall_rate` is phi lambda_r x the router's share / k:
+primary stalls per second of the request's own wait (the left-behind prompts packed k to a step as
+the others).
 
 The wait W is random (model.queueing.latency: W = 0 with probability 1 - p, else exponential of mean
 m), so the left-behind count M is a mixed Poisson: given W = w, Poisson(a w); unconditionally
@@ -61,43 +62,41 @@ def stall_events(arrivals: np.ndarray, per_event: np.ndarray, stall_load: np.nda
     return (np.asarray(per_event, dtype=float) / free)[:, None] * np.asarray(arrivals, dtype=float)
 
 
-def wait_stall_rate(
-    rate_r: np.ndarray, share: np.ndarray, wait_s: np.ndarray, step_s: np.ndarray, k: np.ndarray
-) -> np.ndarray:
-    """[C] primary stalls per second of a request's queue wait (module docstring): the prompts
-    reaching its replica meanwhile, lambda_r x ``share`` (the router's, model.queueing.routing
-    .cohort_exposure), the share phi its own step leaves behind (mean wait ``wait_s`` W, decode step
-    ``step_s``, k prompts per step), one stall per k of them."""
-    lam = np.asarray(rate_r, dtype=float)
-    k = np.maximum(np.asarray(k, dtype=float), 1.0)
-    arrived = lam * (np.maximum(np.asarray(wait_s, dtype=float), 0.0) + np.asarray(step_s, dtype=float) / 2.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        phi = np.where(
-            arrived > 0, np.maximum(arrived - (k - 1.0), 0.0) / np.where(arrived > 0, arrived, 1.0), 0.0
-        )
-    return phi * lam * np.asarray(share, dtype=float) / k
+def wait_stall_rate(rate_r: np.ndarray, share: np.ndarray, left: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """[C, S] primary stalls per second of a request's queue wait (module docstring): the prompts
+    reaching its replica meanwhile, lambda_r x ``share`` [C] (the router's, model.queueing.routing
+    .cohort_exposure), the share ``left`` [C, S] its own step leaves queued (phi,
+    model.serving.queued_behind.left_behind), one stall per k [C] of them (prompts per packed step)."""
+    lam = (
+        np.asarray(rate_r, dtype=float)
+        * np.asarray(share, dtype=float)
+        / np.maximum(np.asarray(k, dtype=float), 1.0)
+    )
+    return lam[:, None] * np.asarray(left, dtype=float)
 
 
 def wait_stall_mean(
     wait_rate: np.ndarray | None, wait_prob: np.ndarray, wait_mean_s: np.ndarray
-) -> np.ndarray:
-    """(p, mu) [C] of the left-behind count M (module docstring): P(W > 0) and the mean count given
-    W > 0, ``wait_rate`` x E[W | W > 0] (zeros without a rate, or where the wait is not finite)."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """(p [C], mu [C, S]) of the left-behind count M (module docstring): P(W > 0) and the mean count
+    given W > 0, ``wait_rate`` [C, S] x E[W | W > 0] (zeros without a rate, or where the wait is not
+    finite)."""
     p = np.asarray(wait_prob, dtype=float)
     if wait_rate is None:
-        return np.zeros_like(p), np.zeros_like(p)
+        return np.zeros_like(p), np.zeros((len(p), 1))
     m = np.asarray(wait_mean_s, dtype=float)
     ok = np.isfinite(m) & np.isfinite(p)
-    return np.where(ok, p, 0.0), np.where(ok, np.asarray(wait_rate, dtype=float) * np.where(ok, m, 0.0), 0.0)
+    mu = np.asarray(wait_rate, dtype=float) * np.where(ok, m, 0.0)[:, None]
+    return np.where(ok, p, 0.0), np.where(ok[:, None], mu, 0.0)
 
 
 def count_law(
     n: np.ndarray, p: np.ndarray, mu: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(P(N = 0), P(N = 1), P(N >= 2), E[N | N >= 2], E[N^2 | N >= 2]) [C, S] of the primaries
-    N = Poisson(``n`` [C, S]) + M, M the wait's mixed count (``p``, ``mu`` [C]; module docstring).
-    With mu = 0 the plain Poisson law: E[N; N >= 2] = n - P1, E[N^2; N >= 2] = n + n^2 - P1."""
-    p, mu = np.asarray(p, dtype=float)[:, None], np.asarray(mu, dtype=float)[:, None]
+    N = Poisson(``n`` [C, S]) + M, M the wait's mixed count (``p`` [C], ``mu`` [C, S] or [C, 1]; module
+    docstring). With mu = 0 the plain Poisson law: E[N; N >= 2] = n - P1, E[N^2; N >= 2] = n + n^2 - P1."""
+    p, mu = np.asarray(p, dtype=float)[:, None], np.asarray(mu, dtype=float)
     e = np.exp(-n)
     m0 = 1.0 - p + p / (1.0 + mu)
     m1 = p * mu / (1.0 + mu) ** 2

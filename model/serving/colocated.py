@@ -56,7 +56,7 @@ from model.queueing.latency import LatencyModel
 from model.queueing.mixed_share import MixedShare, alternation, mixed_share
 from model.queueing.overlap import arrival_correlation
 from model.queueing.routing import cohort_exposure, replica_arrivals, routed_wait, stall_exposure
-from model.queueing.stall_count import stall_events, wait_stall_rate
+from model.queueing.stall_count import stall_events
 from model.serving.common import (
     StyleResult,
     busy_fraction,
@@ -70,6 +70,7 @@ from model.serving.common import (
 from model.serving.packing import FILL_MAX_PROMPTS, packed_behind_s, prefill_batch, prompts_per_step
 from model.serving.phase_tables import BATCH_GRID, MIN_CHUNK_FRACTION, InstanceTables
 from model.serving.preemption import colocated_resume
+from model.serving.queued_behind import wait_stall_rows
 from model.workload.scenario import Scenario
 
 
@@ -430,7 +431,7 @@ def evaluate_colocated(
         share = cohort_exposure(router, replicas * np.ones(n))
         cohort = rate_r * share * (wait_s + 2.0 * stalls.mean(axis=1))
         spread = cohort_spread(occ, cohort, BATCH_GRID, dec, out_tokens)
-        wait_stalls = wait_stall_rate(rate_r, share, wait_s, t_dec * emitted, k)
+        wait_stalls = wait_stall_rows(scn, rate_r, share, wait_s, t_dec * emitted, k)
     mixed = None
     if chunked:
         # The TPOT above the plain step comes from the mixed share F of the request's iterations
