@@ -67,13 +67,18 @@ def _scenario(tokens: float, cap: int) -> SimpleNamespace:
 
 
 def test_left_behind_by_hand():
-    """One prompt arrived behind it on average (N geometric of mean 1, P(N >= j) = 2^-j). 5,000-token
-    prompts under an 8,192-token cap: none fits beside it, all are left (phi = 1). 1,000-token prompts:
-    seven fit beside it (8,000 <= 8,192), E[min(N, 7)] = 1 - 2^-7 of them ride, phi = 2^-7 = 0.0078.
-    Nothing arrived: phi = 0."""
-    assert left_behind(_scenario(5000.0, 8192), np.array([1.0]))[0, 0] == pytest.approx(1.0)
-    assert left_behind(_scenario(1000.0, 8192), np.array([1.0]))[0, 0] == pytest.approx(2.0**-7, abs=1e-9)
-    assert left_behind(_scenario(1000.0, 8192), np.array([0.0]))[0, 0] == 0.0
+    """One prompt arrived behind it on average (N geometric of mean 1, P(N >= j) = 2^-j), nobody
+    ahead. 5,000-token prompts under an 8,192-token cap: none fits beside it, all are left (phi = 1).
+    1,000-token prompts: seven fit beside it (8,000 <= 8,192), E[min(N, 7)] = 1 - 2^-7 of them ride,
+    phi = 2^-7 = 0.0078. With one ahead on average too (N_a + N_b geometric of mean 2, q = 2/3):
+    E[min(N, 7)] = 2 (1 - (2/3)^7) = 1.8829 less E[min(N_a, 7)] = 0.9922 ride: phi = 1 - 0.8907 =
+    0.1093. Nothing arrived behind: phi = 0."""
+    one, none = np.array([1.0]), np.array([0.0])
+    assert left_behind(_scenario(5000.0, 8192), one, none)[0, 0] == pytest.approx(1.0)
+    assert left_behind(_scenario(1000.0, 8192), one, none)[0, 0] == pytest.approx(2.0**-7, abs=1e-9)
+    ride = 2.0 * (1.0 - (2.0 / 3.0) ** 7) - (1.0 - 2.0**-7)
+    assert left_behind(_scenario(1000.0, 8192), one, one)[0, 0] == pytest.approx(1.0 - ride, abs=2e-3)
+    assert left_behind(_scenario(1000.0, 8192), none, one)[0, 0] == 0.0
 
 
 def test_latency_model_with_wait_stalls_by_hand():
