@@ -125,7 +125,8 @@ def main() -> None:
     c_own, c_ttft = np.corrcoef(own_pf, n)[0, 1], np.corrcoef(ttft, n / g)[0, 1]
     print(f"corr(own prefill, stall count) {c_own:.3f}, corr(ttft, stalls per gap) {c_ttft:.3f}")
     p_w, mu_w = float(lat._wait_count[0][0]), float(np.mean(lat._wait_count[1][0]))
-    print(f"planner wait: P(W > 0) {lat.wait_prob[0]:.3f}, E[W | W > 0] {lat.wait_cond_mean_s[0]:.2f} s, left-behind")
+    w_p, w_m = lat.wait_prob[0], lat.wait_cond_mean_s[0]
+    print(f"planner wait: P(W > 0) {w_p:.3f}, E[W | W > 0] {w_m:.2f} s, left-behind")
     print(f"  stalls given a wait {mu_w:.3f} (total, with clusters, {p_w * mu_w / max(1 - rho, 1e-9):.3f})")
     per_stall = [f"{stall[bins == q].sum() / max(n[bins == q].sum(), 1):.2f}" for q in range(5)]
     print(f"simulator stall seen per stall by quintile (s): {' / '.join(per_stall)}; planner {es:.2f}")
