@@ -37,7 +37,13 @@ def main() -> None:
     print(f"grid {index} {best.config.label()} at {rate:.4g} req/s; TPOT target {target * 1e3:.2f} ms")
     _, tp = lat.percentiles_s((0.5, 0.9, 0.99))
     print("planner TPOT p50/p90/p99 ms", np.round(np.ravel(tp) * 1e3, 2))
-    n_pl = lat.stall_events[0] * (1 - (lat.stall_load[0] if lat.stall_load is not None else 0.0))
+    out_shape = lat.stall_events[0].shape
+    free = 1 - (lat.stall_load[0] if lat.stall_load is not None else 0.0)
+    # the planner's expected stall count per sampled request, the wait's left-behind ones included
+    events = (
+        lat.stall_events[0] + lat._wait_count[0][0] * np.broadcast_to(lat._wait_count[1][0], out_shape) / free
+    )
+    n_pl = events * free
     load = float(np.ravel(lat.stall_load)[0])
     q50, q90 = np.quantile(lat.stall_sizes_s[0], [0.5, 0.9]) * 1e3
     print(
@@ -80,7 +86,7 @@ def main() -> None:
         p = pl_bins == k
         print(
             f"  {g[s].mean():7.0f} | {n[s].mean():.3f} {n[s].var() / max(n[s].mean(), 1e-9):.2f} "
-            f"{back[s].mean():.3f} | {lat.stall_events[0][p].mean() if p.any() else float('nan'):.3f} "
+            f"{back[s].mean():.3f} | {events[p].mean() if p.any() else float('nan'):.3f} "
             f"| {stall[s].mean():.3f}"
         )
     # which requests miss the target: their stall count and base
@@ -91,7 +97,7 @@ def main() -> None:
     )
     rng = np.random.default_rng(0)
     # swap: the simulator's base with Poisson counts of the planner's mean and the planner's sizes
-    pl_n_per = np.interp(g, np.sort(out), lat.stall_events[0][np.argsort(out)])
+    pl_n_per = np.interp(g, np.sort(out), events[np.argsort(out)])
     draws = rng.poisson(pl_n_per)
     pl_sizes = lat.stall_sizes_s[0]
     swap = np.array([rng.choice(pl_sizes, k).sum() if k else 0.0 for k in draws])
@@ -108,10 +114,12 @@ def main() -> None:
     )
     rho = float(np.ravel(lat.stall_load)[0]) if lat.stall_load is not None else 0.0
     es, es2 = lat.stall_sizes_s[0].mean(), (lat.stall_sizes_s[0] ** 2).mean()
-    print("by output quintile: sim E[S] sd[S] P(S=0) | planner E[S] sd[S] P(N=0)  (S = stall total, s)")
+    print(
+        "by output quintile: sim E[S] sd[S] P(S=0) | planner E[S], sd[S] and P(N=0) read as Poisson (S: stall total)"
+    )
     for k in range(5):
         s, p = bins == k, pl_bins == k
-        npl = lat.stall_events[0][p].mean()
+        npl = events[p].mean()
         sd_pl = np.sqrt(npl * es2 / max(1 - rho, 1e-9) ** 2)
         print(
             f"  {stall[s].mean():.3f} {stall[s].std():.3f} {np.mean(n[s] == 0):.3f} | {npl * es:.3f} "
@@ -130,7 +138,7 @@ def main() -> None:
     print(f"  stalls given a wait {mu_w:.3f} (total, with clusters, {p_w * mu_w / max(1 - rho, 1e-9):.3f})")
     per_stall = [f"{stall[bins == q].sum() / max(n[bins == q].sum(), 1):.2f}" for q in range(5)]
     print(f"simulator stall seen per stall by quintile (s): {' / '.join(per_stall)}; planner {es:.2f}")
-    print(f"planner n(mean over requests) {lat.stall_events[0].mean():.3f}, primaries {n_pl.mean():.3f}")
+    print(f"planner n(mean over requests) {events.mean():.3f}, primaries {n_pl.mean():.3f}")
 
 
 if __name__ == "__main__":
