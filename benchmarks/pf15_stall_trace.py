@@ -114,9 +114,7 @@ def main() -> None:
     )
     rho = float(np.ravel(lat.stall_load)[0]) if lat.stall_load is not None else 0.0
     es, es2 = lat.stall_sizes_s[0].mean(), (lat.stall_sizes_s[0] ** 2).mean()
-    print(
-        "by output quintile: sim E[S] sd[S] P(S=0) | planner E[S], sd[S] and P(N=0) read as Poisson (S: stall total)"
-    )
+    print("by output quintile: sim E[S] sd[S] P(S=0) | planner E[S] sd[S] P(N=0), Poisson (S: stall total)")
     for k in range(5):
         s, p = bins == k, pl_bins == k
         npl = events[p].mean()
