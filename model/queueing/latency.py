@@ -61,6 +61,11 @@ decode time is the router's (model.queueing.routing.replica_arrivals): a Poisson
 (random), every R-th after its own (round-robin), or the share a levelling router leaves a running
 request (least-loaded: model.queueing.routing.stall_exposure, which also scales the stall load).
 
+Prefill-first (``wait_stalls``, model.queueing.stall_count): the prompts that reached the replica
+during the request's queue wait and did not fit into its step are served first thing in its decode;
+their count is Poisson given the wait, mixed over the wait's atom-plus-exponential law (zero-inflated
+geometric), added to the Poisson primaries before the zero / one / two-or-more split.
+
 Chunked replicas (``mixed``, model.queueing.mixed_share) replace the stalls by the mixed share F of
 the request's iterations: TPOT = b + s D + excess(F), F ~ Beta per request, its law averaged over
 the MIXED_STRATA_EDGES strata of D, F's law given D's stratum.
