@@ -10,7 +10,9 @@ their number, their total, the prompts per step, and how many of them ran back t
 a prefill step that starts as the previous one ends). Beside it, the planner's law at the same rate:
 its mean stall count per request, its stall sizes, its base, and the TPOT percentiles; and the
 simulator's TPOT p90 with each part swapped for an independent draw of the planner's (Poisson
-stall counts of the planner's mean; the planner's sizes), to locate which part is short.
+stall counts of the planner's mean; the planner's sizes), to locate which part is short; and the
+simulated share of the prompts arriving during a request's wait that its step leaves queued (phi,
+model.serving.queued_behind). docs/session13/pf15.md.
 """
 
 from __future__ import annotations
@@ -22,6 +24,18 @@ import numpy as np
 from benchmarks.trace_colocated_tpot import logged_cell
 from benchmarks.validate_grid import SEED, plan_for, sample_scenario
 from model.serving.registry import build_set
+
+
+def left_share(rec, measured: np.ndarray) -> float:
+    """The simulator's phi: of the prompts that reached a measured request's replica between its
+    arrival and its prefill step's start, the share prefilled in a later step (left behind)."""
+    arr, start, inst = rec.arrival_s, rec.prefill_start_s, rec.instance
+    arrived = left = 0
+    for i in measured:
+        others = np.flatnonzero((inst == inst[i]) & (arr > arr[i]) & (arr < start[i]))
+        arrived += len(others)
+        left += int(np.sum(start[others] > start[i] + 1e-9))
+    return left / max(arrived, 1)
 
 
 def main() -> None:
@@ -136,6 +150,7 @@ def main() -> None:
     print(f"  stalls given a wait {mu_w:.3f} (total, with clusters, {p_w * mu_w / max(1 - rho, 1e-9):.3f})")
     per_stall = [f"{stall[bins == q].sum() / max(n[bins == q].sum(), 1):.2f}" for q in range(5)]
     print(f"simulator stall seen per stall by quintile (s): {' / '.join(per_stall)}; planner {es:.2f}")
+    print(f"left behind by the wait: simulated phi {left_share(rec, m):.3f}")
     print(f"planner n(mean over requests) {events.mean():.3f}, primaries {n_pl.mean():.3f}")
 
 
