@@ -61,6 +61,11 @@ decode time is the router's (model.queueing.routing.replica_arrivals): a Poisson
 (random), every R-th after its own (round-robin), or the share a levelling router leaves a running
 request (least-loaded: model.queueing.routing.stall_exposure, which also scales the stall load).
 
+Prefill-first (``wait_stalls``, model.queueing.stall_count): the prompts that reached the replica
+during the request's queue wait and did not fit into its step are served first thing in its decode;
+their count is Poisson given the wait, mixed over the wait's atom-plus-exponential law (zero-inflated
+geometric), added to the Poisson primaries before the zero / one / two-or-more split.
+
 Chunked replicas (``mixed``, model.queueing.mixed_share) replace the stalls by the mixed share F of
 the request's iterations: TPOT = b + s D + excess(F), F ~ Beta per request, its law averaged over
 the MIXED_STRATA_EDGES strata of D, F's law given D's stratum.
@@ -87,6 +92,9 @@ from model.queueing.disaggregated_terms import LawRead, PackedStep, join_residua
 from model.queueing.environment import WaitLevels
 from model.queueing.mixed_share import MixedShare, MixedTpot, distinct_requests
 from model.queueing.percentile_bisection import bisect_quantile, masked_mean, row_extreme
+from model.queueing.stall_count import MAX_STALL_LOAD, count_law, free_fraction, stall_events, wait_stall_mean
+
+__all__ = ["MAX_STALL_LOAD", "LatencyModel", "free_fraction", "stall_events"]
 
 SPREAD_STRATA = 2
 """Equiprobable strata of the decode-batch deviation D over which the one-stall term is averaged (a
@@ -97,27 +105,6 @@ MIXED_STRATA_EDGES = (0.0, 0.5, 0.75, 0.875, 0.9375, 1.0)
 """Probability edges of the strata of D over which the chunked mixed-share law is averaged (D at
 each middle level, weighted; halved towards the top to read D's tail, docs/validation.md session 11),
 F given D's stratum (model.queueing.mixed_share.MixedShare.given). One Beta CDF per stratum."""
-MAX_STALL_LOAD = 0.95
-"""Largest stall load rho the feedback uses (the moments grow as 1 / (1 - rho)^3; a decode that
-stalls 95% of its time is far past any SLO anyway)."""
-
-
-def free_fraction(stall_load: np.ndarray) -> np.ndarray:
-    """1 - rho: the share of a running request's decode time its stalls leave free (rho clipped to
-    [0, MAX_STALL_LOAD]); the busy-period feedback divides by it (module docstring)."""
-    return 1.0 - np.clip(np.asarray(stall_load, dtype=float), 0.0, MAX_STALL_LOAD)
-
-
-def stall_events(arrivals: np.ndarray, per_event: np.ndarray, stall_load: np.ndarray) -> np.ndarray:
-    """[C, S] ``LatencyModel.stall_events`` from the prompts that join a request's replica from its own
-    prefill start to the end of its plain decode time, ``arrivals`` [C, S]
-    (model.queueing.routing.replica_arrivals over its prefill window plus (O - 1) t_dec; module
-    docstring): ``per_event`` [C] stalls per prompt (1 / k with k prompts per packed step). They are
-    the primary events: each opens a busy-period cluster, and the latency model's count is the
-    primaries over 1 - rho (its ``stall_load``), so the primaries are divided by 1 - rho here (mean
-    stall total count x per_event x E[s] / (1 - rho))."""
-    free = free_fraction(stall_load)
-    return (np.asarray(per_event, dtype=float) / free)[:, None] * np.asarray(arrivals, dtype=float)
 
 
 def empirical_cdf_rows(sorted_rows: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -157,6 +144,7 @@ class LatencyModel:
     join_step_s: np.ndarray | None = None  # [C] that iteration's length tau ("Join residual")
     levels: WaitLevels | None = None  # the wait per slow environment level (model.queueing.environment)
     packed: PackedStep | None = None  # disaggregated: the prompts sharing a waiting prompt's prefill step
+    wait_stalls: np.ndarray | None = None  # [C, S] prefill-first: stalls per second of wait (stall_count)
 
     @cached_property
     def _gaps(self) -> np.ndarray:
@@ -210,6 +198,7 @@ class LatencyModel:
             self.join_step_s,
             None if self.levels is None else self.levels.requests(mask),
             None if self.packed is None else self.packed.requests(mask),
+            None if self.wait_stalls is None else np.asarray(self.wait_stalls)[:, mask],
         )
 
     def row(self, i: int) -> LatencyModel:
@@ -236,6 +225,7 @@ class LatencyModel:
             None if self.join_step_s is None else np.asarray(self.join_step_s)[idx],
             None if self.levels is None else self.levels.take(idx),
             None if self.packed is None else self.packed.take(idx),
+            None if self.wait_stalls is None else np.asarray(self.wait_stalls)[idx],
         )
 
     def percentiles_s(
@@ -306,16 +296,10 @@ class LatencyModel:
         n = self.stall_events
         free = self._free[:, None]  # primary events and their clusters (busy periods), see above
         n = n * free
-        p0 = np.exp(-n)
-        p1 = n * p0
-        p2 = np.where(n < 1e-4, n * n / 2.0, np.maximum(1.0 - p0 - p1, 0.0))
+        # + the prompts its wait left queued (model.queueing.stall_count: a mixed Poisson count)
+        p0, p1, p2, en, en2 = count_law(n, *self._wait_count)
         s1, s2 = self.stall_m1_s[:, None] / free, self.stall_m2_s2[:, None] / free**3
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            # N given N >= 2: E[N;N>=2] = n - p1, E[N^2;N>=2] = n + n^2 - p1.
-            en = np.where(p2 > 0, (n - p1) / p2, 2.0)
-            en2 = np.where(p2 > 0, (n + n * n - p1) / p2, 4.0)
-            en = np.where(n < 1e-4, 2.0, en)
-            en2 = np.where(n < 1e-4, 4.0, en2)
             mean = en * s1
             var = en * np.maximum(s2 - s1 * s1, 0.0) + np.maximum(en2 - en * en, 0.0) * s1 * s1
             if self.spread is not None:  # + the base's fluctuation over the gaps (module docstring)
@@ -336,7 +320,7 @@ class LatencyModel:
         # no stall: TPOT is the base step time (fluctuating with the decode batch with a spread), plus
         # the join residual over the gaps on a disaggregated decode instance
         atom = self._base_cdf(x - base)
-        if not np.any(n > 0):  # no stalls at all (disaggregated)
+        if not np.any(n > 0) and not np.any(self._wait_count[1] > 0):  # no stalls at all (disaggregated)
             return np.where(self.stable[:, None], np.broadcast_to(atom, n.shape), 0.0)
         gaps, p0, p1, p2, mean, shape, scale, gamma = self._stall_law
         y = np.broadcast_to((x - base) * gaps, n.shape)  # stall time the request can absorb
@@ -440,10 +424,17 @@ class LatencyModel:
         sizes, free = self._one_stall_rows
         return np.where(y >= 0, empirical_cdf_rows(sizes, y * free), 0.0)
 
+    @cached_property
+    def _wait_count(self) -> tuple[np.ndarray, np.ndarray]:
+        """(p [C], mu [C, S]) of the count of primaries the request's wait left queued (stall_count)."""
+        return wait_stall_mean(self.wait_stalls, self.wait_prob, self.wait_cond_mean_s)
+
     def mean_tpot_s(self) -> np.ndarray:
         """Sample-mean TPOT per candidate: base + E[stall total] / (O - 1)."""
         gaps = self._gaps
-        per = self.tpot_base_s[:, None] + self.stall_events * self.stall_m1_s[:, None] / gaps
+        p, mu = self._wait_count
+        events = self.stall_events + (p / self._free)[:, None] * mu
+        per = self.tpot_base_s[:, None] + events * self.stall_m1_s[:, None] / gaps
         per = per + self.join_mean_s()
         if self.mixed is not None:
             per = per + self.mixed.mean_extra_s()

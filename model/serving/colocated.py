@@ -57,10 +57,11 @@ from model.queueing.colocated_base import (
 )
 from model.queueing.decode_batch import admission_queue, interp_rows, solve_batch
 from model.queueing.interference import shared_token_time_s
-from model.queueing.latency import LatencyModel, stall_events
+from model.queueing.latency import LatencyModel
 from model.queueing.mixed_share import MixedShare, alternation, mixed_share
 from model.queueing.overlap import arrival_correlation
 from model.queueing.routing import cohort_exposure, replica_arrivals, routed_wait, stall_exposure
+from model.queueing.stall_count import stall_events
 from model.serving.common import (
     StyleResult,
     busy_fraction,
@@ -74,6 +75,7 @@ from model.serving.common import (
 from model.serving.packing import FILL_MAX_PROMPTS, packed_behind_s, prefill_batch, prompts_per_step
 from model.serving.phase_tables import BATCH_GRID, MIN_CHUNK_FRACTION, InstanceTables
 from model.serving.preemption import colocated_resume
+from model.serving.queued_behind import wait_stall_rows
 from model.workload.scenario import Scenario
 
 
@@ -422,18 +424,18 @@ def evaluate_colocated(
     behind = np.zeros((n, 1)) if chunked else packed_behind_s(k, service, shareable)
     # the KV-admission wait enters the TTFT law as its own atom + exponential tail (LatencyModel)
     fixed = service + behind + (residual + scn.engine.request_s)[:, None]
-    # The request's decode cohort (colocated_base.cohort_spread, cohort_mean), as the router sends it
-    # (routing.cohort_exposure): the prompts reaching its replica while it waits or is prefilled
-    # (W + E[step]) and those whose prefill was in progress when it arrived (E[step], PASTA), over the
-    # frozen share of that time (prefill-first 1; chunked 1 - t_dec / t_mix, E[step] = E[S_c]).
-    # Chunked reads a sequence's step at the whole batch of its replica (colocated_base.replica_split;
-    # the prefill-first stall law keeps the grid read: docs/validation.md, session 11).
+    # Decode cohort (colocated_base.cohort_mean / cohort_spread, routing.cohort_exposure): W + 2 E[step]
+    # of arrivals over the frozen share (prefill-first 1; chunked 1 - t_dec / t_mix). Chunked reads a
+    # step at its replica's whole batch (replica_split; prefill-first keeps the grid read).
     frozen = frozen_share(t_dec, t_mix) if chunked else 1.0
-    cohort_rate = rate_r * cohort_exposure(router, replicas * np.ones(n))
-    own_step = (service if chunked else stalls).mean(axis=1)
-    cohort = cohort_mean(cohort_rate, wait_s, own_step, frozen, out_tokens)
+    share = cohort_exposure(router, replicas * np.ones(n))
+    cohort = cohort_mean(
+        rate_r * share, wait_s, (service if chunked else stalls).mean(axis=1), frozen, out_tokens
+    )
     base = replica_split(occ, BATCH_GRID, dec) if chunked else occ
     spread = cohort_spread(base, cohort, BATCH_GRID, dec, out_tokens, whole=chunked)
+    # Prefill-first: the prompts its wait left queued behind its step stall it too (stall_count).
+    wait_stalls = None if chunked else wait_stall_rows(scn, rate_r, share, wait_s, t_dec * emitted, k)
     mixed = None
     if chunked:
         # The TPOT above the plain step comes from the mixed share F of the request's iterations
@@ -473,6 +475,7 @@ def evaluate_colocated(
         admit_prob=adm.prob,
         admit_cond_mean_s=adm.cond_mean_s,
         mixed=mixed,
+        wait_stalls=wait_stalls,
     )
     zeros = np.zeros(n)
     decode_busy = np.minimum(busy + (1.0 - np.minimum(busy, 1.0)) * busy_fraction(b), 1.0)
