@@ -51,10 +51,10 @@ def planner_spy():
     seen: dict[str, np.ndarray] = {}
     saved = plancol._mixed_share, plancol.routed_wait, plancol.prefill_batch
 
-    def spy(rate_r, share_moments_s, iteration_s, emitted, out_tokens):
+    def spy(rate_r, share_moments_s, iteration_s, *rest):
         seen["es"] = share_moments_s[0]
         seen["step"], seen["t_mix"], seen["t_full"] = iteration_s
-        return saved[0](rate_r, share_moments_s, iteration_s, emitted, out_tokens)
+        return saved[0](rate_r, share_moments_s, iteration_s, *rest)
 
     def wait_spy(router, rate_rps, es, scv, replicas, scv_arrival=1.0):
         seen["wait_args"] = (router, rate_rps, es, scv, replicas, scv_arrival)

@@ -41,7 +41,11 @@ def test_whole_kv_cap_by_hand() -> None:
     One RTX 4090 chunk 2048: its cache of C tokens is floor(C / 16) blocks (39,440 tokens: 2465);
     whole-KV: ceil(2736.5 / 16) = 172 blocks a sequence (the sample's mean) -> 2465 / 172 = 14.33
     reservations on average (not rounded down: reservations of varying sizes share the tokens);
-    incremental: ceil(1869.9 / 16) = 117 blocks -> floor(2465 / 117) = 21 sequences."""
+    incremental: ceil(1869.9 / 16) = 117 blocks -> floor(2465 / 117) = 21 sequences.
+    A saturated cache under FCFS head-of-line admission keeps the renewal age E[s^2] / (2 E[s]) of the
+    head sizes free (model.queueing.decode_batch.head_of_line_room): whole-KV s = P + O, E[s] = 2600,
+    Var[s] = 1000^2 / 12 + 1600^2 / 12 = 296,667, age 7,056,667 / 5200 = 1357.1 tokens, usable
+    1 - 1357.1 / 39,440 = 0.96559; incremental s = P, E[P^2] = 1,083,333, age 541.7, usable 0.98627."""
     none, rec = _scenario("none"), _scenario("recompute")
     assert none.reserved_context_tokens == pytest.approx(1000 + (1600**2 + 1600**2 / 12) / 1600, rel=0.005)
     assert rec.decode_context_tokens == pytest.approx(1000 + (1600**2 + 1600**2 / 12) / 3200, rel=0.005)
@@ -51,6 +55,8 @@ def test_whole_kv_cap_by_hand() -> None:
     assert t_none.kv_capacity_tokens == t_rec.kv_capacity_tokens == 39440
     assert t_none.max_batch == pytest.approx(2465 / 172)
     assert t_rec.max_batch == 21
+    assert t_none.saturated_batch == pytest.approx(2465 / 172 * 0.96559, rel=0.002)
+    assert t_rec.saturated_batch == pytest.approx(21 * 0.98627, rel=0.002)
     # a disaggregated decode instance keeps the incremental cap (the brief's scope: colocated replicas)
     assert (
         instance_tables(none, g, 1, None, "decode").max_batch

@@ -109,6 +109,31 @@ class AdmissionWait:
     stable: np.ndarray
 
 
+def head_of_line_room(capacity_tokens: float, reservation_tokens: np.ndarray) -> float:
+    """The share of a KV cache of ``capacity_tokens`` that whole-KV reservations of sizes
+    ``reservation_tokens`` (one per request: prompt + output under whole-KV admission, the prompt
+    under incremental allocation, where the head waits for its prompt's blocks) can use under FCFS
+    head-of-line admission: 1 - E[s^2] / (2 E[s] C), at least 0.
+
+    Derivation (docs/session13/chunk15.md). A saturated cache admits the head request as soon as the
+    free room reaches its size s and no later request passes it (the simulator's
+    model.sim.colocated._reserve; vLLM's scheduler, Kwon et al. SOSP 2023 sec. 4.2 and 4.5, FCFS;
+    TensorRT-LLM's GUARANTEED_NO_EVICT). With many
+    sequences running, completions free room at a near-steady rate (a fluid), so on the axis of the
+    room freed so far the admissions are the renewal epochs of the head sizes s_1, s_2, ..., and the
+    free room is the renewal process's age. Its time average is E[s^2] / (2 E[s]) (renewal-reward:
+    Ross, "Introduction to Probability Models", 11th ed., sec. 7.5, the average age; Kleinrock 1975,
+    vol. 1, eq. 5.11, the mean residual life), room the reservations never occupy, so the mean
+    number of reservations the cache holds is (C - E[s^2] / (2 E[s])) / E_res, not C / E_res.
+    Sizes of equal length waste s / 2 (an integer number of reservations fits; the fluid view
+    averages over the freeing), widely spread ones (long-tailed prompts) far more than E[s]."""
+    s = np.asarray(reservation_tokens, dtype=float)
+    if capacity_tokens <= 0 or s.size == 0 or float(s.mean()) <= 0:
+        return 0.0
+    age = float(np.mean(s * s) / (2.0 * s.mean()))
+    return max(1.0 - age / float(capacity_tokens), 0.0)
+
+
 def admission_queue(
     rate_per_instance_rps: np.ndarray,
     mean_output_tokens: float,

@@ -72,6 +72,7 @@ from model.serving.common import (
     stack,
     wait_tail,
 )
+from model.serving.kv_saturation import saturated_holds
 from model.serving.packing import FILL_MAX_PROMPTS, packed_behind_s, prefill_batch, prompts_per_step
 from model.serving.phase_tables import BATCH_GRID, MIN_CHUNK_FRACTION, InstanceTables
 from model.serving.preemption import colocated_resume
@@ -407,7 +408,8 @@ def evaluate_colocated(
     events = stall_events(
         replica_arrivals(router, rate_r, window + decode_s, replicas, exposure), per_event, stall_load
     )
-    below_cap = sol.below_cap & adm.stable
+    # the saturation rule: a saturated cache holds the decodes and the prompts in prefill (kv_saturation)
+    below_cap = sol.below_cap & adm.stable & saturated_holds(scn, tables, table_index, rate_r, b, service)
     stable = fits & (busy < 1) & queue.stable & below_cap & (rate > 0) & (max_batch >= 1)
     reasons = first_reason(
         [

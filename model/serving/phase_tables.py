@@ -23,6 +23,7 @@ from model.physics.deployment import Deployment
 from model.physics.kv_tiers import PrefixPlacement, prefix_placement
 from model.physics.memory import MemoryFit, memory_fit
 from model.physics.steps import decode_step_cost, mixed_step_cost, prefill_cost
+from model.queueing.decode_batch import head_of_line_room
 from model.queueing.memo import clear_memos
 from model.workload.scenario import Scenario, cached_prompt_tokens
 
@@ -64,6 +65,9 @@ class InstanceTables:
     # the factor its chunked times were scaled by (a robustness world, model.serving.candidates
     # .scaled_tables): costs computed from ``dep`` directly take it too
     chunk_time_factor: float = 1.0
+    # sequences a saturated cache holds under FCFS head-of-line admission (colocated replicas; inf
+    # otherwise): max_batch less the renewal age of the head sizes (decode_batch.head_of_line_room)
+    saturated_batch: float = np.inf
 
     @property
     def decode_token_s(self) -> np.ndarray:
@@ -350,7 +354,16 @@ def _instance_tables(
         kv_batch = float(fit.max_batch(max(scn.reserved_context_tokens, 1.0), whole=False))
     else:
         kv_batch = float(fit.max_batch(max(scn.decode_context_tokens, 1.0)))
+    # A colocated replica admits its head prompt only when the prompt's KV fits (whole prompt + output
+    # under policy "none", the prompt under incremental allocation), first come first served: while
+    # one waits, the renewal age of the head sizes stays free, so a saturated cache holds fewer
+    # sequences than ``kv_batch`` (model.queueing.decode_batch.head_of_line_room): the decode demand
+    # must stay below that (the saturation rule, Baccelli & Foss 1995).
+    p, o = scn.requests
+    usable = head_of_line_room(capacity, p + o if scn.engine.preemption == "none" else p)
+    saturated = kv_batch * usable if role == "colocated" else np.inf
     max_batch = min(kv_batch, float(scn.engine.max_num_seqs_on(gpu))) if fits else 0.0
+    saturated = min(saturated, float(scn.engine.max_num_seqs_on(gpu))) if fits else 0.0
     # KV offload tiers: the hits whose prefix this instance still holds, and their reload time
     place = prefix_placement(dep, capacity, scn.kv_offload)
     reload = place.reload_time_s(cached)  # the reused prefix, reloaded when found in a tier
@@ -362,7 +375,17 @@ def _instance_tables(
     dec = _decode_table(scn, gpu, parallel) if role != "prefill" else np.zeros_like(BATCH_GRID)
     # every role's tables: each prompt's prefill with its prefix reload, the decode steps, the placement
     tables = partial(
-        InstanceTables, dep, fit, fits, reason, capacity, max_batch, pre + reload, dec, prefix=place
+        InstanceTables,
+        dep,
+        fit,
+        fits,
+        reason,
+        capacity,
+        max_batch,
+        pre + reload,
+        dec,
+        prefix=place,
+        saturated_batch=saturated,
     )
     if role == "prefill" or (role == "colocated" and chunk_tokens is None):
         # Two identical prompts in one step cost 2 S - F: F is the part paid once per step (overhead,
