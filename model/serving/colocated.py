@@ -408,7 +408,6 @@ def evaluate_colocated(
     events = stall_events(
         replica_arrivals(router, rate_r, window + decode_s, replicas, exposure), per_event, stall_load
     )
-    # the saturation rule: a saturated cache holds the decodes and the prompts in prefill (kv_saturation)
     below_cap = sol.below_cap & adm.stable & saturated_holds(scn, tables, table_index, rate_r, b, service)
     stable = fits & (busy < 1) & queue.stable & below_cap & (rate > 0) & (max_batch >= 1)
     reasons = first_reason(
@@ -421,8 +420,8 @@ def evaluate_colocated(
         n,
     )
     prob, cond = wait_tail(queue, stable)
-    # + the engine's per-request client overhead (tokenise, HTTP; model.hardware.overheads)
-    # prefill-first: the prompts packed behind it in its step end with it (model.serving.packing)
+    # + client overhead (model.hardware.overheads); prefill-first: the prompts packed behind it in its
+    # step end with it (model.serving.packing); a saturated KV cache bounds below_cap (kv_saturation)
     behind = np.zeros((n, 1)) if chunked else packed_behind_s(k, service, shareable)
     # the KV-admission wait enters the TTFT law as its own atom + exponential tail (LatencyModel)
     fixed = service + behind + (residual + scn.engine.request_s)[:, None]
