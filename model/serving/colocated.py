@@ -427,7 +427,7 @@ def evaluate_colocated(
     fixed = service + behind + (residual + scn.engine.request_s)[:, None]
     # Decode cohort (colocated_base.cohort_mean / cohort_spread, routing.cohort_exposure): W + 2 E[step]
     # of arrivals over the frozen share (prefill-first 1; chunked 1 - t_dec / t_mix). Chunked reads a
-    # step at its replica's whole batch (replica_split; prefill-first keeps the grid read).
+    # step at its replica's whole batch (replica_split). Prefill-first: its wait's left-behind stalls.
     frozen = frozen_share(t_dec, t_mix) if chunked else 1.0
     share = cohort_exposure(router, replicas * np.ones(n))
     cohort = cohort_mean(
@@ -435,7 +435,6 @@ def evaluate_colocated(
     )
     base = replica_split(occ, BATCH_GRID, dec) if chunked else occ
     spread = cohort_spread(base, cohort, BATCH_GRID, dec, out_tokens, whole=chunked)
-    # Prefill-first: the prompts its wait left queued behind its step stall it too (stall_count).
     wait_stalls = None if chunked else wait_stall_rows(scn, rate_r, share, wait_s, t_dec * emitted, k)
     mixed = None
     if chunked:
