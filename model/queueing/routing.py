@@ -49,6 +49,7 @@ __all__ = [
     "SHARED_QUEUE",
     "blend_weight",
     "cohort_exposure",
+    "follow_on_load",
     "leg_inputs",
     "pair_moment",
     "replica_arrivals",
@@ -267,3 +268,42 @@ def cohort_exposure(router: Router, replicas: np.ndarray) -> np.ndarray:
     if router.policy not in _LEVELLING:
         return np.ones_like(r)
     return 1.0 / (r * r)
+
+
+def follow_on_load(
+    router: Router, stall_load: np.ndarray, busy: np.ndarray, replicas: np.ndarray
+) -> np.ndarray:
+    """[C] the load rho_v of the stall clusters' variance: rho = ``stall_load`` where the joins do
+    not depend on the replica's state, rho / (R (1 - u)) (at most rho) behind a levelling router with
+    R > 1, u = ``busy`` the replica's prefill busy fraction.
+
+    The latency model counts a request's prefill-first stalls as primaries, each opening a busy-period
+    cluster: a stall of length s lengthens the request's decode, the prompts that join its replica
+    meanwhile stall it again (mean E[s] / (1 - rho), second moment E[s^2] / (1 - rho)^3: Takacs 1962,
+    ch. 2; Kleinrock 1975, vol. 1, sec. 5.10). That holds when the joins are drawn whatever the
+    replica does: one replica, random or round-robin routing (the fleet's Poisson arrivals).
+
+    Behind a levelling router the joins follow the departures (docs/validation.md, sessions 9-10: a
+    replica's joins over a span are its departures plus the change of its count, and its count stays
+    within a few levels of the fleet's N / R; Eschenfeldt & Gamarnik 2018). A prefill-first replica's
+    requests depart only while it decodes (a prefill step pauses every decode: DistServe, Zhong et al.
+    OSDI 2024, sec. 2.2), at lambda_r / (1 - u) per second of decode (flow balance: lambda_r
+    departures per second, all in the decode share 1 - u). A stall of length s holds back the
+    departures of the decode time it displaces, lambda_r s / (1 - u), so the fleet holds that many
+    requests more; the router levels the surplus over the R replicas and the stalled one keeps 1 / R
+    of it: lambda_r s / (R (1 - u)) extra joins, exposed to the request at x (the exposure of
+    :func:`stall_exposure`) — the rest of the joins it takes during the stall are made up by the joins
+    it is skipped for once it stands above the others. The busy period's follow-on load is then
+    x lambda_r E[s] / (R (1 - u)) = rho / (R (1 - u)), rho = x u the latency model's stall load
+    (model.serving.colocated), taken at most rho (the independent joins' feedback, reached at R = 2
+    with u >= 1/2). The mean count keeps rho (it is the flow balance's rate per second of decode,
+    x lambda_r / (1 - rho), model.queueing.latency.stall_events); rho_v moves the variance only: the
+    primaries are n (1 - rho_v) and the clusters' moments E[s] / (1 - rho_v), E[s^2] / (1 - rho_v)^3
+    (the same mean n E[s]).
+    """
+    rho = np.asarray(stall_load, dtype=float)
+    r = np.asarray(replicas, dtype=float) * np.ones_like(rho)
+    if router.policy not in _LEVELLING:
+        return rho
+    free = np.maximum(1.0 - np.asarray(busy, dtype=float), 1e-12)
+    return np.where(r > 1, np.minimum(rho, rho / (r * free)), rho)
