@@ -15,7 +15,14 @@ by quintile of output length:
   (1 - rho)^3 for a cluster counted in stalls of equal size, i.e. (1 + rho) / (1 - rho)^2);
 * one stall's mean length (simulator: a prefill step in the window; planner: E[s]);
 * the base TPOT (simulator: the request's decode-only iterations at the decode-only time of their
-  batch, over O - 1; planner: the spread's mean) and its p90.
+  batch, over O - 1; planner: the spread's mean) and its p90;
+* the stall time per request: mean and standard deviation, and its variance over (mean x the
+  planner's E[s]) (simulator / planner: n E[s] and n E[s^2] / (1 - rho)^2 with the planner's mean
+  count n, the latency model's primaries n (1 - rho) each a busy-period cluster).
+
+"rho" is the load the latency model's clusters carry (``LatencyModel.stall_load``: since session 13
+the follow-on load of model.queueing.routing.follow_on_load behind a levelling router).
+docs/session13/colo15b.md.
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ def trace(index: int, factor: float) -> str:
     best, scn = plan.best["colocated"], plan.inputs.scenario
     rate = best.goodput_rps * factor
     lat, p_miss, p_n, rho = planner_parts(scn, best, rate)
-    rec, it, dt, mixed, step = logged_cell(scn, best, index, rate)
+    rec, it, _dt, _mixed, step = logged_cell(scn, best, index, rate)
     target = scn.slo.tpot_s
     m = np.flatnonzero(rec.measured & np.isfinite(rec.end_s) & (rec.output_tokens > 1) & (rec.instance >= 0))
     rows = []
@@ -69,7 +76,8 @@ def trace(index: int, factor: float) -> str:
         f"{target * 1e3:.2f} ms; rho {rho:.3f}; planner E[s] {lat.stall_m1_s[0] * 1e3:.1f} ms, "
         f"base mean {lat.tpot_base_s[0] * 1e3:.2f} ms",
         f"  all: miss sim {np.mean(tpot > target):.3f} / planner {p_miss.mean():.3f}; stalls "
-        f"{n_st.mean():.2f} / {p_n.mean():.2f}; sim stall len {st_s.sum() / max(n_st.sum(), 1) * 1e3:.1f} ms; "
+        f"{n_st.mean():.2f} / {p_n.mean():.2f}; "
+        f"sim stall len {st_s.sum() / max(n_st.sum(), 1) * 1e3:.1f} ms; "
         f"sim TPOT p90 {np.quantile(tpot, 0.9) * 1e3:.2f} ms",
     ]
     for q in range(5):
@@ -81,7 +89,8 @@ def trace(index: int, factor: float) -> str:
         if not ok.any():
             ok = a
         lines.append(
-            f"  q{q} out {out[a].mean():7.0f}/{lat.output_tokens[b].mean():7.0f}: miss {np.mean(tpot[a] > target):.3f}"
+            f"  q{q} out {out[a].mean():7.0f}/{lat.output_tokens[b].mean():7.0f}: "
+            f"miss {np.mean(tpot[a] > target):.3f}"
             f"/{p_miss[b].mean():.3f}; stalls {n_st[a].mean():.2f}/{p_n[b].mean():.2f} var/mean "
             f"{var_mean:.2f}/{disp_pl:.2f}; P0 {np.mean(n_st[a] == 0):.2f}/"
             f"{np.exp(-p_n[b] * (1 - rho)).mean():.2f}; stall len "
