@@ -406,12 +406,8 @@ def evaluate_colocated(
     events = stall_events(
         replica_arrivals(router, rate_r, window + decode_s, replicas, exposure), per_event, stall_load
     )
-    # Behind a levelling router (R > 1) the joins follow the replica's departures, which run only in
-    # its decode time: the count above keeps the busy-period mean (1 / (1 - rho)), the clusters'
-    # variance takes the follow-on load the router leaves, rho / (R (1 - u)) (routing.follow_on_load).
-    stall_variance_load = stall_load
-    if not chunked:
-        stall_variance_load = follow_on_load(router, stall_load, busy, replicas * np.ones(n))
+    # joins that follow departures (levelling router, R > 1): clusters at rho / (R (1 - u)), mean kept
+    cluster_load = stall_load if chunked else follow_on_load(router, stall_load, busy, replicas * np.ones(n))
     below_cap = sol.below_cap & adm.stable
     stable = fits & (busy < 1) & queue.stable & below_cap & (rate > 0) & (max_batch >= 1)
     reasons = first_reason(
@@ -475,7 +471,7 @@ def evaluate_colocated(
         output_tokens=out_tokens,
         stable=stable,
         spread=spread,
-        stall_load=stall_variance_load,
+        stall_load=cluster_load,
         admit_prob=adm.prob,
         admit_cond_mean_s=adm.cond_mean_s,
         mixed=mixed,
