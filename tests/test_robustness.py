@@ -139,15 +139,15 @@ def test_cli_bad_draws():
 
 def test_chunked_world_scales_the_busy_iteration_with_prefill(near_tie):
     """A world's chunked tables carry their prefill factor (``chunk_time_factor``), and the busy-period
-    iteration computed from the deployment (model.serving.colocated._busy_iteration_s) takes it too:
+    iteration computed from the deployment (model.serving.chunked_rows.busy_iteration_s) takes it too:
     two worlds 1.0 and 1.25 read exactly 1.25x apart (before session 9's fix the factor was dropped)."""
-    from model.serving.colocated import _busy_iteration_s
+    from model.serving.chunked_rows import busy_iteration_s
 
     inp = near_tie.inputs
     b = near_tie.best["colocated-chunked"]
     worlds = build_set(inp.scenario, [b.config]).perturbed(np.array([[1.0, 1.0, 1.0], [1.25, 1.0, 1.0]]))
     assert [t.chunk_time_factor for t in worlds.tables] == [1.0, 1.25]
-    t_full = _busy_iteration_s(
+    t_full = busy_iteration_s(
         inp.scenario, worlds.tables, worlds.table_index, np.full(2, 8.0), np.full(2, 2.0)
     )
     assert t_full[1] == pytest.approx(1.25 * t_full[0], rel=1e-12)

@@ -33,7 +33,9 @@ by work x: Takacs 1962, *Introduction to the Theory of Queues*, ch. 2; Kleinrock
 Systems* vol. 1, sec. 5.10, "delay busy period"), 1 / (1 - rho)^2 times the plain compound Poisson
 variance. It is modelled as N0 ~ Poisson(n (1 - rho)) primary events each opening a cluster of
 stalls with the busy period's first two moments, E[B] = E[s] / (1 - rho) and
-E[B^2] = E[s^2] / (1 - rho)^3 (one cluster: the sampled sizes scaled by 1 / (1 - rho)).
+E[B^2] = E[s^2] / (1 - rho)^3 (one cluster: the sampled sizes scaled by 1 / (1 - rho)). Behind a
+levelling router (R > 1) ``stall_load`` is the clusters' follow-on load rho / (R (1 - u)), the count's
+mean kept at rho's (model.queueing.routing.follow_on_load: the joins follow the departures).
 
 With a decode-batch spread (model.queueing.decode_spread) the base is random per request:
 TPOT_ci = b_c + s_ci D_c (+ the stall total / (O_i - 1) with stalls), D_c the per-token time's

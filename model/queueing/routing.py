@@ -32,7 +32,8 @@ model.sim.colocated) decides which queue a prompt waits in, so it decides the qu
   17(1): JSQ's response time lies near the central-queue M/M/c's).
 
 The router also sets how many prompts join a running request's replica and stall its decode
-(:func:`stall_exposure`, :func:`replica_arrivals`; docs/queueing.md, "Stalls behind the router").
+(:func:`stall_exposure`, :func:`replica_arrivals`; docs/queueing.md, "Stalls behind the router") and
+how much a stall draws more of them (:func:`follow_on_load`).
 
 Percentiles keep mgc's exponential-tail form: a blend's P(W > 0) and E[W] are the blends of the two
 legs', and E[W | W > 0] = E[W] / P(W > 0). With one replica every law is the G/G/1 queue.
@@ -49,6 +50,7 @@ __all__ = [
     "SHARED_QUEUE",
     "blend_weight",
     "cohort_exposure",
+    "follow_on_load",
     "leg_inputs",
     "pair_moment",
     "replica_arrivals",
@@ -267,3 +269,44 @@ def cohort_exposure(router: Router, replicas: np.ndarray) -> np.ndarray:
     if router.policy not in _LEVELLING:
         return np.ones_like(r)
     return 1.0 / (r * r)
+
+
+def follow_on_load(
+    router: Router, stall_load: np.ndarray, busy: np.ndarray, replicas: np.ndarray
+) -> np.ndarray:
+    """[C] the load rho_v of the stall clusters' variance: rho = ``stall_load`` where the joins do
+    not depend on the replica's state, rho / (R (1 - u)) (at most rho) behind a levelling router with
+    R > 1, u = ``busy`` the replica's prefill busy fraction.
+
+    The latency model counts a request's prefill-first stalls as primaries, each opening a busy-period
+    cluster: a stall of length s lengthens the request's decode, the prompts that join its replica
+    meanwhile stall it again (mean E[s] / (1 - rho), second moment E[s^2] / (1 - rho)^3: Takacs 1962,
+    ch. 2; Kleinrock 1975, vol. 1, sec. 5.10). That holds when the joins are drawn whatever the
+    replica does: one replica, random or round-robin routing (the fleet's Poisson arrivals).
+
+    Behind a levelling router the joins follow the departures (docs/validation.md, sessions 9-10: a
+    replica's joins over a span are its departures plus the change of its count, and its count stays
+    within a few levels of the fleet's N / R; Eschenfeldt & Gamarnik 2018). A prefill-first replica's
+    requests depart only while it decodes (a prefill step pauses every decode: DistServe, Zhong et al.
+    OSDI 2024, sec. 2.2), at lambda_r / (1 - u) per second of decode (flow balance: lambda_r
+    departures per second, all in the decode share 1 - u). A stall of length s holds back the
+    departures of the decode time it displaces, lambda_r s / (1 - u), so the fleet holds that many
+    requests more; the router levels the surplus over the R replicas and the stalled one keeps 1 / R
+    of it: lambda_r s / (R (1 - u)) extra joins, exposed to the request at x (the exposure of
+    :func:`stall_exposure`) — the rest of the joins it takes during the stall are made up by the joins
+    it is skipped for once it stands above the others. The busy period's follow-on load is then
+    x lambda_r E[s] / (R (1 - u)) = rho / (R (1 - u)), rho = x u the latency model's stall load
+    (model.serving.colocated), taken at most rho (the independent joins' feedback, reached at R = 2
+    with u >= 1/2). The mean count keeps rho (it is the flow balance's rate per second of decode,
+    x lambda_r / (1 - rho), model.queueing.latency.stall_events); rho_v moves the variance only: the
+    primaries are n (1 - rho_v) and the clusters' moments E[s] / (1 - rho_v), E[s^2] / (1 - rho_v)^3
+    (the same mean n E[s]). Checked against the simulator's stall time per request on eleven grid cells
+    (R = 2-64; docs/session13/colo15b.md): its variance within 0.87-1.32 x the simulator's, where the
+    busy period's was 2.5-3.6 x on the loaded R = 8 cells.
+    """
+    rho = np.asarray(stall_load, dtype=float)
+    r = np.asarray(replicas, dtype=float) * np.ones_like(rho)
+    if router.policy not in _LEVELLING:
+        return rho
+    free = np.maximum(1.0 - np.asarray(busy, dtype=float), 1e-12)
+    return np.where(r > 1, np.minimum(rho, rho / (r * free)), rho)

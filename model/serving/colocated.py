@@ -42,12 +42,10 @@ with fewer arrivals than a random split sends it).
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 
 import numpy as np
 
-from model.physics.steps import mixed_step_cost
 from model.queueing.colocated_base import (
     base_step_occupancy,
     cohort_mean,
@@ -60,8 +58,15 @@ from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel
 from model.queueing.mixed_share import MixedShare, alternation, mixed_share
 from model.queueing.overlap import arrival_correlation
-from model.queueing.routing import cohort_exposure, replica_arrivals, routed_wait, stall_exposure
+from model.queueing.routing import (
+    cohort_exposure,
+    follow_on_load,
+    replica_arrivals,
+    routed_wait,
+    stall_exposure,
+)
 from model.queueing.stall_count import stall_events
+from model.serving.chunked_rows import busy_iteration_s, chunked_per_token, chunked_rows
 from model.serving.common import (
     StyleResult,
     busy_fraction,
@@ -74,78 +79,10 @@ from model.serving.common import (
 )
 from model.serving.kv_saturation import saturated_holds
 from model.serving.packing import FILL_MAX_PROMPTS, packed_behind_s, prefill_batch, prompts_per_step
-from model.serving.phase_tables import BATCH_GRID, MIN_CHUNK_FRACTION, InstanceTables
+from model.serving.phase_tables import BATCH_GRID, InstanceTables
 from model.serving.preemption import colocated_resume
 from model.serving.queued_behind import wait_stall_rows
 from model.workload.scenario import Scenario
-
-
-def _layout_groups(
-    tables: Sequence[InstanceTables], table_index: np.ndarray
-) -> list[tuple[np.ndarray, InstanceTables]]:
-    """(rows, representative tables) per deployment and chunk budget: the candidates whose tables differ
-    at most by ``chunk_time_factor`` (a robustness world's scaled copies share their deployment,
-    model.serving.candidates.scaled_tables), so per-table work runs once per layout."""
-    groups: dict[tuple[int, int | None], list[int]] = {}
-    for t_i in np.unique(table_index):
-        groups.setdefault((id(tables[t_i].dep), tables[t_i].chunk_tokens), []).append(int(t_i))
-    return [(np.nonzero(np.isin(table_index, m))[0], tables[m[0]]) for m in groups.values()]
-
-
-def _chunked_rows(
-    tables: Sequence[InstanceTables], table_index: np.ndarray, batch: np.ndarray, attr: str
-) -> np.ndarray:
-    """A chunked table ``attr`` [Gc, S] per sampled request [C, S] at each candidate's decode batch
-    (linear in B between grid points). Tables of one deployment and chunk budget that differ only by
-    their ``chunk_time_factor`` (a robustness world's scaled copies, model.serving.candidates
-    .scaled_tables) are read once and scaled per row (``attr`` a time; "chunked_free" is a fraction)."""
-    out = np.empty((len(table_index), tables[0].prefill_s.shape[0]))
-    for rows, t in _layout_groups(tables, table_index):
-        grid, table = t.chunk_batch_grid, getattr(t, attr)
-        b = np.clip(batch[rows], grid[0], grid[-1])
-        idx = np.clip(np.searchsorted(grid, b, side="right") - 1, 0, len(grid) - 2)
-        w = np.clip((b - grid[idx]) / (grid[idx + 1] - grid[idx]), 0.0, 1.0)[:, None]
-        out[rows] = table[idx] * (1.0 - w) + table[idx + 1] * w
-        factor = np.array([tables[i].chunk_time_factor for i in table_index[rows]])
-        if attr != "chunked_free" and np.any(factor != t.chunk_time_factor):
-            out[rows] *= (factor / t.chunk_time_factor)[:, None]
-    return out
-
-
-def _busy_iteration_s(
-    scn: Scenario,
-    tables: Sequence[InstanceTables],
-    table_index: np.ndarray,
-    batch: np.ndarray,
-    queued: np.ndarray,
-) -> np.ndarray:
-    """[C] a chunked iteration inside a busy period at decode batch b: it carries the prompts queued
-    then, ``queued`` = L / u of them (the M/G/1 number in system given it is busy; Little: L =
-    lambda_r (W + E[S])), E[u] uncached tokens each, up to the room max(c - b, c / 16)
-    (model.serving.phase_tables), at the mean prefix of a prompt's chunks (max(u - room, 0) / 2 past its
-    cached part), with b decodes (model.physics.steps.mixed_step_cost, the tables' step, times the
-    tables' ``chunk_time_factor``). One cost call per deployment and chunk budget: the scaled tables
-    of a robustness world share their deployment."""
-    out = np.empty(len(table_index))
-    uncached = scn.prompt_tokens - scn.cached_tokens
-    for rows, t in _layout_groups(tables, table_index):
-        b = np.maximum(np.floor(batch[rows]), 1.0)
-        room = np.maximum(t.chunk_tokens - b, t.chunk_tokens * MIN_CHUNK_FRACTION)
-        tokens = np.clip(float(uncached.mean()) * np.maximum(queued[rows], 1.0), 1.0, room)
-        prefix = (
-            float(scn.cached_tokens.mean())
-            + np.maximum(uncached[None, :] - room[:, None], 0.0).mean(axis=1) / 2
-        )
-        cost = mixed_step_cost(
-            t.dep,
-            chunk_tokens=tokens,
-            chunk_prefix_tokens=prefix,
-            decode_batch=b,
-            decode_context_tokens=max(scn.decode_context_tokens, 1.0),
-        )
-        factor = np.array([tables[i].chunk_time_factor for i in table_index[rows]])
-        out[rows] = np.asarray(cost.time_s, dtype=float) * factor
-    return out
 
 
 def _mixed_share(
@@ -175,68 +112,6 @@ def _mixed_share(
     return MixedShare.build(mean, alpha, beta, per_token, corr)
 
 
-_GRID_MEANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _chunked_grid_means(t: InstanceTables, prompt: np.ndarray, key: bytes) -> tuple[np.ndarray, ...]:
-    """A chunked table's means over the sampled requests on BATCH_GRID (inf past its last batch):
-    prefill time, iterations (ceil(prompt / room)), shareable part and free room of the last
-    iteration. They do not depend on the rate, so they are kept per table (and prompt sample) for the
-    goodput search's many evaluations; ``key`` = ``prompt.tobytes()``)."""
-    hit = _GRID_MEANS.get(t)
-    if hit is not None and hit[0] == key:
-        return hit[1]
-    grid = t.chunk_batch_grid
-    inside = grid[-1] >= BATCH_GRID
-    room = np.maximum(t.chunk_tokens - grid, 1.0)
-    per_row = (
-        t.chunked_prefill_s.mean(axis=1),
-        np.ceil(prompt[None, :] / room[:, None]).mean(axis=1),
-        t.chunked_fixed_s.mean(axis=1),
-        t.chunked_free.mean(axis=1),
-    )
-    out = []
-    for row in per_row:
-        dst = np.full(len(BATCH_GRID), np.inf)
-        dst[inside] = np.interp(BATCH_GRID[inside], grid, row)
-        out.append(dst)
-    _GRID_MEANS[t] = (key, tuple(out))
-    return tuple(out)
-
-
-def _chunked_per_token(
-    scn: Scenario,
-    tables: Sequence[InstanceTables],
-    table_index: np.ndarray,
-    rate_per_replica: np.ndarray,
-    packed: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """tau(B) on BATCH_GRID [C, G], plus the prefill-busy fraction u(B) and mean mixed step [C, G].
-
-    ``packed`` [C, G]: 1 - 1/k for k prompts per packed iteration (0: each prompt in its own
-    iterations); a prompt's share of the work and of the iterations loses that fraction of its last
-    iteration's shareable part and free room (``InstanceTables.chunked_fixed_s`` / ``chunked_free``).
-    """
-    prompt = scn.prompt_tokens - scn.cached_tokens
-    key = prompt.tobytes()
-    grids = [_chunked_grid_means(t, prompt, key) for t in tables]
-    es, chunks_g, fixed_g, free_g = (np.stack([g[i] for g in grids]) for i in range(4))
-    p = np.asarray(packed, dtype=float)
-    es, chunks = es[table_index], chunks_g[table_index]
-    inside = np.isfinite(es)
-    es = np.where(inside, es - p * np.where(inside, fixed_g[table_index], 0.0), np.inf)
-    chunks = np.where(inside, chunks - p * np.where(inside, free_g[table_index], 0.0), np.inf)
-    emitted = emitted_rows(tables)[table_index][:, None]
-    # per emitted token: a mixed iteration's decodes emit as many tokens as a decode-only step
-    # (speculative decoding: model.physics.decode_tokens)
-    with np.errstate(invalid="ignore"):
-        mix = np.where(np.isfinite(es), es / np.maximum(chunks, 1e-12), np.inf) / emitted
-    dec = decode_token_rows(tables)[table_index]
-    with np.errstate(invalid="ignore", over="ignore"):
-        u = np.where(np.isfinite(es), rate_per_replica[:, None] * es, np.inf)
-    return shared_token_time_s(dec, u, mix), u, mix
-
-
 def _decode_batch(
     scn: Scenario,
     tables: Sequence[InstanceTables],
@@ -252,7 +127,7 @@ def _decode_batch(
     ([C] each; a prompt's share of a packed step is alone - per-step part x (1 - 1/k))."""
     dec = decode_token_rows(tables)[table_index]
     if prefill_means_s is None:
-        tau, _u, mix_grid = _chunked_per_token(scn, tables, table_index, rate_r, packed)
+        tau, _u, mix_grid = chunked_per_token(scn, tables, table_index, rate_r, packed)
     else:
         alone_mean, fixed_mean = prefill_means_s
         share = alone_mean[:, None] - fixed_mean[:, None] * packed
@@ -308,8 +183,8 @@ def evaluate_colocated(
         if not chunked:
             return alone, fixed_p
         return (
-            _chunked_rows(tables, table_index, b, "chunked_prefill_s"),
-            _chunked_rows(tables, table_index, b, "chunked_fixed_s"),
+            chunked_rows(tables, table_index, b, "chunked_prefill_s"),
+            chunked_rows(tables, table_index, b, "chunked_fixed_s"),
         )
 
     # Prompts per step: those that queued behind busy prefill work (k_q, model.serving.packing's fixed
@@ -362,7 +237,7 @@ def evaluate_colocated(
         # plain decode steps, share - chunks x t_dec (its iterations less the packed part of its last).
         chunk_room = np.maximum(chunk_tokens - b, 1.0)
         chunks = np.ceil(uncached[None, :] / chunk_room[:, None])
-        chunks = chunks - _chunked_rows(tables, table_index, b, "chunked_free") * packed[:, None]
+        chunks = chunks - chunked_rows(tables, table_index, b, "chunked_free") * packed[:, None]
         step = t_dec * emitted  # one decode iteration
         stalls = np.maximum(share - chunks * step[:, None], 0.0)
         residual = np.zeros(n)
@@ -408,6 +283,8 @@ def evaluate_colocated(
     events = stall_events(
         replica_arrivals(router, rate_r, window + decode_s, replicas, exposure), per_event, stall_load
     )
+    # joins that follow departures (levelling router, R > 1): clusters at rho / (R (1 - u)), mean kept
+    cluster_load = stall_load if chunked else follow_on_load(router, stall_load, busy, replicas * np.ones(n))
     below_cap = sol.below_cap & adm.stable & saturated_holds(scn, tables, table_index, rate_r, b, service)
     stable = fits & (busy < 1) & queue.stable & below_cap & (rate > 0) & (max_batch >= 1)
     reasons = first_reason(
@@ -448,7 +325,7 @@ def evaluate_colocated(
             / np.maximum(busy, 1e-12),
             1.0,
         )
-        t_full = _busy_iteration_s(scn, tables, table_index, b, in_busy)
+        t_full = busy_iteration_s(scn, tables, table_index, b, in_busy)
         # the prompts that join a running request's replica: exposure x lambda_r (the router levels them)
         mixed = _mixed_share(
             rate_r * exposure,
@@ -471,7 +348,7 @@ def evaluate_colocated(
         output_tokens=out_tokens,
         stable=stable,
         spread=spread,
-        stall_load=stall_load,
+        stall_load=cluster_load,
         admit_prob=adm.prob,
         admit_cond_mean_s=adm.cond_mean_s,
         mixed=mixed,
