@@ -55,6 +55,7 @@ from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel, stall_events
 from model.queueing.mixed_share import MixedShare, alternation, mixed_share
 from model.queueing.overlap import arrival_correlation
+from model.queueing.own_step import prefill_first_arrivals
 from model.queueing.routing import cohort_exposure, replica_arrivals, routed_wait, stall_exposure
 from model.serving.common import (
     StyleResult,
@@ -397,9 +398,13 @@ def evaluate_colocated(
     stall_load = exposure * stall_load
     window = service if chunked else stalls
     decode_s = t_dec[:, None] * (out_tokens[None, :] - 1.0)
-    events = stall_events(
-        replica_arrivals(router, rate_r, window + decode_s, replicas, exposure), per_event, stall_load
-    )
+    if chunked:
+        joins = replica_arrivals(router, rate_r, window + decode_s, replicas, exposure)
+    else:  # the own packed step at the chain's factor (model.queueing.own_step)
+        joins = prefill_first_arrivals(
+            router, rate_r, stalls, decode_s, replicas, exposure, occ.batch, occ.prob
+        )
+    events = stall_events(joins, per_event, stall_load)
     below_cap = sol.below_cap & adm.stable
     stable = fits & (busy < 1) & queue.stable & below_cap & (rate > 0) & (max_batch >= 1)
     reasons = first_reason(
