@@ -102,8 +102,8 @@ def test_arrivals_split_the_window():
     batch, prob = np.array([[4.0]]), np.array([[1.0]])
     f = chain_factor(r, np.array([0.4]), np.array([4.0]), np.array([0.0]))[0]
     got = prefill_first_arrivals(LEAST, lam, step, decode, r, x, batch, prob)
-    assert got.tolist() == pytest.approx([0.4 * min(f, 0.9) + 2.7] * 2)
+    assert got[0].tolist() == pytest.approx([0.4 * min(f, 0.9) + 2.7] * 2)
     rr = Router("round-robin")
-    assert prefill_first_arrivals(rr, lam, step, decode, r, x, batch, prob).tolist() == pytest.approx(
-        replica_arrivals(rr, lam, step + decode, r, x).tolist()
+    assert prefill_first_arrivals(rr, lam, step, decode, r, x, batch, prob)[0].tolist() == pytest.approx(
+        replica_arrivals(rr, lam, step + decode, r, x)[0].tolist()
     )
