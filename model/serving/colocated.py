@@ -37,7 +37,8 @@ are still queued at its first token (prefill-first: during its packed step; chun
 prefill iterations), served first thing in its decode; how many of the fleet's prompts join the
 request's replica follows the router (model.queueing.routing.replica_arrivals, stall_exposure:
 a least-loaded router keeps the replicas level, so a running request shares its replica's prefills
-with fewer arrivals than a random split sends it).
+with fewer arrivals than a random split sends it; fewer still during its own prefill-first step, the
+replica just picked as the lowest and frozen: model.queueing.own_step).
 """
 
 from __future__ import annotations
