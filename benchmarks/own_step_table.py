@@ -19,8 +19,9 @@ replacement for the planner's exposure x on a request's own packed step
 (model.queueing.own_step). Inputs: R, a, y, c2 (the chain has no others once time is scaled by
 lambda_r). Writes ``model/queueing/data/own_step_factor.json``.
 
-Usage: ``PYTHONPATH=. python -m benchmarks.own_step_table [--arrivals 20000] [--check R,a,y,c2]``
-(``--check``: one point, printed with its standard error, not written).
+Usage: ``PYTHONPATH=. python -m benchmarks.own_step_table [--arrivals 20000] [--check R,a,y,c2]
+[--validate N]`` (``--check``: one point, printed with its standard error, not written;
+``--validate``: the committed table's interpolant against fresh chain runs at N random points).
 """
 
 from __future__ import annotations
@@ -109,9 +110,33 @@ def own_step_factor(
     return sum(joins) / sum(exposed), se
 
 
+def validate(points: int, arrivals: int, seed: int = 2026) -> None:
+    """Print the committed table's interpolant (model.queueing.own_step.chain_factor) against fresh
+    chain runs at ``points`` random inputs (R log-uniform on 2-64, a uniform on 0.03-0.9, y
+    log-uniform on 0.1-64, c2 uniform on 0-3), and the error's median and maximum."""
+    import numpy as np
+
+    from model.queueing.own_step import chain_factor
+
+    rng = np.random.default_rng(seed)
+    errors = []
+    for k in range(points):
+        r = round(2.0 ** float(rng.uniform(1, 6)))
+        a, y = rng.uniform(0.03, 0.9), float(np.exp(rng.uniform(np.log(0.1), np.log(64.0))))
+        c2 = rng.uniform(0.0, 3.0)
+        table = float(chain_factor(np.array([r]), np.array([a]), np.array([y]), np.array([c2]))[0])
+        f, se = own_step_factor(r, a, y, c2, arrivals, 1000 + k)
+        errors.append(abs(table - f))
+        print(f"R {r:2d} a {a:.2f} y {y:6.2f} c2 {c2:.2f}: table {table:.3f} chain {f:.3f} +- {se:.3f}")
+    print(f"|table - chain|: median {np.median(errors):.3f}, max {max(errors):.3f}")
+
+
 def main(argv: list[str]) -> None:
-    """Tabulate (or ``--check`` one point)."""
+    """Tabulate (or ``--check`` one point, or ``--validate`` the table)."""
     arrivals = int(argv[argv.index("--arrivals") + 1]) if "--arrivals" in argv else ARRIVALS
+    if "--validate" in argv:
+        validate(int(argv[argv.index("--validate") + 1]), arrivals)
+        return
     if "--check" in argv:
         r, a, y, c2 = (float(v) for v in argv[argv.index("--check") + 1].split(","))
         f, se = own_step_factor(int(r), a, y, c2, arrivals)
