@@ -38,6 +38,8 @@ def test_non_editable_install_loads_data(tmp_path) -> None:
         "u = p.unique;"
         "import model.recipes.catalog as r;"
         "assert all(r.engine_data(e) for e in r.ENGINES) and r.load_schema('llm-d-0.4-values');"
+        "import model.queueing.own_step as o;"
+        "assert o.chain_factor([2], [0.3], [2.0], [1.0]).shape == (1,);"
         "print(len(u(cat.gpus)), len(u(cat.links)), len(c.list_models()), len(u(cat.engines)))"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}

@@ -32,8 +32,9 @@ model.sim.colocated) decides which queue a prompt waits in, so it decides the qu
   17(1): JSQ's response time lies near the central-queue M/M/c's).
 
 The router also sets how many prompts join a running request's replica and stall its decode
-(:func:`stall_exposure`, :func:`replica_arrivals`; docs/queueing.md, "Stalls behind the router") and
-how much a stall draws more of them (:func:`follow_on_load`).
+(:func:`stall_exposure`, :func:`replica_arrivals`; docs/queueing.md, "Stalls behind the router"; during
+a request's own prefill-first step, model.queueing.own_step) and how much a stall draws more of them
+(:func:`follow_on_load`).
 
 Percentiles keep mgc's exponential-tail form: a blend's P(W > 0) and E[W] are the blends of the two
 legs', and E[W | W > 0] = E[W] / P(W > 0). With one replica every law is the G/G/1 queue.

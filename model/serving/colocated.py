@@ -37,7 +37,8 @@ are still queued at its first token (prefill-first: during its packed step; chun
 prefill iterations), served first thing in its decode; how many of the fleet's prompts join the
 request's replica follows the router (model.queueing.routing.replica_arrivals, stall_exposure:
 a least-loaded router keeps the replicas level, so a running request shares its replica's prefills
-with fewer arrivals than a random split sends it).
+with fewer arrivals than a random split sends it; fewer still during its own prefill-first step, the
+replica just picked as the lowest and frozen: model.queueing.own_step).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel
 from model.queueing.mixed_share import MixedShare, alternation, mixed_share
 from model.queueing.overlap import arrival_correlation
+from model.queueing.own_step import prefill_first_arrivals
 from model.queueing.routing import (
     cohort_exposure,
     follow_on_load,
@@ -280,9 +282,13 @@ def evaluate_colocated(
     stall_load = exposure * stall_load
     window = service if chunked else stalls
     decode_s = t_dec[:, None] * (out_tokens[None, :] - 1.0)
-    events = stall_events(
-        replica_arrivals(router, rate_r, window + decode_s, replicas, exposure), per_event, stall_load
-    )
+    if chunked:
+        joins = replica_arrivals(router, rate_r, window + decode_s, replicas, exposure)
+    else:  # the own packed step at the chain's factor (model.queueing.own_step)
+        joins = prefill_first_arrivals(
+            router, rate_r, stalls, decode_s, replicas, exposure, occ.batch, occ.prob
+        )
+    events = stall_events(joins, per_event, stall_load)
     # joins that follow departures (levelling router, R > 1): clusters at rho / (R (1 - u)), mean kept
     cluster_load = stall_load if chunked else follow_on_load(router, stall_load, busy, replicas * np.ones(n))
     below_cap = sol.below_cap & adm.stable & saturated_holds(scn, tables, table_index, rate_r, b, service)
