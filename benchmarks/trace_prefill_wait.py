@@ -37,7 +37,13 @@ def planned(index: str):
         import model
 
         p = model.plan(
-            "mixtral-8x7b", "h200", gpus=8, workload="mixed", ttft_slo_s=1.0, tpot_slo_s=0.05, thresholds=False
+            "mixtral-8x7b",
+            "h200",
+            gpus=8,
+            workload="mixed",
+            ttft_slo_s=1.0,
+            tpot_slo_s=0.05,
+            thresholds=False,
         )
         return p.inputs.scenario, p.best["disaggregated"], 0
     s = sample_scenario(SEED, int(index))
