@@ -311,12 +311,11 @@ def _early_passes(
     2) phi for k >= 2, so the sum over k = 1 .. n - 1 is psi + omega_0 phi (1 - omega^(n - 2)) / (1 -
     omega) (0 at n = 1; psi at n = 2). Item 2's geometric P (P(P >= k) = psi^k) is psi = omega_0 = phi =
     omega."""
-    n = np.broadcast_to(
-        np.asarray(servers, dtype=float), np.broadcast_shapes(np.shape(psi), np.shape(servers))
-    )
+    n = np.asarray(servers, dtype=float)
+    late = np.maximum(n - 2.0, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        tail = omega_0 * phi * (1.0 - omega ** np.maximum(n - 2.0, 0.0)) / (1.0 - omega)
-    tail = np.where(n > 2.0, tail, 0.0)
+        ratio = np.where(omega < 1.0, (1.0 - omega**late) / (1.0 - omega), late)  # sum_(k < n - 2) omega^k
+    tail = np.where(n > 2.0, omega_0 * phi * ratio, 0.0)
     return np.where(n >= 2.0, psi + tail, 0.0)
 
 
