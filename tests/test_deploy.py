@@ -203,9 +203,10 @@ def test_kv_transfer_config_is_the_documented_json(plan_and_deployment) -> None:
 
 
 def test_dense_reference_recipe_by_hand() -> None:
-    """llama-3.1-70b on 16 x H100 (chat, TTFT 1 s, TPOT 50 ms): disaggregated 6 x TP2 + 1 x TP4 (3 x TP4
-    + 1 x TP4 from session 11's prefill packing law until session 12's token-full steps moved the
-    planner's pick back). Prefill instances run unchunked with the vLLM
+    """llama-3.1-70b on 16 x H100 (chat, TTFT 1 s, TPOT 50 ms): disaggregated 3 x TP4 + 1 x TP4 (as from
+    session 11's prefill packing law; 6 x TP2 + 1 x TP4 with session 12's token-full steps, until session
+    13's early passes, model.queueing.bulk_wait item 6, moved the planner's pick back). Prefill
+    instances run unchunked with the vLLM
     profile's 8192-token cap (the sample's longest chat request, 7,828 tokens, rounds up to 7936 <
     8192); the decode instance keeps chunked prefill with the 2048-token decode budget; max-num-seqs
     is the profile's 1024; two 8-GPU nodes, the TP4 decode first."""
@@ -215,7 +216,7 @@ def test_dense_reference_recipe_by_hand() -> None:
     r = dep.recipes[0]
     assert (r.target, r.engine, r.version) == ("recommended", "vllm", "0.12")
     serves = [dict(c.options) for c in r.commands if c.program == "vllm serve"]
-    assert sorted(int(o["--tensor-parallel-size"][0]) for o in serves) == [2] * 6 + [4]
+    assert sorted(int(o["--tensor-parallel-size"][0]) for o in serves) == [4] * 4
     decodes = [o for o in serves if "--enable-chunked-prefill" in o]
     assert len(decodes) == 1
     for o in serves:

@@ -30,8 +30,10 @@ from model.planner.verdict import _no_flip_words, decide, tie_band
 # +6.9%, 60 ms: +0.9%), so the case now runs at 55 ms: 31.31 against 30.25 req/s, +3.5%. Session 11's
 # prefill packing law (model.serving.packing.pool_batch) raised the split to 32.44 req/s: +7.2% at 55 ms.
 # Session 12's token-full steps (model.serving.full_steps) raised it to 32.75 req/s (+8.4% at 55 ms), so
-# the case runs at 60 ms: 31.03 against 32.75 req/s, +5.5%.
-KW = dict(gpus=16, workload="chat", ttft_slo_s=0.5, tpot_slo_s=0.060, node="hgx-h100-8")
+# the case runs at 60 ms: 31.03 against 32.75 req/s, +5.5%. Session 13's early passes (bulk_wait
+# item 6) raised the split to 34.06 req/s (+9.8% at 60 ms, +7.4% at 65 ms), so the case runs at 70 ms: 32.69
+# against 34.06 req/s, +4.2%.
+KW = dict(gpus=16, workload="chat", ttft_slo_s=0.5, tpot_slo_s=0.070, node="hgx-h100-8")
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +131,7 @@ def test_cli_text_shows_tie():
     out = io.StringIO()
     args = shlex.split(
         "plan --model llama-3.1-70b --gpu h100-sxm --gpus 16 --workload chat --ttft-slo 500ms "
-        "--tpot-slo 55ms --node hgx-h100-8 --no-thresholds"
+        "--tpot-slo 70ms --node hgx-h100-8 --no-thresholds"
     )
     with contextlib.redirect_stdout(out):
         assert main(args) in (0, None)

@@ -71,6 +71,23 @@ g_J = E[S_J] / n that between the ends of full steps (S_J a step that took a ful
    model.serving.packing's draws) and leftover (s) laws, so psi_i and omega_0 are read on the mixture (1 -
    x) fresh + x leftover. With one law for both, items 4 and 5 agree exactly.
 
+6. Early passes (session 13, dis15). The free-ups that pass a waiting prompt are not all ends of full
+   steps: the first n of them after its arrival end the n steps in progress at that instant (each
+   instance's current step, started before it arrived, full or not), and only later free-ups end the full
+   steps started during its wait. The ends of n independent stationary step sequences form a
+   superposition whose rate is n / E[S] (each instance ends a step at rate 1 / E[S]; the Palm rate of a
+   superposition of stationary renewal processes, Cox 1962, *Renewal Theory*, sec. 6.3, Khintchine
+   1960), so the passes k = 1 .. n - 1 (the gaps from free-up k to k + 1, k + 1 <= n) come g = E[S] / n
+   apart and the later ones g_J / n apart:
+       m = K g + g E[min(P, n - 1)] + (g_J / n) E[(P - n + 1)^+],
+   E[min(P, n - 1)] = sum_(k < n) P(P >= k) = psi + omega_0 phi (1 - omega^(n - 2)) / (1 - omega) on item
+   4's chain (P(P >= 1) = psi, P(P >= k) = omega_0 omega^(k - 2) phi for k >= 2; :func:`_early_passes`).
+   n = 1: no early pass (items 1-5 unchanged); J = 1 with S_J = S: every pass g apart, Kimura's M/G/n
+   again. Traced in the simulator (benchmarks/trace_prefill_wait.py; docs/session13/dis15.md): the gap
+   from the first free-up to the second after a waiting arrival is 0.0459 s on grid cell 111's pool
+   against E[S] / n = 0.0505 and g_J / n = 0.0819 s; 0.0188 on cell 98's against 0.0193 and 0.0294;
+   0.091 on the Mixtral golden's (3 x TP2 H200) against 0.062 and 0.113 (later gaps rise towards g_J / n).
+
 Limits (hand-derived in tests/test_bulk_wait.py and tests/test_prompt_passes.py): J = 1 and S_J = S: m =
 K g / (1 - lambda g), Kimura's M/G/n conditional wait (model.queueing.mgc), at n = 1 the
 Pollaczek-Khinchine E[S] (1 + c_S^2) / (2 (1 - rho)) (M/D/1 at c_S^2 = 0, M/M/1 at 1); J -> infinity (no
@@ -140,6 +157,7 @@ def bulk_wait(
     gap = np.asarray(step_mean_s, dtype=float) / n  # mean time between free-ups while all are busy
     rho = np.clip(np.asarray(busy, dtype=float), 1e-9, 1.0 - 1e-9)
     first = _kimura_ratio(rho, n, scv) * gap  # (1 + c_S^2) / 2 at n = 1 (item 1)
+    early_gap = gap  # item 6: the steps in progress at the arrival end g = E[S] / n apart
     mean_j = float((counts * probs).sum())
     full_steps = np.asarray(full_step_s, dtype=float)
 
@@ -156,14 +174,17 @@ def bulk_wait(
     def excess(s: np.ndarray) -> np.ndarray:
         """Right side less left side of the mean-value equation at ratio s [C] (decreasing at the root)."""
         if fast is not None:  # items 4 and 5 pooled, and g(s), from one table of powers of s
-            steps, g = fast(s)
-            return first + g / n * steps - s / (1.0 - s) / np.maximum(lam, 1e-300)
+            steps, g, early = fast(s, n)
+            spaced = early_gap * early + g / n * (steps - early)  # item 6
+            return first + spaced - s / (1.0 - s) / np.maximum(lam, 1e-300)
         if pooled is not None:  # item 4 averaged over the prompts (linear in psi_i, phi_i)
-            steps = _own_passes(s, *pooled)[:, 0]
+            steps, early = (a[:, 0] for a in _own_passes(s, *pooled, servers=n))
         else:
             passed = (probs * s[:, None] ** counts).sum(axis=1)  # P(Q >= J) = E[s^J]
             steps = passed / (1.0 - passed)  # E[free-ups passed]: geometric (item 2)
-        return first + full_gap(s) * steps - s / (1.0 - s) / np.maximum(lam, 1e-300)
+            early = _early_passes(passed, passed, passed, passed, n)  # P(passes >= k) = psi^k
+        spaced = early_gap * early + full_gap(s) * (steps - early)  # item 6
+        return first + spaced - s / (1.0 - s) / np.maximum(lam, 1e-300)
 
     lo, hi = np.zeros(lam.shape), np.ones(lam.shape)
     for _ in range(ROOT_BISECTIONS):
@@ -186,9 +207,11 @@ def bulk_wait(
         return out
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         psi_i = _own_passes(s, *laws, first_only=True)  # [C, S] P(the first free-up passes i)
-        steps_i = _own_passes(s, *laws)  # [C, S]
-        mean_steps = _own_passes(s, *pooled)  # [C, 1]
-        scale = (first[:, None] + gap[:, None] * steps_i) / (first[:, None] + gap[:, None] * mean_steps)
+        steps_i, early_i = _own_passes(s, *laws, servers=n)  # [C, S]
+        mean_steps, mean_early = _own_passes(s, *pooled, servers=n)  # [C, 1]
+        f, e, g = first[:, None], early_gap[:, None], gap[:, None]  # item 6: the first n - 1 passes g apart
+        own_m = f + e * early_i + g * (steps_i - early_i)
+        scale = own_m / (f + e * mean_early + g * (mean_steps - mean_early))
         pass_s = np.where(psi_i > 0, gap[:, None] * steps_i / psi_i, gap[:, None])
     ok = stable[:, None] & np.isfinite(scale)
     return replace(
@@ -227,14 +250,16 @@ class _PooledTerms:
         step_times[:, shift] = full_steps
         return cls(coef, step_times)
 
-    def __call__(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(pooled E[passes], g(s)) [C] at ratio s [C]."""
+    def __call__(self, s: np.ndarray, servers: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(pooled E[passes], g(s), pooled E[min(passes, n - 1)] of item 6) [C] at ratio s [C], ``servers``
+        n [C]."""
         log_s = np.log(np.maximum(s, 1e-300))[:, None]
         table = np.exp(log_s * np.arange(self.coef.shape[0], dtype=float)[None, :])  # [C, P]
         phi_s, omega_s, phi_f, omega_f, tilt = (table @ self.coef).T
         psi, omega_0 = _first_free_up(s, phi_s, omega_s, phi_f, omega_f)
         g = (table * self.step_times).sum(axis=1) / tilt
-        return psi + omega_0 * phi_s / (1.0 - omega_s), g
+        early = _early_passes(psi, omega_0, phi_s, omega_s, servers)
+        return psi + omega_0 * phi_s / (1.0 - omega_s), g, early
 
 
 def _head_laws(full: tuple[np.ndarray, ...]) -> tuple[Law, Law]:
@@ -250,13 +275,16 @@ def _head_laws(full: tuple[np.ndarray, ...]) -> tuple[Law, Law]:
     return (settled, settled) if len(full) < 6 else (settled, law(full[3:6]))
 
 
-def _own_passes(s: np.ndarray, settled: Law, fresh: Law, first_only: bool = False) -> np.ndarray:
+def _own_passes(
+    s: np.ndarray, settled: Law, fresh: Law, first_only: bool = False, servers: np.ndarray | None = None
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """E[free-ups passing prompt i] [C, G] (items 4 and 5) at ratio s [C]: psi_i + omega_0 phi_i / (1 -
     omega), with phi_i = E[s^R_i] and omega = E[s^T] on the law after an overflow (``settled``: counts T,
     probs [1, K], R_i's laws [G, R + 1]), and the first free-up's psi_i = E[s^(R_i + 1)] and omega_0 =
     E[s^(T + 1)] on the mixture (1 - x) ``fresh`` + x ``settled``, x = w_f / (1 - w_s + w_f) the share of
     free-ups whose head is a leftover (w = E[s^(T + 1)] on each law: a free-up leaves a leftover head
-    iff it overflows, a two-state chain; item 5). ``first_only``: psi_i alone."""
+    iff it overflows, a two-state chain; item 5). ``first_only``: psi_i alone. ``servers`` n [C]:
+    (E[passes_i], E[min(passes_i, n - 1)]) (item 6)."""
     log_s = np.log(np.maximum(s, 1e-300))[:, None]
 
     def moments(law: Law) -> tuple[np.ndarray, np.ndarray]:
@@ -269,7 +297,26 @@ def _own_passes(s: np.ndarray, settled: Law, fresh: Law, first_only: bool = Fals
     psi, omega_0 = _first_free_up(s[:, None], phi_s, omega_s, phi_f, omega_f)
     if first_only:
         return psi
-    return psi + omega_0 * phi_s / (1.0 - omega_s)
+    total = psi + omega_0 * phi_s / (1.0 - omega_s)
+    if servers is None:
+        return total
+    return total, _early_passes(psi, omega_0, phi_s, omega_s, np.asarray(servers, dtype=float)[:, None])
+
+
+def _early_passes(
+    psi: np.ndarray, omega_0: np.ndarray, phi: np.ndarray, omega: np.ndarray, servers: np.ndarray
+) -> np.ndarray:
+    """E[min(P, n - 1)] (item 6) of the passes P of items 4 and 5: P(P >= 1) = psi and, from the state "at
+    least one ahead" entered with probability omega_0 and kept with omega, P(P >= k) = omega_0 omega^(k -
+    2) phi for k >= 2, so the sum over k = 1 .. n - 1 is psi + omega_0 phi (1 - omega^(n - 2)) / (1 -
+    omega) (0 at n = 1; psi at n = 2). Item 2's geometric P (P(P >= k) = psi^k) is psi = omega_0 = phi =
+    omega."""
+    n = np.asarray(servers, dtype=float)
+    late = np.maximum(n - 2.0, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(omega < 1.0, (1.0 - omega**late) / (1.0 - omega), late)  # sum_(k < n - 2) omega^k
+    tail = np.where(n > 2.0, omega_0 * phi * ratio, 0.0)
+    return np.where(n >= 2.0, psi + tail, 0.0)
 
 
 def _first_free_up(
