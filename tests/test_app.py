@@ -12,7 +12,6 @@ import dataclasses
 import io
 import json
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -106,19 +105,15 @@ def test_unchanged_inputs_reuse_the_cached_plan(monkeypatch):
     calls = []
     real = model.plan
     monkeypatch.setattr(model, "plan", lambda *a, **k: calls.append(1) or real(*a, **k))
-    start = time.perf_counter()
     at.slider(key="percentile").set_value(91)  # new inputs: planned once
     apply(at)
     at.slider(key="percentile").set_value(90)  # back to the first inputs: cached
     apply(at)
     assert_clean(at)
     assert len(calls) == 1
-    t0 = time.perf_counter()
     at.number_input(key="rate").set_value(12.0)  # view-only input: no new plan
     apply(at)
-    assert len(calls) == 1
-    assert time.perf_counter() - t0 < 5.0, "a view-only change should not re-plan"
-    assert time.perf_counter() - start < 60.0
+    assert len(calls) == 1, "a view-only change should not re-plan"
 
 
 # ---------------------------------------------------------------------------------------------
