@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import model.calibrate.problem as problem
+import model.serving.chunked_rows as chunked_rows
 import model.serving.colocated as colocated
 from model.calibrate.fit import calibrate
 from model.hardware.catalog import get_gpu
@@ -119,7 +120,8 @@ def _counting(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> lis
 
 @pytest.mark.parametrize("chunk", [None, 512])
 def test_colocated_evaluation_calls_it(monkeypatch: pytest.MonkeyPatch, chunk: int | None) -> None:
-    calls = _counting(monkeypatch, colocated, "shared_token_time_s")
+    # prefill-first calls it in colocated.py; chunked reads it per table in chunked_rows.py
+    calls = _counting(monkeypatch, colocated if chunk is None else chunked_rows, "shared_token_time_s")
     scn = Scenario.build("llama-3.1-8b", FIXED, SLO(10.0, 1.0), samples=16)
     evaluate(ColocatedConfig(get_gpu("h100-sxm"), 1, 1, chunk_tokens=chunk), scn, 2.0)
     assert calls
