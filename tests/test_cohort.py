@@ -155,3 +155,22 @@ def test_cluster_dispersion_against_a_batch_arrival_simulation() -> None:
     assert n.var() / n.mean() == pytest.approx(7.0 / 6.0, rel=0.015)
     # without the clusters' sharing (members independent) the index would be 1
     assert n.var() / n.mean() > 1.1
+
+
+def test_mixed_strata_at_the_band_centroid_by_hand() -> None:
+    """decode_spread.TpotSpread.strata_at on a two-atom law, D = -1 ms (0.8) or +4 ms (0.2), mean 0, at
+    the chunked law's edges 0, 1/2, 3/4, 7/8, 15/16, 1: the band [3/4, 7/8] holds 0.05 of the lower
+    atom and 0.075 of the upper, so its level is (-0.05 + 0.3) / 0.125 = 2 ms (its middle quantile,
+    at 0.8125, was +4 ms and jumps to -1 ms once P(D = -1) passes 0.8125); the others -1, -1, 4, 4;
+    the weighted levels keep E[D] = 0."""
+    from model.queueing.decode_spread import TpotSpread
+
+    one = np.ones((1, 1))
+    law = TpotSpread(
+        np.array([5e-3]), np.array([[-1e-3, 4e-3]]), np.array([[0.8, 1.0]]), one, one, np.array([1e-5]), one
+    )
+    w, d, z = law.strata_at((0.0, 0.5, 0.75, 0.875, 0.9375, 1.0))
+    assert w == pytest.approx([0.5, 0.25, 0.125, 0.0625, 0.0625])
+    assert d[:, 0] == pytest.approx([-1e-3, -1e-3, 2e-3, 4e-3, 4e-3], rel=1e-12)
+    assert float(w @ d[:, 0]) == pytest.approx(0.0, abs=1e-15)
+    assert float(w @ z[:, 0] ** 2) == pytest.approx(1.0, rel=1e-12)
