@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from model.queueing.colocated_base import cohort_spread
+from model.queueing.colocated_base import cluster_dispersion, cohort_spread, overlap_weight
 from model.queueing.decode_spread import Occupancy, tpot_spread
 
 # integer batch grid, so the table reads t(n) exactly: t = 4, 6, 7, 8, 9, 10, 11, 12 ms at n = 1 .. 8
@@ -57,11 +57,12 @@ def test_lone_request_with_a_poisson_cohort_by_hand() -> None:
 def test_shrink_adds_the_cohort_variance_unaveraged() -> None:
     """Per-token batch law 1 or 2 with probability 1/2 each (V = 1/4) and c = 1/4; equal outputs O = 10,
     window T = 9 tokens: the M/G/inf variance factor g(9) = 1 - 9 / 30 = 0.7 (decode_spread item 3,
-    equal outputs), so the shrink is sqrt((0.7 x 0.25 + 0.25) / (0.25 + 0.25)) = sqrt(0.85)."""
+    equal outputs); the other requests' batch clustered with index 1 + c = 1.25 (cluster_dispersion),
+    so the shrink is sqrt((0.7 x 0.25 x 1.25 + 0.25) / (0.25 + 0.25)) = sqrt(0.9375)."""
     # time law p with n p(n) / t(n) equal at n = 1, 2: p(2) / p(1) = t(2) / (2 t(1)) = 6 / 8
     occ = _occ([1.0, 2.0], [8.0 / 14.0, 6.0 / 14.0])
     law = cohort_spread(occ, np.array([0.25]), GRID, TABLE, np.array([10.0, 10.0]))
-    assert law.shrink[0] == pytest.approx([math.sqrt(0.85)] * 2, rel=2e-3)
+    assert law.shrink[0] == pytest.approx([math.sqrt(0.9375)] * 2, rel=2e-3)
     assert tpot_spread(occ, np.array([10.0])).shrink[0, 0] == pytest.approx(math.sqrt(0.7), rel=2e-3)
 
 
@@ -132,3 +133,44 @@ def test_whole_batch_read_of_the_cohort() -> None:
     assert law.mean_s[0] == pytest.approx(mean, rel=1e-9)
     linear = cohort_spread(occ, np.array([0.5]), grid, table, np.array([50.0]))
     assert linear.mean_s[0] > mean + 1e-5
+
+
+def test_cluster_dispersion_against_a_batch_arrival_simulation() -> None:
+    """M^X/M/inf, clusters of 1 or 2 (P(2) = 0.2) at rate 2 per mean service, exponential services:
+    a random member has E[X (X - 1)] / E[X] = 0.4 / 1.2 = 1/3 cluster companions, the overlap weight
+    of exponential services is E[min(S, S')] / E[S] = 1/2, so c = 1/6 and Var N / E[N] = 7/6
+    (Liu & Templeton 1993), against a seeded simulation of the number in system (200,000 draws)."""
+    rng = np.random.default_rng(5)
+    runs, horizon, rate = 200_000, 12.0, 2.0
+    clusters = rng.poisson(rate * horizon, runs)
+    ages = rng.uniform(0.0, horizon, clusters.sum())  # each cluster's age at the sampling time
+    sizes = 1 + (rng.uniform(size=ages.size) < 0.2)
+    present = (rng.exponential(1.0, ages.size) > ages).astype(int)
+    present += (sizes == 2) & (rng.exponential(1.0, ages.size) > ages)
+    n = np.bincount(np.repeat(np.arange(runs), clusters), weights=present, minlength=runs)
+    w = overlap_weight(1.0 + rng.exponential(1000.0, 100_000))  # D = O - 1 exponential: w = 1/2
+    assert w == pytest.approx(0.5, abs=0.01)
+    c = (0.4 / 1.2) * 0.5
+    assert float(cluster_dispersion(np.array([c]))[0]) == pytest.approx(7.0 / 6.0, rel=1e-12)
+    assert n.var() / n.mean() == pytest.approx(7.0 / 6.0, rel=0.015)
+    # without the clusters' sharing (members independent) the index would be 1
+    assert n.var() / n.mean() > 1.1
+
+
+def test_mixed_strata_at_the_band_centroid_by_hand() -> None:
+    """decode_spread.TpotSpread.strata_at on a two-atom law, D = -1 ms (0.8) or +4 ms (0.2), mean 0, at
+    the chunked law's edges 0, 1/2, 3/4, 7/8, 15/16, 1: the band [3/4, 7/8] holds 0.05 of the lower
+    atom and 0.075 of the upper, so its level is (-0.05 + 0.3) / 0.125 = 2 ms (its middle quantile,
+    at 0.8125, was +4 ms and jumps to -1 ms once P(D = -1) passes 0.8125); the others -1, -1, 4, 4;
+    the weighted levels keep E[D] = 0."""
+    from model.queueing.decode_spread import TpotSpread
+
+    one = np.ones((1, 1))
+    law = TpotSpread(
+        np.array([5e-3]), np.array([[-1e-3, 4e-3]]), np.array([[0.8, 1.0]]), one, one, np.array([1e-5]), one
+    )
+    w, d, z = law.strata_at((0.0, 0.5, 0.75, 0.875, 0.9375, 1.0))
+    assert w == pytest.approx([0.5, 0.25, 0.125, 0.0625, 0.0625])
+    assert d[:, 0] == pytest.approx([-1e-3, -1e-3, 2e-3, 4e-3, 4e-3], rel=1e-12)
+    assert float(w @ d[:, 0]) == pytest.approx(0.0, abs=1e-15)
+    assert float(w @ z[:, 0] ** 2) == pytest.approx(1.0, rel=1e-12)

@@ -136,6 +136,24 @@ def cohort_mean(
     return np.maximum(np.asarray(rate_s, dtype=float), 0.0) * span * overlap_weight(output_tokens)
 
 
+def cluster_dispersion(companions: np.ndarray) -> np.ndarray:
+    """[C] the index of dispersion Var N / E[N] of the other requests' batch when births come in the
+    clusters the cohort describes: 1 + c, c the mean cohort (:func:`cohort_mean`).
+
+    Births arrive in clusters of X prompts (those that start decoding together), the clusters as a
+    Poisson process; the number in an infinite-server system with batch arrivals (M^X/G/inf, members
+    served independently) has E[N] = lambda_b E[X] E[S] and Var N = E[N] + lambda_b E[X (X - 1)]
+    E[min(S, S')] (Liu & Templeton, "Autocorrelations in infinite server batch arrival queues",
+    Queueing Systems 14, 1993, eq. 2.5; Takacs 1962 ch. 3), so Var N / E[N] = 1 + (E[X (X - 1)] /
+    E[X]) E[min(S, S')] / E[S]. A random member's cluster holds E[X (X - 1)] / E[X] others (the
+    size-biased cluster less the member itself: Feller vol. 2, sec. I.4, the inspection paradox), the
+    unthinned cohort mean, and E[min(S, S')] / E[S] is :func:`overlap_weight` w, so the index is
+    1 + c with c = c_0 w, :func:`cohort_mean`'s c. On benchmarks/cohort_mc.py with a step flat in the
+    batch (no feedback through the step) the per-token variance is 0.591, the cohort law with
+    N Poisson 0.549 and with N's variance times 1 + c 0.575 (docs/session13/cohort16.md)."""
+    return 1.0 + np.maximum(np.asarray(companions, dtype=float), 0.0)
+
+
 def cohort_spread(
     occ: Occupancy,
     companions: np.ndarray,
@@ -164,7 +182,12 @@ def cohort_spread(
     keeps, not averaged), N does by the variance factor g_i of item 3, so
     the request's time-average batch has variance g_i V + c (V = Var_q[N]) against V + c per token,
     and its shrink is sqrt((g_i V + c) / (V + c)): the law's shape that of the convolution, its
-    variance both parts'. The step at N + j is read as :func:`base_step_occupancy` reads it, or with
+    variance both parts'. The other requests' births come in the same clusters (each arrival's
+    cohort is formed as the request's is), so their count N is an M^X/G/inf count, whose variance is
+    the Poisson one times the index of dispersion 1 + c (:func:`cluster_dispersion`): the window
+    average's variance is g_i V (1 + c) + c, its shrink sqrt((g_i V (1 + c) + c) / (V + c)), at most 1
+    (the law's shape stays the convolution's; the spread's table assumes shrink <= 1).
+    The step at N + j is read as :func:`base_step_occupancy` reads it, or with
     ``whole`` at whole batches as :func:`replica_split` does (chunked: ``occ`` its whole-batch law).
     The Poisson tail above COHORT_MAX companions is put at COHORT_MAX.
 
@@ -197,8 +220,9 @@ def cohort_spread(
     spread = tpot_spread(Occupancy(batch, prob, step, occ.elasticity), output_tokens)
     g = spread.shrink**2
     total = (var_n + c)[:, None]
+    others = (var_n * cluster_dispersion(c))[:, None]  # the other requests' batch, clustered too
     with np.errstate(divide="ignore", invalid="ignore"):
-        g_cohort = np.where(total > 0, (g * var_n[:, None] + c[:, None]) / np.where(total > 0, total, 1.0), g)
+        g_cohort = np.where(total > 0, (g * others + c[:, None]) / np.where(total > 0, total, 1.0), g)
     shrink = np.sqrt(np.clip(g_cohort, 0.0, 1.0))
     inv = 1.0 / np.maximum(shrink, 1e-12)
     return TpotSpread(spread.mean_s, spread.dev_s, spread.cdf, shrink, inv, spread.step_s, spread.table)
