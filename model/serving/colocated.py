@@ -56,6 +56,7 @@ from model.queueing.colocated_base import (
 )
 from model.queueing.decode_batch import admission_queue, interp_rows, solve_batch
 from model.queueing.interference import shared_token_time_s
+from model.queueing.light_exposure import consistent_occupancy, spread_exposure
 from model.queueing.latency import LatencyModel
 from model.queueing.mixed_share import MixedShare, alternation, mixed_share
 from model.queueing.overlap import arrival_correlation
@@ -278,7 +279,18 @@ def evaluate_colocated(
     # plus the requests before their first token, lambda_r (W + E[prefill time]) per replica (Little).
     wait_s = np.where(np.isfinite(queue.mean_wait_s), queue.mean_wait_s, 0.0)
     before_first = rate_r * (wait_s + service.mean(axis=1))
-    exposure = stall_exposure(router, occ.batch, occ.prob, replicas, before_first)
+    if chunked:
+        exposure = stall_exposure(router, occ.batch, occ.prob, replicas, before_first)
+    else:  # occupancy at t_dec / (1 - x u) and x with the prompts' fluctuation, together (light_exposure)
+
+        def occupancy_at(grid: np.ndarray):
+            b_g = solve_batch(rate_r * eo, BATCH_GRID, grid, max_batch).batch
+            return base_step_occupancy(rate_r * eo, BATCH_GRID, grid, dec, max_batch, b_g, replicas * np.ones(n))
+
+        def exposure_at(o) -> np.ndarray:
+            return spread_exposure(router, o.batch, o.prob, replicas * np.ones(n), before_first)
+
+        occ, exposure, _grid = consistent_occupancy(occupancy_at, dec, tau, exposure_at)
     stall_load = exposure * stall_load
     window = service if chunked else stalls
     decode_s = t_dec[:, None] * (out_tokens[None, :] - 1.0)
