@@ -29,8 +29,10 @@ about one request or fewer (issue 17, cells 133, 1, 4, 41: docs/session13/colo16
    least its mean otherwise). Independent of the decoding count (the thinning of a Poisson stream into
    requests in prefill and in decode: Kingman 1993, ch. 5), it widens the fleet's count N, and with
    N / R near one a wider N puts more replicas at two (the level pair moment is convex, kinked at the
-   integers): x rises. The count is discretised at ``QUANTILES`` equal-probability mid-quantiles of
-   the Poisson law (a quadrature of its CDF; the mean and pair moment both taken on it).
+   integers): x rises. The count is summed exactly over mean +- ``SPAN_SD`` standard deviations when
+   that takes at most ``POINTS`` integers (a fleet mean up to ~25); wider laws are binned into
+   ``POINTS`` runs of equal width, each run's Poisson mass at its middle (the pair moment is smooth
+   over such a wide law); the mass is renormalised over the window.
 
 Nothing is fitted. Only the prefill-first replicas behind a levelling router with R > 1 use it;
 elsewhere x = 1 and tau = t_dec / (1 - u) as before.
@@ -47,8 +49,10 @@ from model.hardware.engines import Router
 from model.queueing.decode_spread import Occupancy
 from model.queueing.routing import _LEVELLING, pair_moment
 
-# Equal-probability points of the Poisson count of requests before their first token (quadrature).
-QUANTILES = 16
+# The Poisson count of requests before their first token: its window (standard deviations either side)
+# and the most points it is summed on (exact up to this many integers, binned beyond).
+SPAN_SD = 6.0
+POINTS = 64
 # Fixed-point iterations of (occupancy, exposure); the iterates fall monotonically (module docstring).
 ITERATIONS = 3
 
@@ -64,21 +68,33 @@ def spread_exposure(
     Poisson of mean R ``before_first`` (part 2 of the module docstring) instead of a mean shift.
 
     K = N_dec / R + M / R at the support points ``batch`` [C, K] (N_dec / R, probabilities ``prob``) and
-    the QUANTILES mid-quantiles M_i of Poisson(R before_first); x = E[pair(K)] / E[K]^2, clipped to
+    the points M_j of Poisson(R before_first) (module docstring); x = E[pair(K)] / E[K]^2, clipped to
     [0, 1]; 1 for the routers that do not level and for one replica."""
     r = np.asarray(replicas, dtype=float) * np.ones(np.shape(batch)[0])
     if router.policy not in _LEVELLING:
         return np.ones_like(r)
     p = np.asarray(prob, dtype=float)
-    levels = (np.arange(QUANTILES) + 0.5) / QUANTILES
-    mean_m = r * np.maximum(np.asarray(before_first, dtype=float), 0.0)
-    m = poisson.ppf(levels[None, :], np.maximum(mean_m, 1e-12)[:, None])  # [C, Q]
-    y = np.asarray(batch, dtype=float)[:, :, None] + (m / r[:, None])[:, None, :]  # [C, K, Q]
-    mean = (p[:, :, None] * y).sum(axis=(1, 2)) / QUANTILES
-    pairs = (p[:, :, None] * pair_moment(y)).sum(axis=(1, 2)) / QUANTILES
+    m, w = _poisson_points(r * np.maximum(np.asarray(before_first, dtype=float), 0.0))
+    y = np.asarray(batch, dtype=float)[:, :, None] + (m / r[:, None])[:, None, :]  # [C, K, M]
+    pw = p[:, :, None] * w[:, None, :]
+    mean = (pw * y).sum(axis=(1, 2))
+    pairs = (pw * pair_moment(y)).sum(axis=(1, 2))
     with np.errstate(divide="ignore", invalid="ignore"):
         x = np.where(mean > 0, pairs / np.where(mean > 0, mean, 1.0) ** 2, 0.0)
     return np.where(r > 1, np.clip(x, 0.0, 1.0), 1.0)
+
+
+def _poisson_points(mean: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(points [C, POINTS], weights [C, POINTS]) of Poisson(``mean`` [C]): runs of ``width`` integers from
+    the window's low end, each run's mass (CDF difference) at its middle, renormalised."""
+    mu = np.maximum(np.asarray(mean, dtype=float), 0.0)
+    low = np.maximum(np.floor(mu - SPAN_SD * np.sqrt(mu)), 0.0)
+    high = np.ceil(mu + SPAN_SD * np.sqrt(mu)) + 1.0
+    width = np.maximum(np.ceil((high - low + 1.0) / POINTS), 1.0)
+    start = low[:, None] + width[:, None] * np.arange(POINTS)[None, :]  # [C, M]
+    cdf = poisson.cdf(start + width[:, None] - 1.0, mu[:, None]) - poisson.cdf(start - 1.0, mu[:, None])
+    total = cdf.sum(axis=1, keepdims=True)
+    return start + (width[:, None] - 1.0) / 2.0, cdf / np.where(total > 0, total, 1.0)
 
 
 def consistent_occupancy(
