@@ -38,7 +38,9 @@ def test_poisson_spread_against_the_exact_sum() -> None:
     got = spread_exposure(LEAST, np.array([[dec]]), np.array([[1.0]]), np.array([r]), np.array([bf]))[0]
     assert got == pytest.approx(exact, rel=1e-4)
     # the spread raises x where the fleet holds about one request per replica (the shift gives 0 here)
-    assert stall_exposure(LEAST, np.array([[dec]]), np.array([[1.0]]), np.array([r]), np.array([bf]))[0] == 0.0
+    assert (
+        stall_exposure(LEAST, np.array([[dec]]), np.array([[1.0]]), np.array([r]), np.array([bf]))[0] == 0.0
+    )
     assert got > 0.05
 
 
@@ -69,7 +71,7 @@ def test_fixed_point_iterates_fall_towards_the_root() -> None:
     # x = batch = 0.4 g, g = 1 / (1 - 0.5 x): 0.2 g^2 - g + 1 = 0, root g* = (1 - sqrt(0.2)) / 0.4 = 1.382;
     # from g0 = 2 the iterates are 1 / 0.6, 1 / (2 / 3), 1 / 0.7 (three iterations): 1.4286, above g*
     dec, tau = np.array([[1.0]]), np.array([[2.0]])
-    occ, x, grid = consistent_occupancy(_one_point(0.4), dec, tau, lambda o: o.batch[:, 0])
+    _occ, x, grid = consistent_occupancy(_one_point(0.4), dec, tau, lambda o: o.batch[:, 0])
     assert grid[0, 0] == pytest.approx(1.0 / 0.7)
     assert (1.0 - np.sqrt(0.2)) / 0.4 < grid[0, 0] < 2.0
     assert x[0] == pytest.approx(0.4 / 0.7)

@@ -56,8 +56,8 @@ from model.queueing.colocated_base import (
 )
 from model.queueing.decode_batch import admission_queue, interp_rows, solve_batch
 from model.queueing.interference import shared_token_time_s
-from model.queueing.light_exposure import consistent_occupancy, spread_exposure
 from model.queueing.latency import LatencyModel
+from model.queueing.light_exposure import consistent_occupancy, spread_exposure
 from model.queueing.mixed_share import MixedShare, alternation, mixed_share
 from model.queueing.overlap import arrival_correlation
 from model.queueing.own_step import prefill_first_arrivals
@@ -285,7 +285,9 @@ def evaluate_colocated(
 
         def occupancy_at(grid: np.ndarray):
             b_g = solve_batch(rate_r * eo, BATCH_GRID, grid, max_batch).batch
-            return base_step_occupancy(rate_r * eo, BATCH_GRID, grid, dec, max_batch, b_g, replicas * np.ones(n))
+            return base_step_occupancy(
+                rate_r * eo, BATCH_GRID, grid, dec, max_batch, b_g, replicas * np.ones(n)
+            )
 
         def exposure_at(o) -> np.ndarray:
             return spread_exposure(router, o.batch, o.prob, replicas * np.ones(n), before_first)
