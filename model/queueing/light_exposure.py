@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from scipy.stats import poisson
+from scipy.special import pdtr
 
 from model.hardware.engines import Router
 from model.queueing.decode_spread import Occupancy
@@ -63,18 +63,20 @@ def spread_exposure(
     prob: np.ndarray,
     replicas: np.ndarray,
     before_first: np.ndarray,
+    points: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """x [C] of model.queueing.routing.stall_exposure with the fleet's requests before their first token
     Poisson of mean R ``before_first`` (part 2 of the module docstring) instead of a mean shift.
 
     K = N_dec / R + M / R at the support points ``batch`` [C, K] (N_dec / R, probabilities ``prob``) and
     the points M_j of Poisson(R before_first) (module docstring); x = E[pair(K)] / E[K]^2, clipped to
-    [0, 1]; 1 for the routers that do not level and for one replica."""
+    [0, 1]; 1 for the routers that do not level and for one replica. ``points``: the count's (points,
+    weights) from :func:`before_first_points`, when computed once for several calls."""
     r = np.asarray(replicas, dtype=float) * np.ones(np.shape(batch)[0])
     if router.policy not in _LEVELLING:
         return np.ones_like(r)
     p = np.asarray(prob, dtype=float)
-    m, w = _poisson_points(r * np.maximum(np.asarray(before_first, dtype=float), 0.0))
+    m, w = before_first_points(r, before_first) if points is None else points
     y = np.asarray(batch, dtype=float)[:, :, None] + (m / r[:, None])[:, None, :]  # [C, K, M]
     pw = p[:, :, None] * w[:, None, :]
     mean = (pw * y).sum(axis=(1, 2))
@@ -84,15 +86,19 @@ def spread_exposure(
     return np.where(r > 1, np.clip(x, 0.0, 1.0), 1.0)
 
 
-def _poisson_points(mean: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(points [C, POINTS], weights [C, POINTS]) of Poisson(``mean`` [C]): runs of ``width`` integers from
+def before_first_points(replicas: np.ndarray, before_first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(points [C, POINTS], weights [C, POINTS]) of the fleet's count before the first token, Poisson of
+    mean R ``before_first`` [C]: runs of ``width`` integers from
     the window's low end, each run's mass (CDF difference) at its middle, renormalised."""
-    mu = np.maximum(np.asarray(mean, dtype=float), 0.0)
+    mu = np.maximum(np.asarray(replicas, dtype=float) * np.asarray(before_first, dtype=float), 0.0)
     low = np.maximum(np.floor(mu - SPAN_SD * np.sqrt(mu)), 0.0)
     high = np.ceil(mu + SPAN_SD * np.sqrt(mu)) + 1.0
     width = np.maximum(np.ceil((high - low + 1.0) / POINTS), 1.0)
     start = low[:, None] + width[:, None] * np.arange(POINTS)[None, :]  # [C, M]
-    cdf = poisson.cdf(start + width[:, None] - 1.0, mu[:, None]) - poisson.cdf(start - 1.0, mu[:, None])
+    # pdtr(k, m): the Poisson CDF (nan below k = 0, where the CDF is 0)
+    upper = pdtr(start + width[:, None] - 1.0, mu[:, None])
+    below = np.where(start >= 1.0, pdtr(np.maximum(start - 1.0, 0.0), mu[:, None]), 0.0)
+    cdf = upper - below
     total = cdf.sum(axis=1, keepdims=True)
     return start + (width[:, None] - 1.0) / 2.0, cdf / np.where(total > 0, total, 1.0)
 

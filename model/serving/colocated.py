@@ -57,7 +57,7 @@ from model.queueing.colocated_base import (
 from model.queueing.decode_batch import admission_queue, interp_rows, solve_batch
 from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel
-from model.queueing.light_exposure import consistent_occupancy, spread_exposure
+from model.queueing.light_exposure import before_first_points, consistent_occupancy, spread_exposure
 from model.queueing.mixed_share import MixedShare, alternation, mixed_share
 from model.queueing.overlap import arrival_correlation
 from model.queueing.own_step import prefill_first_arrivals
@@ -289,8 +289,10 @@ def evaluate_colocated(
                 rate_r * eo, BATCH_GRID, grid, dec, max_batch, b_g, replicas * np.ones(n)
             )
 
+        counts = before_first_points(replicas * np.ones(n), before_first)
+
         def exposure_at(o) -> np.ndarray:
-            return spread_exposure(router, o.batch, o.prob, replicas * np.ones(n), before_first)
+            return spread_exposure(router, o.batch, o.prob, replicas * np.ones(n), before_first, counts)
 
         occ, exposure, _grid = consistent_occupancy(occupancy_at, dec, tau, exposure_at)
     stall_load = exposure * stall_load
