@@ -108,16 +108,18 @@ def consistent_occupancy(
     dec: np.ndarray,
     tau: np.ndarray,
     exposure_at: Callable[[Occupancy], np.ndarray],
+    start: Occupancy | None = None,
 ) -> tuple[Occupancy, np.ndarray, np.ndarray]:
     """(occupancy, exposure x [C], per-token grid [C, G]) at the fixed point of part 1.
 
     ``tau`` [C, G] the per-token time t_dec / (1 - u) on the batch grid and ``dec`` [C, G] t_dec there, so
     u = 1 - t_dec / tau on the grid; the consistent per-token time is t_dec / (1 - x u).
     ``occupancy_at`` maps a per-token grid to the replica's batch law, ``exposure_at`` a batch law to x.
-    Where tau is not finite (prefill does not keep up) it stays as it is."""
+    Where tau is not finite (prefill does not keep up) it stays as it is. ``start``: the batch law at
+    ``tau``, when already computed."""
     finite = np.isfinite(tau) & (tau > 0)
     u = np.where(finite, 1.0 - dec / np.where(finite, tau, 1.0), 0.0)
-    occ = occupancy_at(tau)
+    occ = occupancy_at(tau) if start is None else start
     x = exposure_at(occ)
     grid = tau
     for _ in range(ITERATIONS):

@@ -280,7 +280,7 @@ def evaluate_colocated(
     wait_s = np.where(np.isfinite(queue.mean_wait_s), queue.mean_wait_s, 0.0)
     before_first = rate_r * (wait_s + service.mean(axis=1))
     if chunked:
-        exposure = stall_exposure(router, occ.batch, occ.prob, replicas, before_first)
+        exposure, occ_x = stall_exposure(router, occ.batch, occ.prob, replicas, before_first), occ
     else:  # occupancy at t_dec / (1 - x u) and x with the prompts' fluctuation, together (light_exposure)
 
         def occupancy_at(grid: np.ndarray):
@@ -294,7 +294,7 @@ def evaluate_colocated(
         def exposure_at(o) -> np.ndarray:
             return spread_exposure(router, o.batch, o.prob, replicas * np.ones(n), before_first, counts)
 
-        occ, exposure, _grid = consistent_occupancy(occupancy_at, dec, tau, exposure_at)
+        occ_x, exposure, _grid = consistent_occupancy(occupancy_at, dec, tau, exposure_at, occ)
     stall_load = exposure * stall_load
     window = service if chunked else stalls
     decode_s = t_dec[:, None] * (out_tokens[None, :] - 1.0)
@@ -302,7 +302,7 @@ def evaluate_colocated(
         joins = replica_arrivals(router, rate_r, window + decode_s, replicas, exposure)
     else:  # the own packed step at the chain's factor (model.queueing.own_step)
         joins = prefill_first_arrivals(
-            router, rate_r, stalls, decode_s, replicas, exposure, occ.batch, occ.prob
+            router, rate_r, stalls, decode_s, replicas, exposure, occ_x.batch, occ_x.prob
         )
     events = stall_events(joins, per_event, stall_load)
     # joins that follow departures (levelling router, R > 1): clusters at rho / (R (1 - u)), mean kept
