@@ -57,7 +57,7 @@ from model.queueing.colocated_base import (
 from model.queueing.decode_batch import admission_queue, interp_rows, solve_batch
 from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel
-from model.queueing.light_exposure import before_first_points, consistent_occupancy, spread_exposure
+from model.queueing.light_exposure import spread_exposure
 from model.queueing.mixed_share import MixedShare, alternation, mixed_share
 from model.queueing.overlap import arrival_correlation
 from model.queueing.own_step import prefill_first_arrivals
@@ -280,21 +280,9 @@ def evaluate_colocated(
     wait_s = np.where(np.isfinite(queue.mean_wait_s), queue.mean_wait_s, 0.0)
     before_first = rate_r * (wait_s + service.mean(axis=1))
     if chunked:
-        exposure, occ_x = stall_exposure(router, occ.batch, occ.prob, replicas, before_first), occ
-    else:  # occupancy at t_dec / (1 - x u) and x with the prompts' fluctuation, together (light_exposure)
-
-        def occupancy_at(grid: np.ndarray):
-            b_g = solve_batch(rate_r * eo, BATCH_GRID, grid, max_batch).batch
-            return base_step_occupancy(
-                rate_r * eo, BATCH_GRID, grid, dec, max_batch, b_g, replicas * np.ones(n)
-            )
-
-        counts = before_first_points(replicas * np.ones(n), before_first)
-
-        def exposure_at(o) -> np.ndarray:
-            return spread_exposure(router, o.batch, o.prob, replicas * np.ones(n), before_first, counts)
-
-        occ_x, exposure, _grid = consistent_occupancy(occupancy_at, dec, tau, exposure_at, occ)
+        exposure = stall_exposure(router, occ.batch, occ.prob, replicas, before_first)
+    else:  # the requests before their first token as a Poisson count, not a mean (light_exposure)
+        exposure = spread_exposure(router, occ.batch, occ.prob, replicas * np.ones(n), before_first)
     stall_load = exposure * stall_load
     window = service if chunked else stalls
     decode_s = t_dec[:, None] * (out_tokens[None, :] - 1.0)
@@ -302,7 +290,7 @@ def evaluate_colocated(
         joins = replica_arrivals(router, rate_r, window + decode_s, replicas, exposure)
     else:  # the own packed step at the chain's factor (model.queueing.own_step)
         joins = prefill_first_arrivals(
-            router, rate_r, stalls, decode_s, replicas, exposure, occ_x.batch, occ_x.prob
+            router, rate_r, stalls, decode_s, replicas, exposure, occ.batch, occ.prob
         )
     events = stall_events(joins, per_event, stall_load)
     # joins that follow departures (levelling router, R > 1): clusters at rho / (R (1 - u)), mean kept
