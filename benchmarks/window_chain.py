@@ -99,7 +99,9 @@ def main(argv: list[str]) -> None:
         if arg.count(",") == 3:
             rr, a, y0, c2 = arg.split(",")
             x, occ, first = window_chain(int(rr), float(a), float(y0), float(c2), arrivals)
-            print(f"R {rr} a {a} y0 {y0} c2 {c2}: x_win {x:.3f}, decoding {occ:.3f}, before first {first:.3f}")
+            print(
+                f"R {rr} a {a} y0 {y0} c2 {c2}: x_win {x:.3f}, decoding {occ:.3f}, before first {first:.3f}"
+            )
 
 
 if __name__ == "__main__":
