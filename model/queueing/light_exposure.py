@@ -24,18 +24,22 @@ about one request or fewer (issue 17, cells 133, 1, 4, 41: docs/session13/colo16
    replica holds (vLLM's load: waiting, prefilling, running; model.sim.colocated.Replica.load); the
    level law took the requests before their first token as a mean shift ``before_first`` =
    lambda_r (W + E[prefill]) per replica. Their fleet count is the number in a system entered at rate
-   R lambda_r and left after W + S: Poisson of mean R x before_first when the wait is short (the M/G/inf
-   occupancy, Palm's theorem: Kleinrock 1975, vol. 1, sec. 4.2 / Takacs 1962, ch. 3; its variance at
-   least its mean otherwise). Independent of the decoding count (the thinning of a Poisson stream into
-   requests in prefill and in decode: Kingman 1993, ch. 5), it widens the fleet's count N, and with
+   R lambda_r and left after W + S: Poisson of mean R x before_first when the wait is short (the
+   M/G/inf occupancy is Poisson of mean lambda E[S] whatever the law of S: Palm 1943; Takacs 1962,
+   "Introduction to the Theory of Queues"; its variance at least its mean otherwise). Independent of
+   the decoding count (the thinning of a Poisson stream into requests in prefill and in decode:
+   Kingman 1993, ch. 5), it widens the fleet's count N, and with
    N / R near one a wider N puts more replicas at two (the level pair moment is convex, kinked at the
    integers): x rises. The count is summed exactly over mean +- ``SPAN_SD`` standard deviations when
    that takes at most ``POINTS`` integers (a fleet mean up to ~25); wider laws are binned into
    ``POINTS`` runs of equal width, each run's Poisson mass at its middle (the pair moment is smooth
    over such a wide law); the mass is renormalised over the window.
 
-Nothing is fitted. Only the prefill-first replicas behind a levelling router with R > 1 use it;
-elsewhere x = 1 and tau = t_dec / (1 - u) as before.
+Nothing is fitted. Wired (model.serving.colocated, prefill-first behind a levelling router with
+R > 1): part 2, :func:`spread_exposure`. Part 1, :func:`consistent_occupancy`, is derived and tested but
+not wired: fed to the level law it under-counts the joins on light long-prompt cells (the level law
+misses the unlevelling by departures between arrivals; benchmarks/window_chain.py; docs/session13/
+colo16.md, variant A).
 """
 
 from __future__ import annotations
