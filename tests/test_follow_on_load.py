@@ -81,6 +81,10 @@ def test_colocated_replicas_take_the_follow_on_load(monkeypatch):
     from model.workload.slo import SLO
 
     monkeypatch.setattr(col, "stall_exposure", lambda router, batch, prob, r, first=0.0: np.ones(len(r)))
+    # prefill-first reads x from the occupancy / exposure fixed point (model.queueing.light_exposure)
+    monkeypatch.setattr(
+        col, "spread_exposure", lambda router, batch, prob, r, first, points=None: np.ones(len(r))
+    )
     loads = {}
     for name, weight in (("least-loaded", 4.0), ("random", 1.0)):
         engine = dataclasses.replace(get_engine(None), router=Router(name, weight))

@@ -57,6 +57,7 @@ from model.queueing.colocated_base import (
 from model.queueing.decode_batch import admission_queue, interp_rows, solve_batch
 from model.queueing.interference import shared_token_time_s
 from model.queueing.latency import LatencyModel
+from model.queueing.light_exposure import spread_exposure
 from model.queueing.mixed_share import MixedShare, alternation, mixed_share
 from model.queueing.overlap import arrival_correlation
 from model.queueing.own_step import prefill_first_arrivals
@@ -278,7 +279,10 @@ def evaluate_colocated(
     # plus the requests before their first token, lambda_r (W + E[prefill time]) per replica (Little).
     wait_s = np.where(np.isfinite(queue.mean_wait_s), queue.mean_wait_s, 0.0)
     before_first = rate_r * (wait_s + service.mean(axis=1))
-    exposure = stall_exposure(router, occ.batch, occ.prob, replicas, before_first)
+    if chunked:
+        exposure = stall_exposure(router, occ.batch, occ.prob, replicas, before_first)
+    else:  # the requests before their first token as a Poisson count, not a mean (light_exposure)
+        exposure = spread_exposure(router, occ.batch, occ.prob, replicas * np.ones(n), before_first)
     stall_load = exposure * stall_load
     window = service if chunked else stalls
     decode_s = t_dec[:, None] * (out_tokens[None, :] - 1.0)
