@@ -53,7 +53,7 @@ def trace(index: int, factor: float) -> str:
     # planner's sampled requests, matched by output length quantile
     p_out = lat.output_tokens if lat.output_tokens.ndim == 1 else lat.output_tokens[0]
     lines = [
-        f"grid {index} {best.config.label()} at {rate:.4g} req/s (x{factor}); R={best.config.replicas if hasattr(best.config, 'replicas') else '?'}; "
+        f"grid {index} {best.config.label()} at {rate:.4g} req/s (x{factor}); "
         f"miss sim {np.mean(tp > scn.slo.tpot_s):.3f} / planner {np.mean(p_miss):.3f}; "
         f"p90 TPOT sim {np.nanquantile(tp, 0.9) * 1e3:.2f} ms, target {scn.slo.tpot_s * 1e3:.2f}",
         f"  mixed iterations sim {np.mean(mixed):.3f}, planner E[F] {np.mean(p_mean):.3f};"
