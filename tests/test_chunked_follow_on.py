@@ -37,13 +37,13 @@ def test_thinned_alternation_by_hand():
     u = 0.5 (tests/test_mixed_share.py: theta = 10 iterations at u_v = u). At u_v = 0.25: the busy
     period E[B] = 0.5 / 0.75 = 2/3 s = 20/3 iterations, E[B^2] = 0.5 / 0.75^3 = 32/27 s^2 = 3200/27
     it^2; the idle period E[B] (1 - u) / u = 20/3 iterations; Fbar = 1/2 (unchanged); theta =
-    m_I E[B^2] / (2 (m_B + m_I) m_B) = 3200/27 / (80/3) = 40/9 iterations; the start u_v = 0.25."""
+    m_I E[B^2] / (2 (m_B + m_I) m_B) = 3200/27 / (80/3) = 40/9 iterations; the start keeps u = 0.5."""
     rate, moments, t = np.array([1.0]), (np.array([0.5]), np.array([0.5])), (np.array([0.1]), np.array([0.1]))
     plain = alternation(rate, moments, *t)
     thin = alternation(rate, moments, *t, lambda u: 0.5 * u)
     assert plain.theta[0] == pytest.approx(10.0)
     assert thin.fbar[0] == pytest.approx(0.5)
-    assert thin.u[0] == pytest.approx(0.25)
+    assert thin.u[0] == pytest.approx(0.5)  # the start keeps u (the variance only moves)
     assert thin.theta[0] == pytest.approx(40.0 / 9.0)
     # a follow-on load above u is capped at u: the Poisson alternation
     same = alternation(rate, moments, *t, lambda u: 2.0 * u)

@@ -430,11 +430,13 @@ def alternation(
     With joins at lambda_b = u_v / E[S] while busy (and lambda_i while idle, set by flow balance so
     the wall busy fraction stays u = lambda E[S]: each prompt brings E[S] of work whatever routes it),
     the busy period is the M/G/1 one at load u_v, mean E[S] / (1 - u_v) and second moment
-    E[S^2] / (1 - u_v)^3 (Kleinrock 1975, vol. 1, sec. 5.8), the idle period exponential of mean
-    E[S] (1 - u) / (u (1 - u_v)) (the cycle's busy share u), and the window's start (a prompt's
-    prefill end) is busy with probability u_v: the share of the joins that find the replica busy,
-    lambda_b u / lambda (level crossing, Kleinrock 1975, vol. 1, sec. 5.6). u_v = u is the Poisson
-    alternation; the mean occupation Fbar is the same for any u_v (docs/session13/chov16.md)."""
+    E[S^2] / (1 - u_v)^3 (Kleinrock 1975, vol. 1, sec. 5.8) and the idle period exponential of mean
+    E[S] (1 - u) / (u (1 - u_v)) (the cycle's busy share u): shorter cycles, a shorter correlation
+    time theta. As the prefill-first clusters' follow-on load (model.queueing.routing.follow_on_load)
+    u_v moves the variance only: the mean occupation Fbar is the same for any u_v, and the window's
+    start keeps probability u (the share of joins finding the replica busy would be lambda_b u /
+    lambda = u_v by level crossing, Kleinrock 1975, vol. 1, sec. 5.6; taken, it moved in-band cells
+    out of the band: docs/session13/chov16.md, "not kept"). u_v = u is the Poisson alternation."""
     lam = np.asarray(rate_per_replica, dtype=float)
     m1, m2 = (np.asarray(v, dtype=float) for v in share_moments_s)
     t_dec = np.maximum(np.asarray(decode_iteration_s, dtype=float), 1e-12)
@@ -451,7 +453,7 @@ def alternation(
         fbar = np.where((lam > 0) & (m1 > 0), m_b / cycle, 0.0)
         theta = (m_i * m_i * var_b + m_b * m_b * m_i * m_i) / (2.0 * cycle * m_b * m_i)
         theta = np.where(np.isfinite(theta) & (fbar > 0), theta, 0.0)
-    return Alternation(fbar, np.where(fbar > 0, u_v, 0.0), theta, (lam * t_dec, lam * t_mix), m1 / t_mix)
+    return Alternation(fbar, np.where(fbar > 0, u, 0.0), theta, (lam * t_dec, lam * t_mix), m1 / t_mix)
 
 
 def mixed_share(alt: Alternation, window_iterations: np.ndarray) -> tuple[np.ndarray, ...]:
