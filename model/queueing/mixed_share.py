@@ -420,18 +420,35 @@ def alternation(
     share_moments_s: tuple[np.ndarray, np.ndarray],
     decode_iteration_s: np.ndarray,
     mixed_iteration_s: np.ndarray,
+    follow_on: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> Alternation:
     """The alternation from the arrival rate per replica, a prompt's share (E[S], E[S^2]) [C] and
-    the per-iteration times T_dec, T_mix [C] (module docstring)."""
+    the per-iteration times T_dec, T_mix [C] (module docstring). ``follow_on`` maps the prefill busy
+    fraction u [C] to the busy period's follow-on load u_v [C] (None: u, Poisson joins;
+    model.queueing.routing.chunked_follow_on_load behind a levelling router).
+
+    With joins at lambda_b = u_v / E[S] while busy (and lambda_i while idle, set by flow balance so
+    the wall busy fraction stays u = lambda E[S]: each prompt brings E[S] of work whatever routes it),
+    the busy period is the M/G/1 one at load u_v, mean E[S] / (1 - u_v) and second moment
+    E[S^2] / (1 - u_v)^3 (Kleinrock 1975, vol. 1, sec. 5.8) and the idle period exponential of mean
+    E[S] (1 - u) / (u (1 - u_v)) (the cycle's busy share u): shorter cycles, a shorter correlation
+    time theta. As the prefill-first clusters' follow-on load (model.queueing.routing.follow_on_load)
+    u_v moves the variance only: the mean occupation Fbar is the same for any u_v, and the window's
+    start keeps probability u (the share of joins finding the replica busy would be lambda_b u /
+    lambda = u_v by level crossing, Kleinrock 1975, vol. 1, sec. 5.6; taken, it moved in-band cells
+    out of the band: docs/session13/chov16.md, "not kept"). u_v = u is the Poisson alternation."""
     lam = np.asarray(rate_per_replica, dtype=float)
     m1, m2 = (np.asarray(v, dtype=float) for v in share_moments_s)
     t_dec = np.maximum(np.asarray(decode_iteration_s, dtype=float), 1e-12)
     t_mix = np.maximum(np.asarray(mixed_iteration_s, dtype=float), t_dec)
     u = np.clip(lam * m1, 0.0, 0.999)
+    u_v = u if follow_on is None else np.clip(np.minimum(follow_on(u), u), 0.0, 0.999)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        m_b = m1 / (1.0 - u) / t_mix  # busy period, in iterations
-        var_b = np.maximum(m2 / (1.0 - u) ** 3 / t_mix**2 - m_b * m_b, 0.0)
-        m_i = 1.0 / (np.maximum(lam, 1e-300) * t_dec)  # idle period (exponential), in iterations
+        busy_s = m1 / (1.0 - u_v)  # busy period, wall
+        m_b = busy_s / t_mix  # in iterations
+        var_b = np.maximum(m2 / (1.0 - u_v) ** 3 / t_mix**2 - m_b * m_b, 0.0)
+        # idle period (exponential), in iterations: busy_s (1 - u) / u wall (1 / lambda at u_v = u)
+        m_i = busy_s * (1.0 - u) / np.maximum(u, 1e-300) / t_dec
         cycle = m_b + m_i
         fbar = np.where((lam > 0) & (m1 > 0), m_b / cycle, 0.0)
         theta = (m_i * m_i * var_b + m_b * m_b * m_i * m_i) / (2.0 * cycle * m_b * m_i)

@@ -50,6 +50,7 @@ from model.queueing.mgc import WaitResult, mgc_mean_wait_unchecked, mgc_wait
 __all__ = [
     "SHARED_QUEUE",
     "blend_weight",
+    "chunked_follow_on_load",
     "cohort_exposure",
     "follow_on_load",
     "leg_inputs",
@@ -311,3 +312,40 @@ def follow_on_load(
         return rho
     free = np.maximum(1.0 - np.asarray(busy, dtype=float), 1e-12)
     return np.where(r > 1, np.minimum(rho, rho / (r * free)), rho)
+
+
+def chunked_follow_on_load(
+    router: Router, busy: np.ndarray, decode_ratio: np.ndarray, replicas: np.ndarray
+) -> np.ndarray:
+    """[C] u_v, the load that follows a chunked replica's prefill busy period: the joins per second
+    while it carries prompt chunks, times E[S] (the prompt's wall share), given its prefill busy
+    fraction u = ``busy`` (lambda_r E[S]), ``decode_ratio`` delta = T_dec / T_mix (a mixed iteration's
+    decode rate relative to a decode-only one: one token per running sequence per iteration) and R =
+    ``replicas``. u where the joins do not depend on the replica's state (one replica, random and
+    round-robin routing: Poisson joins, the M/G/1 busy period of model.queueing.mixed_share);
+    behind a levelling router with R > 1
+
+        u_v = min(u, u (delta + (1 - delta) / R) / (1 - u (1 - delta))).
+
+    The chunked analogue of :func:`follow_on_load` (same argument, docs/session13/colo15b.md). The
+    joins follow the departures (a replica's joins over a span are its departures plus the change of
+    its count, and the count stays within a few levels of the fleet's N / R: Eschenfeldt & Gamarnik
+    2018; docs/validation.md, sessions 9-10). A chunked replica keeps decoding while it prefills
+    (Sarathi-Serve, Agrawal et al. OSDI 2024), its departures slowed to delta d per second, d the
+    decode-only rate; flow balance d ((1 - u) + u delta) = lambda_r. While it is busy it takes the
+    joins that replace its own departures, delta d, and 1 / R of the fleet's surplus its slowed
+    decode holds back, (1 - delta) d / R (the router levels the surplus over the R replicas): a join
+    rate lambda_b = d (delta + (1 - delta) / R) and u_v = lambda_b E[S]. delta = 0 (a prefill step
+    that pauses every decode) gives :func:`follow_on_load`'s u / (R (1 - u)); R = 1 would give
+    d > lambda_r, where the joins are the fleet's Poisson arrivals: capped at u (as there).
+    """
+    u = np.asarray(busy, dtype=float)
+    r = np.asarray(replicas, dtype=float) * np.ones_like(u)
+    if router.policy not in _LEVELLING:
+        return u
+    delta = np.clip(np.asarray(decode_ratio, dtype=float), 0.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        thinned = (
+            u * (delta + (1.0 - delta) / np.maximum(r, 1.0)) / np.maximum(1.0 - u * (1.0 - delta), 1e-12)
+        )
+    return np.where(r > 1, np.minimum(u, thinned), u)

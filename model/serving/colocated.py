@@ -43,7 +43,7 @@ replica just picked as the lowest and frozen: model.queueing.own_step).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -62,6 +62,7 @@ from model.queueing.mixed_share import MixedShare, alternation, mixed_share
 from model.queueing.overlap import arrival_correlation
 from model.queueing.own_step import prefill_first_arrivals
 from model.queueing.routing import (
+    chunked_follow_on_load,
     cohort_exposure,
     follow_on_load,
     replica_arrivals,
@@ -95,6 +96,7 @@ def _mixed_share(
     emitted: np.ndarray,
     out_tokens: np.ndarray,
     pool_share: np.ndarray,
+    follow_on: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> MixedShare:
     """The chunked replicas' TPOT excess over the plain step [C, S] (model.queueing.mixed_share): F
     the mixed share of the request's (O - 1) / e iterations, its mixed iterations' mean time rising
@@ -103,9 +105,11 @@ def _mixed_share(
     arriving in the window: corr r = rho_D sqrt(p) rho_F (model.queueing.overlap.arrival_correlation,
     mixed_share.arrival_share_correlation), p = ``pool_share`` [C] the share of
     the pool's arrivals (whose count drives the levelled batch) that join the request's replica (a
-    Poisson thinning: corr of the two counts sqrt(p), Kingman 1993, ch. 5, the colouring theorem)."""
+    Poisson thinning: corr of the two counts sqrt(p), Kingman 1993, ch. 5, the colouring theorem).
+    ``follow_on``: the busy period's follow-on load from u (model.queueing.routing
+    .chunked_follow_on_load; None: Poisson joins)."""
     t_dec, t_mix, t_full = iteration_s
-    alt = alternation(rate_r, share_moments_s, t_dec, t_mix)
+    alt = alternation(rate_r, share_moments_s, t_dec, t_mix, follow_on)
     # computed once per distinct output length (a request's law depends on it alone), then spread
     outputs, inverse = np.unique(out_tokens, return_inverse=True)
     laws = mixed_share(alt, (outputs[None, :] - 1.0) / emitted[:, None])
@@ -344,6 +348,8 @@ def evaluate_colocated(
             emitted,
             out_tokens,
             exposure / replicas,
+            # joins follow departures behind a levelling router: the busy period thins (chov16)
+            lambda u: chunked_follow_on_load(router, u, step / (t_mix * emitted), replicas * np.ones(n)),
         )
         events = np.zeros_like(events)
     # incremental KV with pre-emption (engine policy "recompute" / "swap"): the resumes' TPOT share
