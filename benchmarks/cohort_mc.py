@@ -73,10 +73,10 @@ def simulate(prefill_s: float, freeze: bool, seed: int = 11) -> tuple[float, flo
     return mean, float((q * (n - mean) ** 2).sum()), float(np.var(averages[WARM:]))
 
 
-def planner_laws(prefill_s: float) -> tuple[float, float, float, float]:
-    """(chain per-token variance, chain window variance, cohort per-token variance, cohort window
-    variance): the birth-death law with g = 2/3, and with the cohort Poisson(2 lambda P)."""
-    tau = STEP_S / (1.0 - RATE_RPS * prefill_s)
+def per_token_law(tau: np.ndarray) -> tuple[np.ndarray, float]:
+    """The birth-death batch law with per-token time tau[n - 1] at batch n (p_n proportional to
+    prod lambda E[O] tau / k, Kleinrock 1975, vol. 1, eq. 3.11), seen per token (weight n / tau):
+    (that law, its variance)."""
     p = np.ones(len(tau) + 1)
     for k in range(1, len(p)):
         p[k] = p[k - 1] * RATE_RPS * OUTPUT * tau[k - 1] / k
@@ -84,11 +84,22 @@ def planner_laws(prefill_s: float) -> tuple[float, float, float, float]:
     q = np.zeros(len(p))
     q[1:] = n[1:] * p[1:] / tau
     q /= q.sum()
-    v = float((q * n * n).sum() - (q * n).sum() ** 2)
-    c = 2.0 * RATE_RPS * prefill_s
-    qc = np.convolve(q, poisson.pmf(np.arange(6), c))
+    return q, float((q * n * n).sum() - (q * n).sum() ** 2)
+
+
+def with_cohort_variance(q: np.ndarray, cohort: float) -> float:
+    """The variance of the per-token batch law ``q`` plus an independent Poisson(``cohort``) count."""
+    qc = np.convolve(q, poisson.pmf(np.arange(6), cohort))
     m = np.arange(len(qc))
-    vc = float((qc * m * m).sum() / qc.sum() - ((qc * m).sum() / qc.sum()) ** 2)
+    return float((qc * m * m).sum() / qc.sum() - ((qc * m).sum() / qc.sum()) ** 2)
+
+
+def planner_laws(prefill_s: float) -> tuple[float, float, float, float]:
+    """(chain per-token variance, chain window variance, cohort per-token variance, cohort window
+    variance): the birth-death law with g = 2/3, and with the cohort Poisson(2 lambda P)."""
+    q, v = per_token_law(STEP_S / (1.0 - RATE_RPS * prefill_s))
+    c = 2.0 * RATE_RPS * prefill_s
+    vc = with_cohort_variance(q, c)
     g = 2.0 / 3.0
     return v, g * v, vc, g * v + (vc - v)
 

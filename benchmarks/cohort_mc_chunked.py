@@ -21,9 +21,8 @@ import sys
 from collections import deque
 
 import numpy as np
-from scipy.stats import poisson
 
-from benchmarks.cohort_mc import OUTPUT, RATE_RPS, REQUESTS, STEP_S, WARM
+from benchmarks.cohort_mc import OUTPUT, RATE_RPS, REQUESTS, STEP_S, WARM, per_token_law, with_cohort_variance
 
 
 def simulate(prefill_s: float, chunks: int, seed: int = 11) -> tuple[float, float, float]:
@@ -71,22 +70,13 @@ def planner_laws(prefill_s: float, chunks: int) -> dict[str, tuple[float, float]
     s = chunks * t_mix[0]  # the prefill span at the light batch (the request's own: batch ~1)
     u = RATE_RPS * chunks * t_mix
     tau = 1.0 / (u / t_mix + (1.0 - u) / STEP_S)
-    p = np.ones(len(tau) + 1)
-    for k in range(1, len(p)):
-        p[k] = p[k - 1] * RATE_RPS * OUTPUT * tau[k - 1] / k
-    n = np.arange(len(p))
-    q = np.zeros(len(p))
-    q[1:] = n[1:] * p[1:] / tau
-    q /= q.sum()
-    v = float((q * n * n).sum() - (q * n).sum() ** 2)
+    q, v = per_token_law(tau)
     wait = RATE_RPS * s * s / (2.0 * (1.0 - RATE_RPS * s))  # M/D/1 (Pollaczek-Khinchine)
     frozen = float(1.0 - (q[1:] * STEP_S / t_mix).sum())  # 1 - t_dec / t_mix at the per-token batch
     g = 2.0 / 3.0
     out = {"none": (v, g * v)}
     for label, c in (("frozen", RATE_RPS * (wait + 2 * s) * frozen), ("unscaled", RATE_RPS * (wait + 2 * s))):
-        qc = np.convolve(q, poisson.pmf(np.arange(6), c))
-        m = np.arange(len(qc))
-        vc = float((qc * m * m).sum() / qc.sum() - ((qc * m).sum() / qc.sum()) ** 2)
+        vc = with_cohort_variance(q, c)
         out[f"{label} c={c:.4f}"] = (vc, g * v + (vc - v))
     return out
 

@@ -10,16 +10,13 @@ import pytest
 
 from model.hardware.catalog import get_engine, get_gpu
 from model.hardware.engines import with_preemption
-from model.planner.goodput import config_goodput
 from model.queueing.decode_batch import head_of_line_room
 from model.serving.configs import ColocatedConfig
 from model.serving.kv_saturation import prefill_held_sequences
-from model.sim.engine import SimOptions
-from model.sim.requests import poisson_requests
-from model.sim.simulate import goodput
 from model.workload.plain import workload_from_lengths
 from model.workload.scenario import Scenario
 from model.workload.slo import SLO
+from tests.goodput_pair import planned_and_simulated
 
 
 def test_head_of_line_room_by_hand() -> None:
@@ -84,17 +81,6 @@ def test_planner_agrees_with_simulator_on_a_saturated_cache() -> None:
         "llama-3.1-8b", wl, SLO(30.0, 0.1), engine=with_preemption(get_engine("vllm"), "recompute")
     )
     cfg = ColocatedConfig(get_gpu("rtx-4090"), 1, 1, 2048)
-    n = 1200
-    g_plan = config_goodput(scn, cfg)
-    g_sim = goodput(
-        cfg,
-        "llama-3.1-8b",
-        poisson_requests(wl, 1.0, n, seed=0),
-        scn.slo,
-        start_rps=g_plan,
-        engine=scn.engine,
-        options=SimOptions(warmup_requests=n // 4),
-        rel_tol=0.03,
-    ).rate_rps
+    g_plan, g_sim = planned_and_simulated(scn, cfg, wl, 1200)
     assert g_plan == pytest.approx(0.592, rel=0.01)
     assert g_plan == pytest.approx(g_sim, rel=0.10)

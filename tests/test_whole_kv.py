@@ -13,17 +13,14 @@ from hypothesis import strategies as st
 
 from model.hardware.catalog import get_engine, get_gpu
 from model.hardware.engines import with_preemption
-from model.planner.goodput import config_goodput
 from model.queueing.decode_batch import admission_queue, two_wait_exceedance
 from model.queueing.latency import LatencyModel
 from model.serving.configs import ColocatedConfig
 from model.serving.phase_tables import instance_tables
-from model.sim.engine import SimOptions
-from model.sim.requests import poisson_requests
-from model.sim.simulate import goodput
 from model.workload.plain import workload_from_lengths
 from model.workload.scenario import Scenario
 from model.workload.slo import SLO
+from tests.goodput_pair import planned_and_simulated
 
 TIGHT = workload_from_lengths(isl_dist="uniform:low=500,high=1500", osl_dist="uniform:low=800,high=2400")
 
@@ -145,16 +142,5 @@ def test_planner_agrees_with_simulator_under_whole_kv() -> None:
     goodputs within 10% (before the reserved-KV cap the planner was 48% optimistic)."""
     scn = _scenario("none")
     cfg = ColocatedConfig(get_gpu("rtx-4090"), 1, 1, 2048)
-    n = 600
-    g_plan = config_goodput(scn, cfg)
-    g_sim = goodput(
-        cfg,
-        "llama-3.1-8b",
-        poisson_requests(TIGHT, 1.0, n, seed=0),
-        scn.slo,
-        start_rps=g_plan,
-        engine=scn.engine,
-        options=SimOptions(warmup_requests=n // 4),
-        rel_tol=0.03,
-    ).rate_rps
+    g_plan, g_sim = planned_and_simulated(scn, cfg, TIGHT, 600)
     assert g_plan == pytest.approx(g_sim, rel=0.10)
