@@ -1,16 +1,13 @@
 """Tabulate the own-step factor of the idealised least-loaded chain (issue 17, session 13, branch colo15a).
 
 The chain is ``benchmarks.own_step_chain``'s (docs/validation.md, "Session 11b: the own-step join
-law"), solved here event by event instead of in time steps, in dimensionless form (time in units of
-1 / lambda_r): R replicas fed a Poisson stream of rate R, each prompt routed to the lowest vLLM score
-w x waiting + prefilling + running (model.sim.colocated's ``Replica.load``, w = 4; ties to the first
-replica, the simulator's strict ``<``); a replica prefills its queued prompts one at a time, each step
-Gamma-distributed with mean a = lambda_r E[s] and SCV c2 (the packed step's two moments); while it
-prefills none of its running requests leaves (prefill-first pauses every decode); otherwise each
-running request leaves at rate 1 / y (exponential lifetime; y = lambda_r L, the decode occupancy per
-replica, Little). Gillespie's direct method (Gillespie 1977, "Exact stochastic simulation of coupled
-chemical reactions", J. Phys. Chem. 81(25)) with the step ends as scheduled events: the departure rate
-is constant between events, so the run is exact, not time-stepped.
+law"), solved event by event instead of in time steps by ``benchmarks.levelled_chain`` (exact,
+Gillespie's direct method, time in units of 1 / lambda_r): R replicas fed a Poisson stream of rate R,
+each prompt routed to the lowest vLLM score w x waiting + prefilling + running (w = 4, ties to the
+first replica); a replica prefills its queued prompts one at a time, each step Gamma-distributed with
+mean a = lambda_r E[s] and SCV c2 (the packed step's two moments); while it prefills none of its
+running requests leaves (prefill-first pauses every decode); otherwise each running request leaves at
+rate 1 / y (exponential lifetime; y = lambda_r L, the decode occupancy per replica, Little).
 
 Measured: the own-step factor F = the prompts that join a replica during a prefill step there over
 lambda_r x that step (summed over steps after a 10% warm-up; the replicas start at floor(y) running
@@ -28,17 +25,13 @@ from __future__ import annotations
 
 import json
 import math
-import random
 import sys
 import time
-from bisect import bisect_right
-from itertools import accumulate
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "model" / "queueing" / "data" / "own_step_factor.json"
-WAITING_WEIGHT = 4.0
-"""vLLM's router weighs a waiting request 4 x a running one (model.sim.colocated.Replica.load)."""
+from benchmarks.levelled_chain import STEP_END, LevelledChain
 
+OUT = Path(__file__).resolve().parents[1] / "model" / "queueing" / "data" / "own_step_factor.json"
 REPLICAS = (2, 4, 8, 16, 32, 64)
 LOAD = (0.03, 0.1, 0.2, 0.35, 0.5, 0.7, 0.9)  # a = lambda_r E[s], the replica's prefill utilisation
 OCCUPANCY = (0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0, 16.0, 64.0)  # y = lambda_r L
@@ -51,59 +44,15 @@ def own_step_factor(
     replicas: int, load: float, occupancy: float, step_scv: float, arrivals: int = ARRIVALS, seed: int = 1
 ) -> tuple[float, float]:
     """(F, its standard error) of the chain (module docstring) over ``arrivals`` fleet arrivals."""
-    rng = random.Random(seed)
-    c2 = max(step_scv, 1e-6)
-    shape, scale = 1.0 / c2, load * c2
-    r, life = replicas, max(occupancy, 1e-9)
-    k0 = int(occupancy)
-    run, score, wfree = [k0] * r, [float(k0)] * r, [k0] * r  # wfree: running where not prefilling
-    queue: list[list[float]] = [[] for _ in range(r)]
-    end, cur, length = [math.inf] * r, [0] * r, [0.0] * r
-    free, t, te, n = k0 * r, 0.0, math.inf, 0
-    ta = rng.expovariate(r)
+    chain = LevelledChain(replicas, load, occupancy, step_scv, seed, running=int(occupancy))
     warm = arrivals // 10
     size = (arrivals - warm) // BATCHES + 1
     joins, exposed = [0.0] * BATCHES, [0.0] * BATCHES
-    while n < arrivals:
-        td = t + rng.expovariate(free / life) if free > 0 else math.inf
-        if ta <= te and ta <= td:  # an arrival joins the lowest score
-            t, n = ta, n + 1
-            i = score.index(min(score))
-            if end[i] != math.inf:
-                cur[i] += 1
-                queue[i].append(rng.gammavariate(shape, scale))
-                score[i] += WAITING_WEIGHT
-            else:
-                s = rng.gammavariate(shape, scale)
-                end[i], length[i], cur[i] = t + s, s, 0
-                score[i] += 1.0
-                free, wfree[i] = free - wfree[i], 0
-                te = min(te, t + s)
-            ta = t + rng.expovariate(r)
-        elif te <= td:  # a prefill step ends: its prompt starts decoding
-            t = te
-            i = end.index(te)
-            run[i] += 1
-            if n > warm:
-                b = min((n - warm) // size, BATCHES - 1)
-                joins[b] += cur[i]
-                exposed[b] += length[i]
-            if queue[i]:
-                s = queue[i].pop(0)
-                end[i], length[i], cur[i] = t + s, s, 0
-                score[i] += 1.0 - WAITING_WEIGHT
-            else:
-                end[i] = math.inf
-                wfree[i] = run[i]
-                free += run[i]
-            te = min(end)
-        else:  # a running request leaves a replica that is not prefilling
-            t = td
-            i = bisect_right(list(accumulate(wfree)), rng.random() * free)
-            run[i] -= 1
-            wfree[i] -= 1
-            free -= 1
-            score[i] -= 1.0
+    while chain.arrivals < arrivals:
+        if chain.advance()[0] == STEP_END and chain.arrivals > warm:
+            b = min((chain.arrivals - warm) // size, BATCHES - 1)
+            joins[b] += chain.finished[0]
+            exposed[b] += chain.finished[1]
     means = [j / e for j, e in zip(joins, exposed, strict=True) if e > 0]
     mid = sum(means) / len(means)
     se = math.sqrt(sum((v - mid) ** 2 for v in means) / (len(means) - 1) / len(means))
