@@ -32,6 +32,29 @@ STEP_S = (
 RATE_RPS, OUTPUT, REQUESTS, WARM = 0.2029, 400, 25_000, 2_000
 
 
+def decode_step(running: list[list[float]], tokens: np.ndarray, averages: list[float]) -> list[list[float]]:
+    """One decode step of the batch ``running`` ([tokens left, batch sum, steps] per request): each
+    request emits a token at batch n (``tokens[n]`` += n), the finished ones add their window-average
+    batch to ``averages``; returns the requests still running."""
+    n = len(running)
+    tokens[n] += n
+    for r in running:
+        r[0] -= 1
+        r[1] += n
+        r[2] += 1
+    averages += [r[1] / r[2] for r in running if r[0] <= 0]
+    return [r for r in running if r[0] > 0]
+
+
+def batch_moments(tokens: np.ndarray, averages: list[float]) -> tuple[float, float, float]:
+    """(mean, variance) of the batch seen per token and the variance of the window averages past the
+    warm-up."""
+    q = tokens / tokens.sum()
+    n = np.arange(len(q))
+    mean = float((q * n).sum())
+    return mean, float((q * (n - mean) ** 2).sum()), float(np.var(averages[WARM:]))
+
+
 def simulate(prefill_s: float, freeze: bool, seed: int = 11) -> tuple[float, float, float]:
     """(per-token mean batch, its variance, variance of the requests' own token-average batch)."""
     rng = np.random.default_rng(seed)
@@ -60,17 +83,8 @@ def simulate(prefill_s: float, freeze: bool, seed: int = 11) -> tuple[float, flo
             continue
         n = len(running)
         t += STEP_S[min(n, len(STEP_S)) - 1]
-        tokens[n] += n
-        for r in running:
-            r[0] -= 1
-            r[1] += n
-            r[2] += 1
-        averages += [r[1] / r[2] for r in running if r[0] <= 0]
-        running = [r for r in running if r[0] > 0]
-    q = tokens / tokens.sum()
-    n = np.arange(len(q))
-    mean = float((q * n).sum())
-    return mean, float((q * (n - mean) ** 2).sum()), float(np.var(averages[WARM:]))
+        running = decode_step(running, tokens, averages)
+    return batch_moments(tokens, averages)
 
 
 def per_token_law(tau: np.ndarray) -> tuple[np.ndarray, float]:

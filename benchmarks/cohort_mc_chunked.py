@@ -22,7 +22,16 @@ from collections import deque
 
 import numpy as np
 
-from benchmarks.cohort_mc import OUTPUT, RATE_RPS, REQUESTS, STEP_S, WARM, per_token_law, with_cohort_variance
+from benchmarks.cohort_mc import (
+    OUTPUT,
+    RATE_RPS,
+    REQUESTS,
+    STEP_S,
+    batch_moments,
+    decode_step,
+    per_token_law,
+    with_cohort_variance,
+)
 
 
 def simulate(prefill_s: float, chunks: int, seed: int = 11) -> tuple[float, float, float]:
@@ -45,22 +54,13 @@ def simulate(prefill_s: float, chunks: int, seed: int = 11) -> tuple[float, floa
             continue
         t += (STEP_S[min(n, len(STEP_S)) - 1] if n else 0.0) + (chunk_s if queue else 0.0)
         if n:
-            tokens[n] += n
-            for r in running:
-                r[0] -= 1
-                r[1] += n
-                r[2] += 1
-            averages += [r[1] / r[2] for r in running if r[0] <= 0]
-            running = [r for r in running if r[0] > 0]
+            running = decode_step(running, tokens, averages)
         if queue:
             queue[0] -= 1
             if queue[0] == 0:
                 queue.popleft()
                 running.append([OUTPUT - 1, 0.0, 0])
-    q = tokens / tokens.sum()
-    n = np.arange(len(q))
-    mean = float((q * n).sum())
-    return mean, float((q * (n - mean) ** 2).sum()), float(np.var(averages[WARM:]))
+    return batch_moments(tokens, averages)
 
 
 def planner_laws(prefill_s: float, chunks: int) -> dict[str, tuple[float, float]]:
