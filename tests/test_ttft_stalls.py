@@ -1,5 +1,5 @@
 """Colocated stalls from the prompts that arrive during a request's own TTFT
-(model.queueing.latency.stall_events, model.queueing.routing.replica_arrivals; docs/queueing.md)."""
+(model.queueing.stall_count.stall_events, model.queueing.routing.replica_arrivals; docs/queueing.md)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from model.hardware.engines import Router
-from model.queueing.latency import LatencyModel, stall_events
+from model.queueing.latency import LatencyModel
 from model.queueing.routing import replica_arrivals
+from model.queueing.stall_count import stall_events
 
 RANDOM, ROUND_ROBIN = Router("random"), Router("round-robin")
 
@@ -68,7 +69,7 @@ def test_ttft_stall_events_behind_a_round_robin_router_by_hand():
 
 def test_ttft_stall_events_edges():
     """No arrivals (rate 0), an unstable window (inf) and a negative one add no events; a stall load
-    at 1 is capped (model.queueing.latency.MAX_STALL_LOAD) instead of dividing by zero."""
+    at 1 is capped (model.queueing.stall_count.MAX_STALL_LOAD) instead of dividing by zero."""
     ev = ttft_stall_events(
         np.array([0.0, 3.0, 3.0, 3.0]),
         np.array([[1.0], [np.inf], [-1.0], [0.1]]),

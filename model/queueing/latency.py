@@ -49,18 +49,18 @@ equiprobable strata of D (a midpoint quadrature of that integral); the two-or-mo
 the sum's first two moments, its variance plus (O - 1)^2 s^2 Var[D] (moment matching, as for the
 compound-Poisson total itself).
 
-Stalls from the request's own TTFT and the router (:func:`stall_events`): the prompts that arrive at
-the request's replica while it decodes stall it; those that arrived while it was prefilled are still
-queued at its first token and are served first thing in its decode, so they count too (Poisson
-arrivals in a fixed interval; PASTA, Wolff 1982). A FCFS departure leaves behind exactly the
-customers that arrived during its time in system (Kleinrock 1975, vol. 1, ch. 5), so the prompts that
-arrived during its queue wait are queued too; with chunked prefill they are offset, in the mean, by
-the prompts that arrive during the last stretch of its decode and are still queued when it ends (a
-queue of mean lambda_r W at a random time, Little 1961): a prefill-first replica serves every prompt
-at the next iteration, so its window is the request's packed step (those that arrived while it
-waited share it). How many of the fleet's arrivals join its replica in that window plus its plain
-decode time is the router's (model.queueing.routing.replica_arrivals): a Poisson share lambda / R
-(random), every R-th after its own (round-robin), or the share a levelling router leaves a running
+Stalls from the request's own TTFT and the router (model.queueing.stall_count.stall_events): the
+prompts that arrive at the request's replica while it decodes stall it; those that arrived while it
+was prefilled are still queued at its first token and are served first thing in its decode, so they
+count too (Poisson arrivals in a fixed interval; PASTA, Wolff 1982). A FCFS departure leaves behind
+exactly the customers that arrived during its time in system (Kleinrock 1975, vol. 1, ch. 5), so the
+prompts that arrived during its queue wait are queued too; with chunked prefill they are offset, in
+the mean, by the prompts that arrive during the last stretch of its decode and are still queued when
+it ends (a queue of mean lambda_r W at a random time, Little 1961): a prefill-first replica serves
+every prompt at the next iteration, so its window is the request's packed step (those that arrived
+while it waited share it). How many of the fleet's arrivals join its replica in that window plus its
+plain decode time is the router's (model.queueing.routing.replica_arrivals): a Poisson share
+lambda / R (random), every R-th after its own (round-robin), or the share a levelling router leaves a running
 request (least-loaded: model.queueing.routing.stall_exposure, which also scales the stall load).
 
 Prefill-first (``wait_stalls``, model.queueing.stall_count): the prompts that reached the replica
@@ -94,9 +94,7 @@ from model.queueing.disaggregated_terms import LawRead, PackedStep, join_residua
 from model.queueing.environment import WaitLevels
 from model.queueing.mixed_share import MixedShare, MixedTpot, distinct_requests
 from model.queueing.percentile_bisection import bisect_quantile, masked_mean, row_extreme
-from model.queueing.stall_count import MAX_STALL_LOAD, count_law, free_fraction, stall_events, wait_stall_mean
-
-__all__ = ["MAX_STALL_LOAD", "LatencyModel", "free_fraction", "stall_events"]
+from model.queueing.stall_count import count_law, free_fraction, wait_stall_mean
 
 SPREAD_STRATA = 2
 """Equiprobable strata of the decode-batch deviation D over which the one-stall term is averaged (a
@@ -105,8 +103,9 @@ is exact; on the broad grid's cells 4 strata moved no planned goodput by more th
 every cell on the same side of the [0.9, 1.1] band, at ~10% more planner time per stratum."""
 MIXED_STRATA_EDGES = (0.0, 0.5, 0.75, 0.875, 0.9375, 1.0)
 """Probability edges of the strata of D over which the chunked mixed-share law is averaged (D at
-each middle level, weighted; halved towards the top to read D's tail, docs/validation.md session 11),
-F given D's stratum (model.queueing.mixed_share.MixedShare.given). One Beta CDF per stratum."""
+each stratum's conditional mean, decode_spread.TpotSpread.strata_at, weighted; halved towards the
+top to read D's tail, docs/validation.md session 11), F given D's stratum
+(model.queueing.mixed_share.MixedShare.given). One Beta CDF per stratum."""
 
 
 def empirical_cdf_rows(sorted_rows: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -67,20 +67,18 @@ def spread_exposure(
     prob: np.ndarray,
     replicas: np.ndarray,
     before_first: np.ndarray,
-    points: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """x [C] of model.queueing.routing.stall_exposure with the fleet's requests before their first token
     Poisson of mean R ``before_first`` (part 2 of the module docstring) instead of a mean shift.
 
     K = N_dec / R + M / R at the support points ``batch`` [C, K] (N_dec / R, probabilities ``prob``) and
     the points M_j of Poisson(R before_first) (module docstring); x = E[pair(K)] / E[K]^2, clipped to
-    [0, 1]; 1 for the routers that do not level and for one replica. ``points``: the count's (points,
-    weights) from :func:`before_first_points`, when computed once for several calls."""
+    [0, 1]; 1 for the routers that do not level and for one replica."""
     r = np.asarray(replicas, dtype=float) * np.ones(np.shape(batch)[0])
     if router.policy not in _LEVELLING:
         return np.ones_like(r)
     p = np.asarray(prob, dtype=float)
-    m, w = before_first_points(r, before_first) if points is None else points
+    m, w = before_first_points(r, before_first)
     y = np.asarray(batch, dtype=float)[:, :, None] + (m / r[:, None])[:, None, :]  # [C, K, M]
     pw = p[:, :, None] * w[:, None, :]
     mean = (pw * y).sum(axis=(1, 2))
@@ -92,8 +90,9 @@ def spread_exposure(
 
 def before_first_points(replicas: np.ndarray, before_first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(points [C, POINTS], weights [C, POINTS]) of the fleet's count before the first token, Poisson of
-    mean R ``before_first`` [C]: runs of ``width`` integers from
-    the window's low end, each run's mass (CDF difference) at its middle, renormalised."""
+    mean R ``before_first`` [C] on its window of mean +- SPAN_SD standard deviations: POINTS runs of
+    equal width (one integer each when the window holds at most POINTS) from the window's low end, each
+    run's mass (CDF difference) at its middle, renormalised."""
     mu = np.maximum(np.asarray(replicas, dtype=float) * np.asarray(before_first, dtype=float), 0.0)
     low = np.maximum(np.floor(mu - SPAN_SD * np.sqrt(mu)), 0.0)
     high = np.ceil(mu + SPAN_SD * np.sqrt(mu)) + 1.0

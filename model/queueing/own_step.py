@@ -34,12 +34,11 @@ from pathlib import Path
 import numpy as np
 
 from model.hardware.engines import Router
-from model.queueing.routing import replica_arrivals
+from model.queueing.routing import _LEVELLING, replica_arrivals
 
 __all__ = ["chain_factor", "own_step_exposure", "prefill_first_arrivals"]
 
 TABLE = Path(__file__).parent / "data" / "own_step_factor.json"
-_LEVELLING = ("least-loaded", "least-kv", "cache-aware")
 
 
 @lru_cache(maxsize=1)

@@ -300,7 +300,7 @@ def follow_on_load(
     x lambda_r E[s] / (R (1 - u)) = rho / (R (1 - u)), rho = x u the latency model's stall load
     (model.serving.colocated), taken at most rho (the independent joins' feedback, reached at R = 2
     with u >= 1/2). The mean count keeps rho (it is the flow balance's rate per second of decode,
-    x lambda_r / (1 - rho), model.queueing.latency.stall_events); rho_v moves the variance only: the
+    x lambda_r / (1 - rho), model.queueing.stall_count.stall_events); rho_v moves the variance only: the
     primaries are n (1 - rho_v) and the clusters' moments E[s] / (1 - rho_v), E[s^2] / (1 - rho_v)^3
     (the same mean n E[s]). Checked against the simulator's stall time per request on eleven grid cells
     (R = 2-64; docs/session13/colo15b.md): its variance within 0.87-1.32 x the simulator's, where the

@@ -277,7 +277,7 @@ def evaluate_colocated(
     # those arriving during its queue wait are offset, in the mean, by the prompts its decode's last
     # stretch leaves queued) to the end of its plain decode time (O - 1) t_dec, as the router sends
     # them (model.queueing.routing.replica_arrivals; a levelling router's exposure also scales the
-    # stall load), one stall per packed step without chunking (model.queueing.latency.stall_events).
+    # stall load), one stall per packed step without chunking (model.queueing.stall_count.stall_events).
     # The router levels every request a replica holds (waiting, in prefill and decoding: the load
     # vLLM's router counts, model.sim.colocated.Replica.load), so its count is the decode occupancy
     # plus the requests before their first token, lambda_r (W + E[prefill time]) per replica (Little).
@@ -299,6 +299,7 @@ def evaluate_colocated(
     events = stall_events(joins, per_event, stall_load)
     # joins that follow departures (levelling router, R > 1): clusters at rho / (R (1 - u)), mean kept
     cluster_load = stall_load if chunked else follow_on_load(router, stall_load, busy, replicas * np.ones(n))
+    # a saturated KV cache must hold the decodes and the prompts in prefill (model.serving.kv_saturation)
     below_cap = sol.below_cap & adm.stable & saturated_holds(scn, tables, table_index, rate_r, b, service)
     stable = fits & (busy < 1) & queue.stable & below_cap & (rate > 0) & (max_batch >= 1)
     reasons = first_reason(
@@ -312,7 +313,7 @@ def evaluate_colocated(
     )
     prob, cond = wait_tail(queue, stable)
     # + client overhead (model.hardware.overheads); prefill-first: the prompts packed behind it in its
-    # step end with it (model.serving.packing); a saturated KV cache bounds below_cap (kv_saturation)
+    # step end with it (model.serving.packing)
     behind = np.zeros((n, 1)) if chunked else packed_behind_s(k, service, shareable)
     # the KV-admission wait enters the TTFT law as its own atom + exponential tail (LatencyModel)
     fixed = service + behind + (residual + scn.engine.request_s)[:, None]

@@ -65,8 +65,9 @@ class InstanceTables:
     # the factor its chunked times were scaled by (a robustness world, model.serving.candidates
     # .scaled_tables): costs computed from ``dep`` directly take it too
     chunk_time_factor: float = 1.0
-    # sequences a saturated cache holds under FCFS head-of-line admission (colocated replicas; inf
-    # otherwise): max_batch less the renewal age of the head sizes (decode_batch.head_of_line_room)
+    # sequences a saturated cache holds under FCFS head-of-line admission (colocated replicas: the KV
+    # batch scaled by decode_batch.head_of_line_room, at most max_num_seqs; other roles max_num_seqs;
+    # 0 where the model does not fit)
     saturated_batch: float = np.inf
 
     @property
