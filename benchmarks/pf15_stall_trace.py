@@ -24,9 +24,10 @@ import numpy as np
 from benchmarks.trace_colocated_tpot import logged_cell
 from benchmarks.validate_grid import SEED, plan_for, sample_scenario
 from model.serving.registry import build_set
+from model.sim.report import RequestRecords
 
 
-def left_share(rec, measured: np.ndarray) -> float:
+def left_share(rec: RequestRecords, measured: np.ndarray) -> float:
     """The simulator's phi: of the prompts that reached a measured request's replica between its
     arrival and its prefill step's start, the share prefilled in a later step (left behind)."""
     arr, start, inst = rec.arrival_s, rec.prefill_start_s, rec.instance

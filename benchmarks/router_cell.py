@@ -22,13 +22,14 @@ import numpy as np
 from benchmarks.validate_grid import SEED, cell_requests, plan_for, sample_scenario
 from model.hardware.engines import Router
 from model.serving.evaluation import evaluate
+from model.sim.report import RequestRecords
 from model.sim.simulate import simulate
 from model.workload.arrivals import scale_to_rate
 
 DEFAULT = "least-loaded,ll1,round-robin,random,shared-queue"
 
 
-def arrival_stats(rec, replicas: int, rate_r: float) -> str:
+def arrival_stats(rec: RequestRecords, replicas: int, rate_r: float) -> str:
     """Per-replica inter-arrival SCV and counts' index of dispersion (measured requests)."""
     m = rec.measured
     t0, t1 = float(rec.arrival_s[m].min()), float(rec.arrival_s[m].max())

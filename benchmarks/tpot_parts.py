@@ -33,10 +33,15 @@ import numpy as np
 
 from benchmarks.trace_colocated_tpot import logged_cell
 from benchmarks.validate_grid import SEED, plan_for, sample_scenario
+from model.planner.types import BestConfig
+from model.queueing.latency import LatencyModel
 from model.serving.registry import build_set
+from model.workload.scenario import Scenario
 
 
-def planner_parts(scn, best, rate: float):
+def planner_parts(
+    scn: Scenario, best: BestConfig, rate: float
+) -> tuple[LatencyModel, np.ndarray, np.ndarray, float]:
     """(latency model, per-request P(TPOT > target) [S], mean stalls [S], rho) of one candidate."""
     cands = build_set(scn, [best.config])
     res = cands.evaluate(np.array([rate]))

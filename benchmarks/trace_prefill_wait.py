@@ -20,18 +20,21 @@ import numpy as np
 
 import model.serving.disaggregated as dis
 from benchmarks.validate_grid import SEED, cell_requests, plan_for, sample_scenario
+from model.planner.types import BestConfig
+from model.queueing.bulk_wait import BulkWait
+from model.workload.scenario import Scenario
 
-CALLS: list[tuple[tuple, dict, object]] = []
+CALLS: list[tuple[tuple, dict, BulkWait]] = []
 _orig = dis.bulk_wait
 
 
-def _spy(*a, **k):
+def _spy(*a: object, **k: object) -> BulkWait:
     out = _orig(*a, **k)
     CALLS.append((a, k, out))
     return out
 
 
-def planned(index: str):
+def planned(index: str) -> tuple[Scenario, BestConfig, int]:
     """(scenario, BestConfig, plan index for seeding) of a grid index or the Mixtral golden."""
     if index == "mixtral":
         import model
@@ -51,7 +54,7 @@ def planned(index: str):
     return p.inputs.scenario, p.best["disaggregated"], int(index)
 
 
-def planner_queue(scn, b, rate: float) -> dict:
+def planner_queue(scn: Scenario, b: BestConfig, rate: float) -> dict:
     """The planner's bulk queue for configuration ``b`` at ``rate`` (one evaluation, spied)."""
     from model.serving.evaluation import evaluate
 
@@ -77,7 +80,7 @@ def planner_queue(scn, b, rate: float) -> dict:
     }
 
 
-def simulated_queue(scn, b, index: int, rate: float, seed: int | None) -> dict:
+def simulated_queue(scn: Scenario, b: BestConfig, index: int, rate: float, seed: int | None) -> dict:
     """The simulator's per-request prefill waits at ``rate``."""
     from model.sim.simulate import simulate
     from model.workload.arrivals import scale_to_rate
