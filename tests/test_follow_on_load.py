@@ -40,7 +40,7 @@ def test_routers_that_do_not_level_keep_the_busy_period():
 
 def _one_request(stall_load: float) -> LatencyModel:
     """One candidate, one request of 11 tokens (10 gaps), base 10 ms, every stall 100 ms, mean 1.2
-    stalls (the count with the busy-period mean already in it, as model.queueing.latency.stall_events
+    stalls (the count with the busy-period mean already in it, as model.queueing.stall_count.stall_events
     gives it)."""
     return LatencyModel(
         wait_prob=np.array([0.0]),
@@ -81,10 +81,8 @@ def test_colocated_replicas_take_the_follow_on_load(monkeypatch):
     from model.workload.slo import SLO
 
     monkeypatch.setattr(col, "stall_exposure", lambda router, batch, prob, r, first=0.0: np.ones(len(r)))
-    # prefill-first reads x from the occupancy / exposure fixed point (model.queueing.light_exposure)
-    monkeypatch.setattr(
-        col, "spread_exposure", lambda router, batch, prob, r, first, points=None: np.ones(len(r))
-    )
+    # prefill-first reads x from model.queueing.light_exposure.spread_exposure
+    monkeypatch.setattr(col, "spread_exposure", lambda router, batch, prob, r, first: np.ones(len(r)))
     loads = {}
     for name, weight in (("least-loaded", 4.0), ("random", 1.0)):
         engine = dataclasses.replace(get_engine(None), router=Router(name, weight))
