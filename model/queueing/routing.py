@@ -306,12 +306,7 @@ def follow_on_load(
     (R = 2-64; docs/session13/colo15b.md): its variance within 0.87-1.32 x the simulator's, where the
     busy period's was 2.5-3.6 x on the loaded R = 8 cells.
     """
-    rho = np.asarray(stall_load, dtype=float)
-    r = np.asarray(replicas, dtype=float) * np.ones_like(rho)
-    if router.policy not in _LEVELLING:
-        return rho
-    free = np.maximum(1.0 - np.asarray(busy, dtype=float), 1e-12)
-    return np.where(r > 1, np.minimum(rho, rho / (r * free)), rho)
+    return _levelled_load(router, stall_load, busy, 0.0, replicas)
 
 
 def chunked_follow_on_load(
@@ -339,13 +334,23 @@ def chunked_follow_on_load(
     that pauses every decode) gives :func:`follow_on_load`'s u / (R (1 - u)); R = 1 would give
     d > lambda_r, where the joins are the fleet's Poisson arrivals: capped at u (as there).
     """
-    u = np.asarray(busy, dtype=float)
-    r = np.asarray(replicas, dtype=float) * np.ones_like(u)
+    return _levelled_load(router, busy, busy, decode_ratio, replicas)
+
+
+def _levelled_load(
+    router: Router, load: np.ndarray, busy: np.ndarray, decode_ratio: np.ndarray | float, replicas: np.ndarray
+) -> np.ndarray:
+    """[C] min(load, load (delta + (1 - delta) / R) / (1 - u (1 - delta))) behind a levelling router
+    with R > 1, ``load`` otherwise: :func:`follow_on_load` (delta = 0, load = rho) and
+    :func:`chunked_follow_on_load` (load = u = ``busy``) in one."""
+    load = np.asarray(load, dtype=float)
+    r = np.asarray(replicas, dtype=float) * np.ones_like(load)
     if router.policy not in _LEVELLING:
-        return u
+        return load
+    u = np.asarray(busy, dtype=float)
     delta = np.clip(np.asarray(decode_ratio, dtype=float), 0.0, 1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         thinned = (
-            u * (delta + (1.0 - delta) / np.maximum(r, 1.0)) / np.maximum(1.0 - u * (1.0 - delta), 1e-12)
+            load * (delta + (1.0 - delta) / np.maximum(r, 1.0)) / np.maximum(1.0 - u * (1.0 - delta), 1e-12)
         )
-    return np.where(r > 1, np.minimum(u, thinned), u)
+    return np.where(r > 1, np.minimum(load, thinned), load)

@@ -162,9 +162,9 @@ def evaluate_colocated(
 ) -> StyleResult:
     """Analytical state of colocated candidates (all chunked, or all unchunked, per ``tables``)."""
     table_index = np.asarray(table_index, dtype=int)
-    replicas = np.asarray(replicas, dtype=float)
-    rate = np.asarray(rate_rps, dtype=float)
     n = len(table_index)
+    replicas = np.asarray(replicas, dtype=float) * np.ones(n)  # [C], one per candidate
+    rate = np.asarray(rate_rps, dtype=float)
     chunked = tables[0].chunk_tokens is not None
     out_tokens = scn.output_tokens
     eo = float(out_tokens.mean())
@@ -271,7 +271,7 @@ def evaluate_colocated(
     queue = routed_wait(router, rate, np.maximum(es, 1e-12), scv, replicas, scn.arrival_scv)
     # The plain decode step fluctuates with the replica's batch (model.queueing.decode_spread), whose
     # sequences leave at the per-token time with prefill in it, tau; the stalls come on top.
-    occ = base_step_occupancy(rate_r * eo, BATCH_GRID, tau, dec, max_batch, b, replicas * np.ones(n))
+    occ = base_step_occupancy(rate_r * eo, BATCH_GRID, tau, dec, max_batch, b, replicas)
     # Stalls: the prompts that join the request's replica from its own prefill start (prefill-first:
     # its packed step, as those arriving while it waited share it; chunked: its prefill iterations, as
     # those arriving during its queue wait are offset, in the mean, by the prompts its decode's last
@@ -283,22 +283,23 @@ def evaluate_colocated(
     # plus the requests before their first token, lambda_r (W + E[prefill time]) per replica (Little).
     wait_s = np.where(np.isfinite(queue.mean_wait_s), queue.mean_wait_s, 0.0)
     before_first = rate_r * (wait_s + service.mean(axis=1))
-    if chunked:
-        exposure = stall_exposure(router, occ.batch, occ.prob, replicas, before_first)
-    else:  # the requests before their first token as a Poisson count, not a mean (light_exposure)
-        exposure = spread_exposure(router, occ.batch, occ.prob, replicas * np.ones(n), before_first)
-    stall_load = exposure * stall_load
-    window = service if chunked else stalls
     decode_s = t_dec[:, None] * (out_tokens[None, :] - 1.0)
     if chunked:
-        joins = replica_arrivals(router, rate_r, window + decode_s, replicas, exposure)
-    else:  # the own packed step at the chain's factor (model.queueing.own_step)
+        exposure = stall_exposure(router, occ.batch, occ.prob, replicas, before_first)
+        stall_load = exposure * stall_load
+        joins = replica_arrivals(router, rate_r, service + decode_s, replicas, exposure)
+        cluster_load = stall_load
+    else:
+        # the requests before their first token as a Poisson count, not a mean (light_exposure); the
+        # own packed step at the chain's factor (own_step); clusters that follow departures behind a
+        # levelling router at rho / (R (1 - u)), the mean kept (routing.follow_on_load)
+        exposure = spread_exposure(router, occ.batch, occ.prob, replicas, before_first)
+        stall_load = exposure * stall_load
         joins = prefill_first_arrivals(
             router, rate_r, stalls, decode_s, replicas, exposure, occ.batch, occ.prob
         )
+        cluster_load = follow_on_load(router, stall_load, busy, replicas)
     events = stall_events(joins, per_event, stall_load)
-    # joins that follow departures (levelling router, R > 1): clusters at rho / (R (1 - u)), mean kept
-    cluster_load = stall_load if chunked else follow_on_load(router, stall_load, busy, replicas * np.ones(n))
     # a saturated KV cache must hold the decodes and the prompts in prefill (model.serving.kv_saturation)
     below_cap = sol.below_cap & adm.stable & saturated_holds(scn, tables, table_index, rate_r, b, service)
     stable = fits & (busy < 1) & queue.stable & below_cap & (rate > 0) & (max_batch >= 1)
@@ -321,7 +322,7 @@ def evaluate_colocated(
     # of arrivals over the frozen share (prefill-first 1; chunked 1 - t_dec / t_mix). Chunked reads a
     # step at its replica's whole batch (replica_split). Prefill-first: its wait's left-behind stalls.
     frozen = frozen_share(t_dec, t_mix) if chunked else 1.0
-    share = cohort_exposure(router, replicas * np.ones(n))
+    share = cohort_exposure(router, replicas)
     cohort = cohort_mean(
         rate_r * share, wait_s, (service if chunked else stalls).mean(axis=1), frozen, out_tokens
     )
@@ -350,7 +351,7 @@ def evaluate_colocated(
             out_tokens,
             exposure / replicas,
             # joins follow departures behind a levelling router: the busy period thins (chov16)
-            lambda u: chunked_follow_on_load(router, u, step / (t_mix * emitted), replicas * np.ones(n)),
+            lambda u: chunked_follow_on_load(router, u, step / (t_mix * emitted), replicas),
         )
         events = np.zeros_like(events)
     # incremental KV with pre-emption (engine policy "recompute" / "swap"): the resumes' TPOT share
