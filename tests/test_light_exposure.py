@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from scipy.stats import poisson
 
+from benchmarks.consistent_occupancy import consistent_occupancy
 from model.hardware.engines import Router
 from model.queueing.decode_spread import Occupancy
-from model.queueing.light_exposure import consistent_occupancy, spread_exposure
+from model.queueing.light_exposure import spread_exposure
 from model.queueing.routing import pair_moment, stall_exposure
 
 LEAST = Router(policy="least-loaded")

@@ -16,9 +16,9 @@ about one request or fewer (issue 17, cells 133, 1, 4, 41: docs/session13/colo16
    133: 81% of the joins on empty replicas; 0.57 decoding requests per replica in the simulator
    against the planner's 0.92), and those stall nobody. By Little's law the decode occupancy per
    replica is lambda_r E[O] tau, so it falls with tau; x rises with the occupancy (more replicas at two
-   requests), so the two are a fixed point, solved here by iteration from x (the value at t_dec / (1 -
-   u)); both maps are monotone, so the iterates fall monotonically to the fixed point (Tarski; the
-   first iterate is the upper bound).
+   requests), so the two are a fixed point, solved by iteration from x (the value at t_dec / (1 - u);
+   benchmarks/consistent_occupancy.py); both maps are monotone, so the iterates fall monotonically to
+   the fixed point (Tarski; the first iterate is the upper bound).
 
 2. **The fluctuation of the requests before their first token.** The router levels every request a
    replica holds (vLLM's load: waiting, prefilling, running; model.sim.colocated.Replica.load); the
@@ -36,29 +36,24 @@ about one request or fewer (issue 17, cells 133, 1, 4, 41: docs/session13/colo16
    over such a wide law); the mass is renormalised over the window.
 
 Nothing is fitted. Wired (model.serving.colocated, prefill-first behind a levelling router with
-R > 1): part 2, :func:`spread_exposure`. Part 1, :func:`consistent_occupancy`, is derived and tested but
-not wired: fed to the level law it under-counts the joins on light long-prompt cells (the level law
-misses the unlevelling by departures between arrivals; benchmarks/window_chain.py; docs/session13/
-colo16.md, variant A).
+R > 1): part 2, :func:`spread_exposure`. Part 1 is derived and tested but not wired, so it lives in
+benchmarks/consistent_occupancy.py: fed to the level law it under-counts the joins on light long-prompt
+cells (the level law misses the unlevelling by departures between arrivals; benchmarks/window_chain.py;
+docs/session13/colo16.md, variant A).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numpy as np
 from scipy.special import pdtr
 
 from model.hardware.engines import Router
-from model.queueing.decode_spread import Occupancy
 from model.queueing.routing import _LEVELLING, pair_moment
 
 # The Poisson count of requests before their first token: its window (standard deviations either side)
 # and the most points it is summed on (exact up to this many integers, binned beyond).
 SPAN_SD = 6.0
 POINTS = 64
-# Fixed-point iterations of (occupancy, exposure); the iterates fall monotonically (module docstring).
-ITERATIONS = 3
 
 
 def spread_exposure(
@@ -104,29 +99,3 @@ def before_first_points(replicas: np.ndarray, before_first: np.ndarray) -> tuple
     cdf = upper - below
     total = cdf.sum(axis=1, keepdims=True)
     return start + (width[:, None] - 1.0) / 2.0, cdf / np.where(total > 0, total, 1.0)
-
-
-def consistent_occupancy(
-    occupancy_at: Callable[[np.ndarray], Occupancy],
-    dec: np.ndarray,
-    tau: np.ndarray,
-    exposure_at: Callable[[Occupancy], np.ndarray],
-    start: Occupancy | None = None,
-) -> tuple[Occupancy, np.ndarray, np.ndarray]:
-    """(occupancy, exposure x [C], per-token grid [C, G]) at the fixed point of part 1.
-
-    ``tau`` [C, G] the per-token time t_dec / (1 - u) on the batch grid and ``dec`` [C, G] t_dec there, so
-    u = 1 - t_dec / tau on the grid; the consistent per-token time is t_dec / (1 - x u).
-    ``occupancy_at`` maps a per-token grid to the replica's batch law, ``exposure_at`` a batch law to x.
-    Where tau is not finite (prefill does not keep up) it stays as it is. ``start``: the batch law at
-    ``tau``, when already computed."""
-    finite = np.isfinite(tau) & (tau > 0)
-    u = np.where(finite, 1.0 - dec / np.where(finite, tau, 1.0), 0.0)
-    occ = occupancy_at(tau) if start is None else start
-    x = exposure_at(occ)
-    grid = tau
-    for _ in range(ITERATIONS):
-        grid = np.where(finite, dec / np.maximum(1.0 - x[:, None] * u, 1e-12), tau)
-        occ = occupancy_at(grid)
-        x = exposure_at(occ)
-    return occ, x, grid
