@@ -30,11 +30,11 @@ def in_band(ratio: float) -> bool:
     return BAND[0] <= ratio <= BAND[1]
 
 
-def replan(args: tuple[dict, bool]) -> dict:
+def replan(args: tuple[dict, bool, int]) -> dict:
     """One stored scenario re-planned: per cell the old and new planned goodput, the configuration
     (old, new), the stored simulated goodput and, with ``simulate``, a new one where the
-    configuration changed."""
-    stored, simulate = args
+    configuration changed (at the stored grid's request floor ``floor``)."""
+    stored, simulate, floor = args
     index = stored["scenario"]["index"]
     s = sample_scenario(SEED, index)
     p = plan_for(s)
@@ -45,7 +45,7 @@ def replan(args: tuple[dict, bool]) -> dict:
         same = o is not None and o["config"] == b.config.label()
         sim = o["goodput_sim"] if same else None
         if not same and simulate:
-            g, _, _ = simulate_cell(p.inputs.scenario, b, index)
+            g, _, _ = simulate_cell(p.inputs.scenario, b, index, floor)
             sim = g.rate_rps
         cells.append(
             {
@@ -98,7 +98,7 @@ def main() -> None:
     only = {int(i) for i in a.only.split(",") if i.strip()}
     todo = [r for r in blob["results"] if not r.get("error") and (not only or r["scenario"]["index"] in only)]
     with ProcessPoolExecutor(a.workers) as pool:
-        rows = list(pool.map(replan, [(r, a.simulate) for r in todo]))
+        rows = list(pool.map(replan, [(r, a.simulate, blob["requests"]) for r in todo]))
     before = after = unknown = n = 0
     for row in rows:
         for c in row["cells"]:

@@ -45,7 +45,7 @@ def test_replan_keeps_the_stored_simulation_only_for_the_same_configuration() ->
         "family_sim": "colocated",
         "cells": cells,
     }
-    row = gr.replan((stored, False))
+    row = gr.replan((stored, False, 4500))
     first, second = (next(c for c in row["cells"] if c["style"] == s) for s in styles[:2])
     assert first["config"] == first["old_config"]
     assert first["sim"] / first["planned_new"] == 2.0
