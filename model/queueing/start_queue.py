@@ -1,0 +1,110 @@
+"""The prompts queued at a chunked request's first token: a second common cause of its mixed share F
+and its batch (issue 17, session 14; derived in docs/session14/chov14.md).
+
+model.queueing.mixed_share takes F and the request's window-average batch correlated through the
+prompts N that reach the replica DURING the window (corr r = rho_D rho_F, the law of total
+covariance with E[Cov[D, F | N]] = 0). That leaves out the prompts already on the replica at the
+window's start that have not prefilled yet: under FCFS chunked prefill (Sarathi-Serve, Agrawal et al.
+OSDI 2024, sec. 4.2) the Q prompts that arrived during the request's own wait W and prefill S are
+all behind it at its first token. Each then runs its prefill's mixed iterations at the window's start
+(raising F) and joins the batch right after (raising the batch): Q is independent of N (Poisson
+arrivals in disjoint intervals; Kingman 1993, ch. 2) and both F and the batch are linear in it, so
+the law of total covariance adds Cov_Q = Var[Q] a_F a_D, with
+
+- Q Poisson given the request's sojourn W + S (arrivals at lambda), W and S independent (FCFS):
+  E[Q] = lambda (E[W] + E[S]) (the M/G/1 number a departure leaves behind, = L by Little and level
+  crossing; Kleinrock 1975, vol. 1, sec. 5.6), Var[Q] = E[Q] + lambda^2 (Var[W] + Var[S]) (law of
+  total variance of a mixed Poisson count; Feller vol. 1, sec. XII.1); W = 0 w.p. 1 - P and
+  exponential of mean m w.p. P (the planner's wait law, model.serving.common.wait_tail), so
+  Var[W] = P m^2 (2 - P);
+- a_F = min(p, n) / n: each queued prompt's p = E[S] / T_mix mixed iterations in the window of n
+  iterations (they run first, at its start);
+- a_D = E[min(O', T)] / T: the window share a member of output O' decodes beside the request once
+  it joins at the start (window T = O - 1 tokens; the others' outputs the sample's quantiles).
+
+With the M/G/inf window average's sd c sqrt(mu) / rho_D (model.queueing.overlap.arrival_correlation:
+Cov[D, N] = c mu, c = E[min(U, O')] / T, U uniform on (0, T), mu = E[N]) and the N term's
+Cov[F, N] = b mu (model.queueing.mixed_share.arrival_share_correlation), the whole correlation is
+
+    r = rho_D rho_F (1 + kappa),   kappa = Var[Q] a_F a_D / (c b mu),
+
+the same thinning sqrt(p) for R > 1 (Q, like N, counts the replica's share of the pool's arrivals).
+kappa = 0 without a queue (lambda = 0). For long equal outputs (c = 1/2, a_D = 1, b = a_F)
+kappa = 2 Var[Q] / mu.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from model.queueing.overlap import OTHER_POINTS
+
+__all__ = ["start_coverage", "start_queue_gain", "start_queue_moments"]
+
+
+def start_queue_moments(
+    rate_per_replica: np.ndarray,
+    wait_prob: np.ndarray,
+    wait_cond_mean_s: np.ndarray,
+    share_moments_s: tuple[np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    """(E[Q], Var[Q]) [C]: the prompts that reach the replica during the request's wait W and prefill
+    S (module docstring): E[Q] = lambda (E[W] + E[S]), Var[Q] = E[Q] + lambda^2 (Var[W] + Var[S]),
+    W = 0 w.p. 1 - P else exponential of mean m. Non-finite waits (unstable candidates) read 0."""
+    lam = np.asarray(rate_per_replica, dtype=float)
+    p = np.clip(np.asarray(wait_prob, dtype=float), 0.0, 1.0)
+    m = np.asarray(wait_cond_mean_s, dtype=float)
+    m = np.where(np.isfinite(m), m, 0.0)
+    es, es2 = (np.asarray(v, dtype=float) for v in share_moments_s)
+    mean_w, var_w = p * m, p * m * m * (2.0 - p)
+    var_s = np.maximum(es2 - es * es, 0.0)
+    mean_q = lam * (mean_w + es)
+    return mean_q, mean_q + lam * lam * (var_w + var_s)
+
+
+def start_coverage(output_tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(a_D, c) [S]: a_D = E[min(O', T)] / T, the window share of a member joining at the window's
+    start, and c = E[min(U, O')] / T (U uniform on (0, T)) that of one joining during it, for request
+    i's window T = O_i - 1 tokens, the others' outputs O' at OTHER_POINTS quantiles of the sample
+    (model.queueing.overlap.arrival_correlation's c)."""
+    return _start_coverage(np.ascontiguousarray(output_tokens, dtype=float).tobytes())
+
+
+@lru_cache(maxsize=64)
+def _start_coverage(output_bytes: bytes) -> tuple[np.ndarray, np.ndarray]:
+    out = np.frombuffer(output_bytes, dtype=float)
+    o = np.quantile(out, (np.arange(OTHER_POINTS) + 0.5) / OTHER_POINTS)[None, :]
+    t = np.maximum(out - 1.0, 1e-9)[:, None]
+    a_d = np.minimum(o / t, 1.0).mean(axis=1)
+    c = np.where(o >= t, 0.5, o / t - o * o / (2.0 * t * t)).mean(axis=1)
+    for v in (a_d, c):
+        v.flags.writeable = False
+    return a_d, c
+
+
+def start_queue_gain(
+    var_q: np.ndarray,
+    prompt_iterations: np.ndarray,
+    arrivals_per_iteration: tuple[np.ndarray, np.ndarray],
+    window_iterations: np.ndarray,
+    mean_f: np.ndarray,
+    coverage: tuple[np.ndarray, np.ndarray],
+) -> np.ndarray:
+    """kappa [C, S] = Var[Q] a_F a_D / (c b mu) (module docstring): ``var_q`` [C], a prompt's mixed
+    iterations p [C], the arrivals per decode-only and per mixed iteration (lambda T_dec, lambda
+    T_mix) [C], the window n [C, S], E[F] [C, S] and (a_D, c) [S]; b = phi(p / n) and
+    mu = n (E[F] lambda T_mix + (1 - E[F]) lambda T_dec) as in arrival_share_correlation. 0 where
+    b mu or c is 0."""
+    n = np.maximum(np.asarray(window_iterations, dtype=float), 1e-12)
+    p = np.asarray(prompt_iterations, dtype=float)[:, None]
+    a_dec, a_mix = (np.asarray(v, dtype=float)[:, None] for v in arrivals_per_iteration)
+    x = p / n
+    b = np.where(x < 1.0, x - x * x / 2.0, 0.5)
+    a_f = np.minimum(x, 1.0)
+    mu = n * (mean_f * a_mix + (1.0 - mean_f) * a_dec)
+    a_d, c = (np.asarray(v, dtype=float)[None, :] for v in coverage)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kappa = np.asarray(var_q, dtype=float)[:, None] * a_f * a_d / (c * b * mu)
+    return np.where(np.isfinite(kappa) & (kappa > 0), kappa, 0.0)
