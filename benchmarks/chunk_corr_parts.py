@@ -38,7 +38,7 @@ def trace(index: int, factor: float) -> str:
     plan = plan_for(s)
     best, scn = plan.best["colocated-chunked"], plan.inputs.scenario
     rate = best.goodput_rps * factor
-    rec, it, dt, mixed, step = logged_cell(scn, best, index, rate)
+    rec, it, _dt, _mixed, step = logged_cell(scn, best, index, rate)
     m = np.flatnonzero(rec.measured & np.isfinite(rec.end_s) & (rec.output_tokens > 1) & (rec.instance >= 0))
     by_rep = {int(r): it[it[:, 0] == r] for r in np.unique(it[:, 0])}
     rows = []
@@ -61,7 +61,8 @@ def trace(index: int, factor: float) -> str:
     out = [f"grid {index} {best.config.label()} at {rate:.4g} req/s (x{factor}); {len(f)} requests"]
     qs = np.quantile(iters, [0, 0.2, 0.4, 0.6, 0.8, 1.0])
     out.append(
-        "  q: iters | corr F,B | F,N  B,N  (prod) | F,Q  B,Q  B0,Q | F,B given N | F,B given N,Q | E[Q] Var[Q]"
+        "  q: iters | corr F,B | F,N  B,N  (prod) | F,Q  B,Q  B0,Q | F,B given N | F,B given N,Q"
+        " | E[Q] Var[Q]"
         " | E[N] Var[N] | dM/dN dM/dQ (mixed iterations per prompt)"
     )
     for k in range(5):
@@ -73,7 +74,8 @@ def trace(index: int, factor: float) -> str:
         slope = np.linalg.lstsq(a, fs * iters[sel], rcond=None)[0]
         given_nq = _corr(_resid(fs, np.column_stack([ns, qq])), _resid(bs, np.column_stack([ns, qq])))
         out.append(
-            f"  q{k}: {np.median(iters[sel]):6.0f} | {_corr(fs, bs):5.2f} | {rfn:5.2f} {rbn:5.2f} ({rfn * rbn:5.2f})"
+            f"  q{k}: {np.median(iters[sel]):6.0f} | {_corr(fs, bs):5.2f}"
+            f" | {rfn:5.2f} {rbn:5.2f} ({rfn * rbn:5.2f})"
             f" | {_corr(fs, qq):5.2f} {_corr(bs, qq):5.2f} {_corr(b0[sel], qq):5.2f} | {given_n:5.2f}"
             f" | {given_nq:5.2f} | {qq.mean():.3f} {qq.var():.3f} | {ns.mean():.2f} {ns.var():.2f}"
             f" | {slope[1]:.2f} {slope[2]:.2f}"
