@@ -19,8 +19,9 @@ the law of total covariance adds Cov_Q = Var[Q] a_F a_D, with
   Var[W] = P m^2 (2 - P);
 - a_F = min(p, n) / n: each queued prompt's p = E[S] / T_mix mixed iterations in the window of n
   iterations (they run first, at its start);
-- a_D = E[min(O', T)] / T: the window share a member of output O' decodes beside the request once
-  it joins at the start (window T = O - 1 tokens; the others' outputs the sample's quantiles).
+- a_D = E[min(O', (T - p e)+)] / T: the window share a member of output O' decodes beside the
+  request once it joins, after its own p mixed iterations (e tokens each; window T = O - 1 tokens;
+  the others' outputs the sample's quantiles).
 
 With the M/G/inf window average's sd c sqrt(mu) / rho_D (model.queueing.overlap.arrival_correlation:
 Cov[D, N] = c mu, c = E[min(U, O')] / T, U uniform on (0, T), mu = E[N]) and the N term's
@@ -30,7 +31,7 @@ Cov[F, N] = b mu (model.queueing.mixed_share.arrival_share_correlation), the who
 
 the same thinning sqrt(p) for R > 1 (Q, like N, counts the replica's share of the pool's arrivals).
 kappa = 0 without a queue (lambda = 0). For long equal outputs (c = 1/2, a_D = 1, b = a_F)
-kappa = 2 Var[Q] / mu.
+kappa -> 2 Var[Q] / mu.
 """
 
 from __future__ import annotations
@@ -64,47 +65,67 @@ def start_queue_moments(
     return mean_q, mean_q + lam * lam * (var_w + var_s)
 
 
-def start_coverage(output_tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(a_D, c) [S]: a_D = E[min(O', T)] / T, the window share of a member joining at the window's
-    start, and c = E[min(U, O')] / T (U uniform on (0, T)) that of one joining during it, for request
-    i's window T = O_i - 1 tokens, the others' outputs O' at OTHER_POINTS quantiles of the sample
-    (model.queueing.overlap.arrival_correlation's c)."""
+def start_coverage(output_tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(grid [K], G [K], P [K], H [K]) of the others' outputs O' (OTHER_POINTS quantiles of the
+    sample, 0 first): G(L) = E[min(O', L)], P(L) = P(O' > L) on [grid_k, grid_k+1) (G's slope) and
+    H(L) = int_0^L G(v) dv at the grid points. Between them G is linear and H quadratic (min(O', v)
+    is linear in v between the O' values), past the last G = E[O'] and H grows linearly."""
     return _start_coverage(np.ascontiguousarray(output_tokens, dtype=float).tobytes())
 
 
 @lru_cache(maxsize=64)
-def _start_coverage(output_bytes: bytes) -> tuple[np.ndarray, np.ndarray]:
+def _start_coverage(output_bytes: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     out = np.frombuffer(output_bytes, dtype=float)
-    o = np.quantile(out, (np.arange(OTHER_POINTS) + 0.5) / OTHER_POINTS)[None, :]
-    t = np.maximum(out - 1.0, 1e-9)[:, None]
-    a_d = np.minimum(o / t, 1.0).mean(axis=1)
-    c = np.where(o >= t, 0.5, o / t - o * o / (2.0 * t * t)).mean(axis=1)
-    for v in (a_d, c):
+    o = np.quantile(out, (np.arange(OTHER_POINTS) + 0.5) / OTHER_POINTS)
+    grid = np.concatenate([[0.0], o])
+    big = np.minimum(o[None, :], grid[:, None]).mean(axis=1)
+    slope = (grid[:, None] < o[None, :]).mean(axis=1)
+    area = np.concatenate([[0.0], np.cumsum(np.diff(grid) * (big[:-1] + big[1:]) / 2.0)])
+    for v in (grid, big, slope, area):
         v.flags.writeable = False
-    return a_d, c
+    return grid, big, slope, area
+
+
+def _read(table: tuple[np.ndarray, ...], length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(G(L), H(L)) at lengths L >= 0 (:func:`start_coverage`)."""
+    grid, big, slope, area = table
+    k = np.clip(np.searchsorted(grid, length, side="right") - 1, 0, len(grid) - 1)
+    d = length - grid[k]
+    g = big[k] + slope[k] * d
+    return g, area[k] + big[k] * d + slope[k] * d * d / 2.0
 
 
 def start_queue_gain(
     var_q: np.ndarray,
     prompt_iterations: np.ndarray,
     arrivals_per_iteration: tuple[np.ndarray, np.ndarray],
-    window_iterations: np.ndarray,
+    emitted: np.ndarray,
     mean_f: np.ndarray,
-    coverage: tuple[np.ndarray, np.ndarray],
+    output_tokens: np.ndarray,
 ) -> np.ndarray:
-    """kappa [C, S] = Var[Q] a_F a_D / (c b mu) (module docstring): ``var_q`` [C], a prompt's mixed
-    iterations p [C], the arrivals per decode-only and per mixed iteration (lambda T_dec, lambda
-    T_mix) [C], the window n [C, S], E[F] [C, S] and (a_D, c) [S]; b = phi(p / n) and
-    mu = n (E[F] lambda T_mix + (1 - E[F]) lambda T_dec) as in arrival_share_correlation. 0 where
-    b mu or c is 0."""
-    n = np.maximum(np.asarray(window_iterations, dtype=float), 1e-12)
+    """The factor [C, S] on r = rho_D rho_F: (c_p + Var[Q] a_F a_D / (b mu)) / c (module docstring):
+    ``var_q`` [C], a prompt's mixed iterations p [C], the arrivals per decode-only and per mixed
+    iteration (lambda T_dec, lambda T_mix) [C], the tokens per iteration e [C], E[F] [C, S] and the
+    sampled outputs O [S]. Window T = O - 1 tokens, n = T / e iterations; b = phi(p / n) and
+    mu = n (E[F] lambda T_mix + (1 - E[F]) lambda T_dec) as in arrival_share_correlation;
+    a_F = min(p / n, 1). A prompt joins the batch after its p mixed iterations (d = p e tokens): one
+    queued at the start covers a_D = G((T - d)+) / T of the window, one arriving during it
+    c_p = H((T - d)+) / T^2, against c = H(T) / T^2 without the delay (rho_D's). 1 where b mu or c
+    is 0."""
+    out = np.asarray(output_tokens, dtype=float)
+    table = start_coverage(out)
+    e = np.asarray(emitted, dtype=float)[:, None]
+    t = np.maximum(out - 1.0, 1e-9)[None, :]
+    n = t / e
     p = np.asarray(prompt_iterations, dtype=float)[:, None]
     a_dec, a_mix = (np.asarray(v, dtype=float)[:, None] for v in arrivals_per_iteration)
     x = p / n
     b = np.where(x < 1.0, x - x * x / 2.0, 0.5)
     a_f = np.minimum(x, 1.0)
+    g_d, h_d = _read(table, np.maximum(t - p * e, 0.0))
+    h_t = _read(table, t[0])[1][None, :]
     mu = n * (mean_f * a_mix + (1.0 - mean_f) * a_dec)
-    a_d, c = (np.asarray(v, dtype=float)[None, :] for v in coverage)
     with np.errstate(divide="ignore", invalid="ignore"):
-        kappa = np.asarray(var_q, dtype=float)[:, None] * a_f * a_d / (c * b * mu)
-    return np.where(np.isfinite(kappa) & (kappa > 0), kappa, 0.0)
+        queued = np.asarray(var_q, dtype=float)[:, None] * a_f * (g_d / t) / (b * mu)
+        factor = (h_d + np.where(np.isfinite(queued), queued, 0.0) * t * t) / h_t
+    return np.where(np.isfinite(factor) & (h_t > 0), factor, 1.0)

@@ -70,7 +70,7 @@ from model.queueing.routing import (
     stall_exposure,
 )
 from model.queueing.stall_count import stall_events
-from model.queueing.start_queue import start_coverage, start_queue_gain, start_queue_moments
+from model.queueing.start_queue import start_queue_gain, start_queue_moments
 from model.serving.chunked_rows import busy_iteration_s, chunked_per_token, chunked_rows
 from model.serving.common import (
     StyleResult,
@@ -110,7 +110,8 @@ def _mixed_share(
     Poisson thinning: corr of the two counts sqrt(p), Kingman 1993, ch. 5, the colouring theorem).
     ``follow_on``: the busy period's follow-on load from u (model.queueing.routing
     .chunked_follow_on_load; None: Poisson joins). ``start_var`` [C]: Var[Q] of the prompts queued at
-    the window's start, a second common cause (r times 1 + kappa, model.queueing.start_queue; None: 0)."""
+    the window's start, a second common cause, and each prompt's join delayed by its prefill (r times
+    model.queueing.start_queue.start_queue_gain; None: neither)."""
     t_dec, t_mix, t_full = iteration_s
     alt = alternation(rate_r, share_moments_s, t_dec, t_mix, follow_on)
     # computed once per distinct output length (a request's law depends on it alone), then spread
@@ -119,9 +120,8 @@ def _mixed_share(
     mean, alpha, beta, rho_f = (v[:, inverse.reshape(-1)] for v in laws)
     corr = arrival_correlation(out_tokens)[None, :] * np.sqrt(np.clip(pool_share, 0.0, 1.0))[:, None] * rho_f
     if start_var is not None:
-        n = (out_tokens[None, :] - 1.0) / emitted[:, None]
-        cover = start_coverage(out_tokens)
-        corr = corr * (1.0 + start_queue_gain(start_var, alt.prompt_iterations, alt.arrivals, n, mean, cover))
+        gain = start_queue_gain(start_var, alt.prompt_iterations, alt.arrivals, emitted, mean, out_tokens)
+        corr = corr * gain
     per_token = (t_dec / emitted, t_mix / emitted, t_full / emitted)
     return MixedShare.build(mean, alpha, beta, per_token, corr)
 
