@@ -23,15 +23,21 @@ the law of total covariance adds Cov_Q = Var[Q] a_F a_D, with
   request once it joins, after its own p mixed iterations (e tokens each; window T = O - 1 tokens;
   the others' outputs the sample's quantiles).
 
-With the M/G/inf window average's sd c sqrt(mu) / rho_D (model.queueing.overlap.arrival_correlation:
-Cov[D, N] = c mu, c = E[min(U, O')] / T, U uniform on (0, T), mu = E[N]) and the N term's
-Cov[F, N] = b mu (model.queueing.mixed_share.arrival_share_correlation), the whole correlation is
+The same delay applies to the N prompts arriving during the window: one arriving with u tokens of
+the window left joins after its d = p e tokens of prefill and covers min((u - d)+, O'), so its
+coverage is c_p = E[int_0^(T-d)+ min(v, O') dv] / T^2 = H((T - d)+) / T^2 in place of
+model.queueing.overlap.arrival_correlation's c = H(T) / T^2 (H the integral of G(L) = E[min(O', L)],
+a_D = G((T - d)+) / T; both tabulated once per output sample). With the M/G/inf window average's sd
+c sqrt(mu) / rho_D (arrival_correlation: Cov[D, N] = c mu undelayed, mu = E[N]; the delay shifts the
+joins, not the stationary count) and the N term's Cov[F, N] = b mu
+(model.queueing.mixed_share.arrival_share_correlation), the whole correlation is
 
-    r = rho_D rho_F (1 + kappa),   kappa = Var[Q] a_F a_D / (c b mu),
+    r = rho_D rho_F (c_p + Var[Q] a_F a_D / (b mu)) / c,
 
 the same thinning sqrt(p) for R > 1 (Q, like N, counts the replica's share of the pool's arrivals).
-kappa = 0 without a queue (lambda = 0). For long equal outputs (c = 1/2, a_D = 1, b = a_F)
-kappa -> 2 Var[Q] / mu.
+Without a queue and without a delay the factor is 1 (the session-13 law). For long equal outputs
+and short prefills (c_p = c = 1/2, a_D = 1, b = a_F) it is 1 + 2 Var[Q] / mu; a prefill longer than
+the window leaves no coverage (factor 0: the prompts join after the request has left).
 """
 
 from __future__ import annotations
