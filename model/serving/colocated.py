@@ -70,6 +70,7 @@ from model.queueing.routing import (
     stall_exposure,
 )
 from model.queueing.stall_count import stall_events
+from model.queueing.start_queue import start_queue_gain, start_queue_moments
 from model.serving.chunked_rows import busy_iteration_s, chunked_per_token, chunked_rows
 from model.serving.common import (
     StyleResult,
@@ -97,6 +98,7 @@ def _mixed_share(
     out_tokens: np.ndarray,
     pool_share: np.ndarray,
     follow_on: Callable[[np.ndarray], np.ndarray] | None = None,
+    start_var: np.ndarray | None = None,
 ) -> MixedShare:
     """The chunked replicas' TPOT excess over the plain step [C, S] (model.queueing.mixed_share): F
     the mixed share of the request's (O - 1) / e iterations, its mixed iterations' mean time rising
@@ -107,7 +109,9 @@ def _mixed_share(
     the pool's arrivals (whose count drives the levelled batch) that join the request's replica (a
     Poisson thinning: corr of the two counts sqrt(p), Kingman 1993, ch. 5, the colouring theorem).
     ``follow_on``: the busy period's follow-on load from u (model.queueing.routing
-    .chunked_follow_on_load; None: Poisson joins)."""
+    .chunked_follow_on_load; None: Poisson joins). ``start_var`` [C]: Var[Q] of the prompts queued at
+    the window's start, a second common cause, and each prompt's join delayed by its prefill (r times
+    model.queueing.start_queue.start_queue_gain; None: neither)."""
     t_dec, t_mix, t_full = iteration_s
     alt = alternation(rate_r, share_moments_s, t_dec, t_mix, follow_on)
     # computed once per distinct output length (a request's law depends on it alone), then spread
@@ -115,6 +119,9 @@ def _mixed_share(
     laws = mixed_share(alt, (outputs[None, :] - 1.0) / emitted[:, None])
     mean, alpha, beta, rho_f = (v[:, inverse.reshape(-1)] for v in laws)
     corr = arrival_correlation(out_tokens)[None, :] * np.sqrt(np.clip(pool_share, 0.0, 1.0))[:, None] * rho_f
+    if start_var is not None:
+        gain = start_queue_gain(start_var, alt.prompt_iterations, alt.arrivals, emitted, mean, out_tokens)
+        corr = corr * gain
     per_token = (t_dec / emitted, t_mix / emitted, t_full / emitted)
     return MixedShare.build(mean, alpha, beta, per_token, corr)
 
@@ -352,6 +359,8 @@ def evaluate_colocated(
             exposure / replicas,
             # joins follow departures behind a levelling router: the busy period thins (chov16)
             lambda u: chunked_follow_on_load(router, u, step / (t_mix * emitted), replicas),
+            # the prompts queued at the window's start raise F and the batch together (chov14)
+            start_queue_moments(rate_r * exposure, prob, cond, (es, es2))[1],
         )
         events = np.zeros_like(events)
     # incremental KV with pre-emption (engine policy "recompute" / "swap"): the resumes' TPOT share
