@@ -81,7 +81,7 @@ from model.serving.common import (
     stack,
     wait_tail,
 )
-from model.serving.decode_exposure import plain_decode_s
+from model.serving.decode_exposure import amplified_spread, plain_decode_s, stall_gain
 from model.serving.kv_saturation import saturated_holds
 from model.serving.packing import FILL_MAX_PROMPTS, packed_behind_s, prefill_batch, prompts_per_step
 from model.serving.phase_tables import BATCH_GRID, InstanceTables
@@ -332,6 +332,11 @@ def evaluate_colocated(
             router, rate_r, stalls, decode_s, replicas, exposure, occ.batch, occ.prob
         )
     events = stall_events(joins, per_event, stall_load)
+    if not chunked:  # a slow decode window draws more stalls: the deviation enters TPOT 1 + r times
+        dec_stall = stall_events(
+            replica_arrivals(router, rate_r, decode_s, replicas, exposure), per_event, stall_load
+        )
+        spread = amplified_spread(spread, stall_gain(dec_stall * stalls.mean(axis=1)[:, None], decode_s))
     wait_stalls = None if chunked else wait_stall_rows(scn, rate_r, share, wait_s, t_dec * emitted, k)
     mixed = None
     if chunked:

@@ -16,7 +16,11 @@ large and the per-sequence slope of the step is steep.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
+
+from model.queueing.decode_spread import TpotSpread
 
 
 def plain_decode_s(base_per_token_s: np.ndarray, out_tokens: np.ndarray) -> np.ndarray:
@@ -25,3 +29,28 @@ def plain_decode_s(base_per_token_s: np.ndarray, out_tokens: np.ndarray) -> np.n
     base = np.asarray(base_per_token_s, dtype=float)[:, None]
     gaps = np.maximum(np.asarray(out_tokens, dtype=float) - 1.0, 0.0)[None, :]
     return base * gaps
+
+
+def stall_gain(decode_stall_s: np.ndarray, decode_s: np.ndarray) -> np.ndarray:
+    """[C, S] r = E[stall total from the decode window] / plain decode time: the stall seconds each
+    second of plain decode draws (lambda_r per_event E[s] / (1 - rho) with the router's exposure: the
+    busy period started by work x has mean x rho / (1 - rho), Takacs 1962, ch. 2). 0 where the
+    window is empty."""
+    x = np.asarray(decode_s, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(x > 0, np.asarray(decode_stall_s, dtype=float) / np.where(x > 0, x, 1.0), 0.0)
+
+
+def amplified_spread(spread: TpotSpread, gain: np.ndarray) -> TpotSpread:
+    """The base's fluctuation as TPOT sees it on a prefill-first replica: shrink x (1 + r).
+
+    Derived here (docs/session14/col1_14.md): the request's plain decode time is x = (O - 1)(b + s D)
+    (decode_spread: D the per-token deviation, s its shrink), and the stalls are a busy period started
+    by work x (model.queueing.latency), of conditional mean r x with r = :func:`stall_gain`. So
+    TPOT = (x + S) / (O - 1) = b (1 + r) + s D (1 + r) + (S - r x) / (O - 1): a slow window (a large
+    batch) also draws more stalls, and the deviation enters TPOT (1 + r) times. The latency model
+    keeps the stalls' count at the mean window (its ``stall_events``) and takes base and stalls
+    independent, so the covariance 2 r s^2 Var[D] and the r^2 s^2 Var[D] term come in through the
+    shrink (moment matching: the first two moments of the sum are exact, the shape of D kept)."""
+    factor = 1.0 + np.maximum(np.asarray(gain, dtype=float), 0.0)
+    return replace(spread, shrink=spread.shrink * factor, inv_shrink=spread.inv_shrink / factor)
