@@ -146,3 +146,40 @@ def left_at_departure(index: int, factor: float = 1.0) -> None:
         f"{left.mean():.3f} (E[L^2] {np.mean(left**2):.3f}, P0 {np.mean(left == 0):.3f}); arrived in wait "
         f"{during_w.mean():.3f}, in own step {during_s.mean():.3f}"
     )
+
+
+def gain_check(index: int, factor: float = 1.0) -> None:
+    """The simulated slope of a request's stall total on its plain decode time within output
+    quintiles (the stalls a slow window draws, model.serving.decode_exposure.stall_gain), against
+    the planner's r, and the base's deviation against the TPOT's."""
+    plan = plan_for(sample_scenario(SEED, index))
+    best, scn = plan.best["colocated"], plan.inputs.scenario
+    rate = best.goodput_rps * factor
+    res = build_set(scn, [best.config]).evaluate(np.array([rate]))
+    rec, it, *_ = logged_cell(scn, best, index, rate)
+    m = np.flatnonzero(rec.measured & np.isfinite(rec.end_s) & (rec.output_tokens > 1))
+    x, s, g = [], [], []
+    for i in m:
+        own = it[it[:, 0] == rec.instance[i]]
+        w = own[(own[:, 1] >= rec.first_token_s[i] - 1e-9) & (own[:, 2] <= rec.end_s[i] + 1e-9)]
+        d = w[:, 2] - w[:, 1]
+        x.append(d[w[:, 3] == 0].sum())
+        s.append(d[w[:, 3] > 0].sum())
+        g.append(rec.output_tokens[i] - 1)
+    x, s, g = map(np.array, (x, s, g))
+    edges = np.unique(np.quantile(g, [0.2, 0.4, 0.6, 0.8]))
+    bins = np.digitize(g, edges)
+    lat = res.latency
+    rho = float(np.ravel(lat.stall_load)[0])
+    print(f"grid {index} at {rate:.4g} req/s; planner r = rho / (1 - rho) {rho / (1 - rho):.3f} (1 replica)")
+    for k in np.unique(bins):
+        sel = bins == k
+        if sel.sum() < 20:
+            continue
+        xs, ss = x[sel] - x[sel].mean(), s[sel] - s[sel].mean()
+        slope = float(np.sum(xs * ss) / max(np.sum(xs * xs), 1e-12))
+        corr = float(np.corrcoef(x[sel], s[sel])[0, 1])
+        print(
+            f"  gaps ~{g[sel].mean():.0f}: n {sel.sum()}, slope dS/dx {slope:.3f} (corr {corr:.3f}), "
+            f"sd x/gap {np.std(x[sel] / g[sel]) * 1e3:.2f} ms"
+        )
