@@ -20,6 +20,7 @@ import numpy as np
 
 from benchmarks.trace_colocated_tpot import logged_cell
 from benchmarks.validate_grid import SEED, plan_for, sample_scenario
+from model.serving import colocated
 from model.serving.registry import build_set
 
 
@@ -155,7 +156,18 @@ def gain_check(index: int, factor: float = 1.0) -> None:
     plan = plan_for(sample_scenario(SEED, index))
     best, scn = plan.best["colocated"], plan.inputs.scenario
     rate = best.goodput_rps * factor
-    res = build_set(scn, [best.config]).evaluate(np.array([rate]))
+    seen: dict = {}
+    saved = colocated.amplified_spread
+
+    def spy(spread, gain, token_cov=None):  # the planner's terms, read as it builds them
+        seen.update(spread=spread, gain=gain, cov=token_cov)
+        return saved(spread, gain, token_cov)
+
+    colocated.amplified_spread = spy
+    try:
+        res = build_set(scn, [best.config]).evaluate(np.array([rate]))
+    finally:
+        colocated.amplified_spread = saved
     rec, it, *_ = logged_cell(scn, best, index, rate)
     m = np.flatnonzero(rec.measured & np.isfinite(rec.end_s) & (rec.output_tokens > 1))
     x, s, g = [], [], []
@@ -171,7 +183,12 @@ def gain_check(index: int, factor: float = 1.0) -> None:
     bins = np.digitize(g, edges)
     lat = res.latency
     rho = float(np.ravel(lat.stall_load)[0])
-    print(f"grid {index} at {rate:.4g} req/s; planner r = rho / (1 - rho) {rho / (1 - rho):.3f} (1 replica)")
+    print(
+        f"grid {index} at {rate:.4g} req/s; planner r {float(np.mean(seen['gain'][0])):.3f} (rho {rho:.3f})"
+    )
+    sp = seen["spread"]
+    sd_d = float(np.sqrt(sp.variance_s2()[0]))
+    tg = np.maximum(scn.output_tokens - 1.0, 1.0)
     for k in np.unique(bins):
         sel = bins == k
         if sel.sum() < 20:
@@ -181,5 +198,14 @@ def gain_check(index: int, factor: float = 1.0) -> None:
         corr = float(np.corrcoef(x[sel], s[sel])[0, 1])
         print(
             f"  gaps ~{g[sel].mean():.0f}: n {sel.sum()}, slope dS/dx {slope:.3f} (corr {corr:.3f}), "
-            f"sd x/gap {np.std(x[sel] / g[sel]) * 1e3:.2f} ms"
+            f"sd x/gap {np.std(x[sel] / g[sel]) * 1e3:.2f} ms, Cov(x, S) {np.mean(xs * ss):.4f} s2"
+        )
+        pl = (bins_pl := np.digitize(tg, edges)) == k
+        var_x = float(np.mean((sp.shrink[0][pl] * sd_d * tg[pl]) ** 2))
+        cov_a = float(np.mean(seen["cov"][0][pl] * tg[pl] ** 2)) if seen["cov"] is not None else 0.0
+        r = float(np.mean(seen["gain"][0][pl]))
+        print(
+            f"    planner: sd x/gap {np.sqrt(var_x) / tg[pl].mean() * 1e3:.2f} ms, Cov(x, S) = r Var x + Cov_A "
+            f"{r * var_x:.4f} + {cov_a:.4f} s2 (slope {(r * var_x + cov_a) / max(var_x, 1e-12):.3f}); "
+            f"{len(bins_pl)} samples"
         )
