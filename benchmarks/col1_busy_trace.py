@@ -58,7 +58,8 @@ def main() -> None:
     es = float(lat.stall_sizes_s[0].mean())
     es2 = float((lat.stall_sizes_s[0] ** 2).mean())
     print(
-        f"planner: p90 {tp[0] * 1e3:.2f} ms, rho {rho:.3f}, E[s] {es:.3f} s, E[s2] {es2:.3f}, batch {res.batch[0]:.2f}"
+        f"planner: p90 {tp[0] * 1e3:.2f} ms, rho {rho:.3f}, E[s] {es:.3f} s, E[s2] {es2:.3f}, "
+        f"batch {res.batch[0]:.2f}"
     )
     rec, it, dt, pre, _step = logged_cell(scn, best, index, rate)
     b = it[:, 4]
@@ -71,7 +72,8 @@ def main() -> None:
     bd = np.sum(dt[~pre] * b[~pre]) / dt[~pre].sum()
     bd_step = b[~pre].mean()
     print(
-        f"sim batch: prefill time-weighted {bp:.3f}, decode time-weighted {bd:.3f}, per decode step {bd_step:.3f}"
+        f"sim batch: prefill time-weighted {bp:.3f}, decode time-weighted {bd:.3f}, "
+        f"per decode step {bd_step:.3f}"
     )
     rp = dt[pre].sum() / tot
     seen = np.sum(dt[pre] * b[pre]) / np.sum(dt[~pre] * b[~pre])
@@ -95,7 +97,8 @@ def main() -> None:
         if sel:
             sel = np.array(sel)
             print(
-                f"  position {j + 1}: {len(sel)} steps, length {dt[sel].mean():.3f} s, batch {b[sel].mean():.2f}"
+                f"  position {j + 1}: {len(sel)} steps, length {dt[sel].mean():.3f} s, "
+                f"batch {b[sel].mean():.2f}"
             )
     # the requests' stalls split: own busy period (a) and later (b)
     m = np.flatnonzero(rec.measured & np.isfinite(rec.end_s) & (rec.output_tokens > 1))
@@ -205,7 +208,8 @@ def gain_check(index: int, factor: float = 1.0) -> None:
         cov_a = float(np.mean(seen["cov"][0][pl] * tg[pl] ** 2)) if seen["cov"] is not None else 0.0
         r = float(np.mean(seen["gain"][0][pl]))
         print(
-            f"    planner: sd x/gap {np.sqrt(var_x) / tg[pl].mean() * 1e3:.2f} ms, Cov(x, S) = r Var x + Cov_A "
+            f"    planner: sd x/gap {np.sqrt(var_x) / tg[pl].mean() * 1e3:.2f} ms, "
+            "Cov(x, S) = r Var x + Cov_A "
             f"{r * var_x:.4f} + {cov_a:.4f} s2 (slope {(r * var_x + cov_a) / max(var_x, 1e-12):.3f}); "
             f"{len(bins_pl)} samples"
         )
