@@ -93,10 +93,25 @@ def test_amplified_spread_by_hand():
     sp = _spread(0.5)  # Var[D] = 1e-6 s^2, s^2 Var[D] = 2.5e-7
     # r = 1: the deviation enters twice
     g = amplified_spread(sp, np.array([[1.0]]))
-    np.testing.assert_allclose(g.shrink, [[1.0]])
-    np.testing.assert_allclose(g.inv_shrink, [[1.0]])
+    np.testing.assert_allclose(g.shrink * g.dev_s[:, -1:], [[1e-3]])  # 0.5 x 1e-3 x 2
+    np.testing.assert_allclose(g.shrink, [[0.5]])  # the support scales by 2, the shrink stays <= 1
+    np.testing.assert_allclose(g.dev_s, [[-2e-3, 2e-3]])
     # + Cov_A / T^2 = 6.25e-7: (1 + r)^2 + 2 x 6.25e-7 / 2.5e-7 = 4 + 5 = 9, factor 3
     g = amplified_spread(sp, np.array([[1.0]]), np.array([[6.25e-7]]))
-    np.testing.assert_allclose(g.shrink, [[1.5]])
-    np.testing.assert_allclose(g.inv_shrink, [[2.0 / 3.0]])
+    np.testing.assert_allclose(g.shrink * g.dev_s, [[-1.5e-3, 1.5e-3]])
+    np.testing.assert_allclose(g.step_s, [3e-3])
     assert g.mean_s[0] == sp.mean_s[0]  # the mean is untouched
+    # P(s D <= x) read through the table: 1.5 ms is the top of the scaled law, 1.4 ms below it
+    np.testing.assert_allclose(g.shape_cdf(np.array([[1.5e-3]])), [[1.0]])
+    np.testing.assert_allclose(g.shape_cdf(np.array([[1.4e-3]])), [[0.5]])
+
+
+def test_amplified_spread_keeps_shrink_at_most_one_per_request():
+    # two requests, factors 2 and 4: the support scales by 4, the shrinks by 1/2 and 1
+    sp = _spread(0.5)
+    sp2 = TpotSpread(
+        sp.mean_s, sp.dev_s, sp.cdf, np.array([[0.5, 0.5]]), np.array([[2.0, 2.0]]), sp.step_s, sp.table
+    )
+    g = amplified_spread(sp2, np.array([[1.0, 3.0]]))
+    np.testing.assert_allclose(g.shrink, [[0.25, 0.5]])
+    np.testing.assert_allclose(g.shrink * g.dev_s[:, -1:], [[1e-3, 2e-3]])

@@ -117,7 +117,17 @@ def amplified_spread(
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(base_var > 0, 2.0 * cov / np.where(base_var > 0, base_var, 1.0), 0.0)
         factor = np.sqrt(factor**2 + ratio)
-    return replace(spread, shrink=spread.shrink * factor, inv_shrink=spread.inv_shrink / factor)
+    # the spread's table and its shortcuts assume shrink <= 1: the candidate's support D scales by the
+    # largest factor F_c, each request's shrink by factor / F_c (the products shrink x D as above)
+    top = np.maximum(factor.max(axis=1), 1.0)
+    rel = factor / top[:, None]
+    return replace(
+        spread,
+        dev_s=spread.dev_s * top[:, None],
+        step_s=spread.step_s * top,
+        shrink=spread.shrink * rel,
+        inv_shrink=spread.inv_shrink / rel,
+    )
 
 
 def batch_stall_terms(
