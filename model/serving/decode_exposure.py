@@ -17,6 +17,7 @@ large and the per-sequence slope of the step is steep.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -46,10 +47,18 @@ def overlap_kernel(out_tokens: np.ndarray) -> np.ndarray:
     """[S] K(T_i) = int_0^T_i E[min(D', y)] dy = E[T m - m^2 / 2], m = min(T_i, D'), T_i = O_i - 1 and D'
     = O' - 1 over the sample (token-steps^2): the joiners' overlap with request i's remaining decode,
     integrated over the join point y (y tokens of i left when one joins; it adds to i's batch for
-    min(D', y) of them). Exact on the sample (an O(S^2) sum, S the sampled requests)."""
-    gaps = np.maximum(np.asarray(out_tokens, dtype=float) - 1.0, 0.0)
+    min(D', y) of them). Exact on the sample (an O(S^2) sum, S the sampled requests; once per sample)."""
+    return _kernel(np.ascontiguousarray(out_tokens, dtype=float).tobytes())
+
+
+@lru_cache(maxsize=64)
+def _kernel(output_bytes: bytes) -> np.ndarray:
+    """:func:`overlap_kernel` of the sample in ``output_bytes`` (float64), read-only."""
+    gaps = np.maximum(np.frombuffer(output_bytes, dtype=float) - 1.0, 0.0)
     m = np.minimum(gaps[:, None], gaps[None, :])  # [i, j]
-    return (gaps[:, None] * m - 0.5 * m * m).mean(axis=1)
+    out = (gaps[:, None] * m - 0.5 * m * m).mean(axis=1)
+    out.flags.writeable = False
+    return out
 
 
 def cluster_joint_moment(m1_s: np.ndarray, m2_s2: np.ndarray, load: np.ndarray) -> np.ndarray:
