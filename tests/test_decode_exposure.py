@@ -7,15 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from benchmarks.col1_joiner_covariance import cluster_joint_moment, joiner_covariance_s2, overlap_kernel
 from model.queueing.decode_spread import TpotSpread
-from model.serving.decode_exposure import (
-    amplified_spread,
-    cluster_joint_moment,
-    joiner_covariance_s2,
-    overlap_kernel,
-    plain_decode_s,
-    stall_gain,
-)
+from model.serving.decode_exposure import amplified_spread, plain_decode_s, stall_gain
 
 
 def test_plain_decode_at_the_per_token_base():

@@ -81,7 +81,7 @@ from model.serving.common import (
     stack,
     wait_tail,
 )
-from model.serving.decode_exposure import amplified_spread, batch_stall_terms, plain_decode_s
+from model.serving.decode_exposure import amplified_spread, plain_decode_s, stall_gain
 from model.serving.kv_saturation import saturated_holds
 from model.serving.packing import FILL_MAX_PROMPTS, packed_behind_s, prefill_batch, prompts_per_step
 from model.serving.phase_tables import BATCH_GRID, InstanceTables
@@ -336,16 +336,7 @@ def evaluate_colocated(
         dec_stall = stall_events(
             replica_arrivals(router, rate_r, decode_s, replicas, exposure), per_event, stall_load
         )
-        spread = amplified_spread(
-            spread,
-            *batch_stall_terms(
-                (dec_stall, decode_s, cluster_load),
-                stalls,
-                k,
-                (b, BATCH_GRID, dec, spread.mean_s),
-                out_tokens,
-            ),
-        )
+        spread = amplified_spread(spread, stall_gain(dec_stall * stalls.mean(axis=1)[:, None], decode_s))
     wait_stalls = None if chunked else wait_stall_rows(scn, rate_r, share, wait_s, t_dec * emitted, k)
     mixed = None
     if chunked:
