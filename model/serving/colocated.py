@@ -82,6 +82,7 @@ from model.serving.common import (
     stack,
     wait_tail,
 )
+from model.serving.decode_exposure import amplified_spread, plain_decode_s, stall_gain
 from model.serving.kv_saturation import saturated_holds
 from model.serving.packing import FILL_MAX_PROMPTS, packed_behind_s, prefill_batch, prompts_per_step
 from model.serving.phase_tables import BATCH_GRID, InstanceTables
@@ -282,7 +283,8 @@ def evaluate_colocated(
     # Stalls: the prompts that join the request's replica from its own prefill start (prefill-first:
     # its packed step, as those arriving while it waited share it; chunked: its prefill iterations, as
     # those arriving during its queue wait are offset, in the mean, by the prompts its decode's last
-    # stretch leaves queued) to the end of its plain decode time (O - 1) t_dec, as the router sends
+    # stretch leaves queued) to the end of its plain decode time (chunked (O - 1) t_dec; prefill-first
+    # (O - 1) E_q[tau] with the cohort, set below: decode_exposure), as the router sends
     # them (model.queueing.routing.replica_arrivals; a levelling router's exposure also scales the
     # stall load), one stall per packed step without chunking (model.queueing.stall_count.stall_events).
     # The router levels every request a replica holds (waiting, in prefill and decoding: the load
@@ -290,8 +292,8 @@ def evaluate_colocated(
     # plus the requests before their first token, lambda_r (W + E[prefill time]) per replica (Little).
     wait_s = np.where(np.isfinite(queue.mean_wait_s), queue.mean_wait_s, 0.0)
     before_first = rate_r * (wait_s + service.mean(axis=1))
-    decode_s = t_dec[:, None] * (out_tokens[None, :] - 1.0)
     if chunked:
+        decode_s = t_dec[:, None] * (out_tokens[None, :] - 1.0)
         exposure = stall_exposure(router, occ.batch, occ.prob, replicas, before_first)
         stall_load = exposure * stall_load
         joins = replica_arrivals(router, rate_r, service + decode_s, replicas, exposure)
@@ -302,11 +304,7 @@ def evaluate_colocated(
         # levelling router at rho / (R (1 - u)), the mean kept (routing.follow_on_load)
         exposure = spread_exposure(router, occ.batch, occ.prob, replicas, before_first)
         stall_load = exposure * stall_load
-        joins = prefill_first_arrivals(
-            router, rate_r, stalls, decode_s, replicas, exposure, occ.batch, occ.prob
-        )
         cluster_load = follow_on_load(router, stall_load, busy, replicas)
-    events = stall_events(joins, per_event, stall_load)
     # a saturated KV cache must hold the decodes and the prompts in prefill (model.serving.kv_saturation)
     below_cap = sol.below_cap & adm.stable & saturated_holds(scn, tables, table_index, rate_r, b, service)
     stable = fits & (busy < 1) & queue.stable & below_cap & (rate > 0) & (max_batch >= 1)
@@ -335,6 +333,17 @@ def evaluate_colocated(
     )
     base = replica_split(occ, BATCH_GRID, dec) if chunked else occ
     spread = cohort_spread(base, cohort, BATCH_GRID, dec, out_tokens, whole=chunked)
+    if not chunked:  # plain decode at the per-token base with the cohort (decode_exposure)
+        decode_s = plain_decode_s(spread.mean_s, out_tokens)
+        joins = prefill_first_arrivals(
+            router, rate_r, stalls, decode_s, replicas, exposure, occ.batch, occ.prob
+        )
+    events = stall_events(joins, per_event, stall_load)
+    if not chunked:  # a slow decode window draws more stalls: the deviation enters TPOT 1 + r times
+        dec_stall = stall_events(
+            replica_arrivals(router, rate_r, decode_s, replicas, exposure), per_event, stall_load
+        )
+        spread = amplified_spread(spread, stall_gain(dec_stall * stalls.mean(axis=1)[:, None], decode_s))
     wait_stalls = None if chunked else wait_stall_rows(scn, rate_r, share, wait_s, t_dec * emitted, k)
     mixed = None
     if chunked:
