@@ -15,12 +15,14 @@ before its replica is lowest again; ``benchmarks.own_step_joins --gap`` measures
 simulator), and the prompts joining its replica during its own prefill step over lambda_r x the step
 (the own-step factor; ``benchmarks.own_step_joins`` measures it in the simulator, the planner uses x).
 The planner's inputs (x, lambda_r, the packed step's moments, the occupancy) are those of the grid
-cell's best colocated configuration at its planned goodput.
+cell's best colocated configuration at its planned goodput, read at model.serving.colocated's call of
+model.queueing.own_step.prefill_first_arrivals (prefill-first only).
 
 Usage: ``PYTHONPATH=. python -m benchmarks.own_step_chain 133,84 [--events 15000] [--random-ties]
-[--no-freeze] [--fixed-life] [--pack] [--decode-steps] [--spread-life] [--bracket]`` (``--bracket``:
-the planner with the own-step joins at the chain's factor over x, benchmarks.own_step_joins.bracket;
-a diagnostic, no simulation).
+[--no-freeze] [--fixed-life] [--pack] [--decode-steps] [--spread-life]``. The ``--bracket`` mode (the
+planner with the own-step joins at the chain's factor, benchmarks.own_step_joins.bracket) was retired in
+session 14: the planner now counts the own step at the chain's factor itself
+(model.queueing.own_step.prefill_first_arrivals).
 """
 
 from __future__ import annotations
@@ -32,9 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from benchmarks.own_step_joins import bracket
 from benchmarks.validate_grid import colocated_best_with
-from model.queueing.routing import replica_arrivals
+from model.queueing.own_step import prefill_first_arrivals
 
 
 @dataclass(frozen=True)
@@ -61,29 +62,29 @@ class ChainResult:
 
 
 def cell_inputs(index: int) -> CellInputs:
-    """The planner's inputs of grid cell ``index`` (a spy on model.serving.colocated's replica_arrivals)."""
+    """The planner's inputs of grid cell ``index`` (a spy on model.serving.colocated's call of
+    prefill_first_arrivals: the packed step ``step_s`` = the stalls, the occupancy from ``batch`` and
+    ``prob``, x = ``exposure``)."""
     calls: list[dict] = []
 
-    def spy(router, rate_r, window, replicas, exposure):
+    def spy(router, rate_r, step_s, decode_s, replicas, exposure, batch, prob):
         loc = inspect.currentframe().f_back.f_locals
-        if not loc["chunked"]:
-            stalls = loc["stalls"]
-            calls.append(
-                {
-                    "rate": loc["rate"].copy(),
-                    "rate_r": rate_r.copy(),
-                    "r": np.broadcast_to(replicas, rate_r.shape).copy(),
-                    "x": np.broadcast_to(exposure, rate_r.shape).copy(),
-                    "s": stalls.mean(axis=1),
-                    "s2": (stalls**2).mean(axis=1),
-                    "y": (loc["occ"].batch * loc["occ"].prob).sum(axis=1),
-                    "t_dec": loc["t_dec"].copy(),
-                    "out": loc["out_tokens"],
-                }
-            )
-        return replica_arrivals(router, rate_r, window, replicas, exposure)
+        calls.append(
+            {
+                "rate": loc["rate"].copy(),
+                "rate_r": rate_r.copy(),
+                "r": np.broadcast_to(replicas, rate_r.shape).copy(),
+                "x": np.broadcast_to(exposure, rate_r.shape).copy(),
+                "s": step_s.mean(axis=1),
+                "s2": (step_s**2).mean(axis=1),
+                "y": (batch * prob).sum(axis=1),
+                "t_dec": loc["t_dec"].copy(),
+                "out": loc["out_tokens"],
+            }
+        )
+        return prefill_first_arrivals(router, rate_r, step_s, decode_s, replicas, exposure, batch, prob)
 
-    best = colocated_best_with(index, "replica_arrivals", spy)
+    best = colocated_best_with(index, "prefill_first_arrivals", spy)
     for c in reversed(calls):
         hit = np.flatnonzero((c["r"] == best.config.replicas) & np.isclose(c["rate"], best.goodput_rps))
         if len(hit):
@@ -201,5 +202,3 @@ if __name__ == "__main__":
             f"gap {res.gap_mean:.2f} (P(0) {res.gap_zero:.2f})",
             flush=True,
         )
-        if "--bracket" in args:
-            print("  " + bracket(index, res.own_step_factor / inp.exposure), flush=True)

@@ -5,67 +5,65 @@ For the colocated (prefill-first) cell of each grid scenario given, simulated at
 on the grid's seeds and run length (benchmarks.stall_followon.colocated_records), per measured request:
 the prompts that join its replica while its own packed prefill step runs (prefill start -> prefill end)
 and while it decodes (first token -> end), each over lambda_r x the span's length (lambda_r = the
-measured rate / R: 1 for a random split), against the planner's exposure x
-(model.queueing.routing.stall_exposure), which scales both spans alike
-(model.serving.colocated: replica_arrivals over the packed step plus (O - 1) t_dec). Means per output
-quintile as joins / lambda_r x span.
-
-``--bracket PHI`` (a diagnostic, not a law): the planner with the prompts that join during a request's
-own step counted at PHI x the planner's x lambda_r (levelling routers, R > 1, prefill-first only; a patch
-of model.serving.colocated's replica_arrivals), the cell's simulated goodput in
-benchmarks/results/grid_session10.json over the new planned goodput (no simulation).
+measured rate / R: 1 for a random split), against the planner's factors, read at
+model.serving.colocated's call of model.queueing.own_step.prefill_first_arrivals (the prefill-first
+joins): the own step's, min(chain factor, x) for a levelling router at R > 1
+(model.queueing.own_step.own_step_exposure), and the decode window's, x
+(model.queueing.light_exposure.spread_exposure). Means per output quintile as joins / lambda_r x span.
 
 ``--gap``: at each measured prompt's join, the other replicas whose vLLM score (4 x waiting + prefilling +
 running, rebuilt from the records as benchmarks.stall_followon does) is below the picked replica's score
 plus one (its own request during its step), those tied with it, against the level picture's R - 1 -
 (N mod R) (N the fleet's requests).
 
-Usage: ``PYTHONPATH=. python -m benchmarks.own_step_joins 84,133`` (``--bracket 0``, ``--gap``).
+Usage: ``PYTHONPATH=. python -m benchmarks.own_step_joins 84,133`` (``--gap``). The ``--bracket PHI``
+mode (the own step's joins scaled to PHI x by a patch of replica_arrivals) was retired in session 14:
+the planner now counts the own step at the chain's factor (own_step.prefill_first_arrivals).
 """
 
 from __future__ import annotations
 
 import inspect
-import json
 import sys
-from pathlib import Path
 
 import numpy as np
 
 from benchmarks.stall_followon import colocated_records
 from benchmarks.validate_grid import colocated_best_with
-from model.queueing.routing import replica_arrivals, stall_exposure
-
-GRID = Path(__file__).parent / "results" / "grid_session10.json"
+from model.queueing.own_step import own_step_exposure, prefill_first_arrivals
 
 
-def planner_exposure(index: int) -> tuple[float, float, float]:
-    """(x, decode occupancy per replica, requests before their first token per replica) of the best
-    colocated configuration of grid cell ``index`` at its planned goodput (evaluate_colocated's call)."""
+def planner_exposure(index: int) -> tuple[float, float, float, float]:
+    """(own-step factor, x, decode occupancy per replica, requests before their first token per replica)
+    of the best colocated configuration of grid cell ``index`` at its planned goodput (a spy on
+    evaluate_colocated's call of prefill_first_arrivals, prefill-first only)."""
     calls: list[tuple] = []
 
-    def spy(router, batch, prob, replicas, before_first=0.0):
+    def spy(router, rate_r, step_s, decode_s, replicas, exposure, batch, prob):
         loc = inspect.currentframe().f_back.f_locals
-        x = stall_exposure(router, batch, prob, replicas, before_first)
-        if not loc["chunked"]:
-            r = np.broadcast_to(replicas, loc["rate"].shape)
-            calls.append(
-                (loc["rate"], r, x, (batch * prob).sum(axis=1), np.broadcast_to(before_first, x.shape))
-            )
-        return x
+        r = np.asarray(replicas, dtype=float) * np.ones(len(rate_r))
+        x = np.asarray(exposure, dtype=float) * np.ones(len(rate_r))
+        y = (batch * prob).sum(axis=1)
+        mean = step_s.mean(axis=1)
+        scv = np.maximum((step_s**2).mean(axis=1) / np.maximum(mean, 1e-12) ** 2 - 1.0, 0.0)
+        own = own_step_exposure(router, r, x, rate_r, mean, scv, y)
+        first = np.asarray(loc["before_first"], dtype=float) * np.ones(len(rate_r))
+        calls.append((loc["rate"], r, own, x, y, first))
+        return prefill_first_arrivals(router, rate_r, step_s, decode_s, replicas, exposure, batch, prob)
 
-    best = colocated_best_with(index, "stall_exposure", spy)
+    best = colocated_best_with(index, "prefill_first_arrivals", spy)
     r = float(best.config.replicas)
-    for rate, reps, x, y, first in reversed(calls):
+    for rate, reps, own, x, y, first in reversed(calls):
         hit = np.flatnonzero((reps == r) & np.isclose(rate, best.goodput_rps))
         if len(hit):
-            return float(x[hit[-1]]), float(y[hit[-1]]), float(first[hit[-1]])
+            i = hit[-1]
+            return float(own[i]), float(x[i]), float(y[i]), float(first[i])
     raise LookupError(f"cell {index}: the best configuration's evaluation was not seen")
 
 
 def trace(index: int) -> str:
     """One block of figures for scenario ``index``'s colocated cell (module docstring)."""
-    x, y, first = planner_exposure(index)
+    own, x, y, first = planner_exposure(index)
     b, _, rec, n, warm = colocated_records(index)
     replicas = int(b.config.replicas)
     a, inst = rec.arrival_s, rec.instance
@@ -75,7 +73,7 @@ def trace(index: int) -> str:
     out = rec.output_tokens[ok].astype(float)
     bins = np.digitize(out, np.quantile(out, [0.2, 0.4, 0.6, 0.8]))
     lines = [
-        f"cell {index} {b.config.label()}: planner x {x:.3f} "
+        f"cell {index} {b.config.label()}: planner own step {own:.3f}, decode x {x:.3f} "
         f"(decode {y:.2f} + before first {first:.2f} per replica)"
     ]
     spans = {
@@ -128,37 +126,7 @@ def gap(index: int) -> str:
     )
 
 
-def bracket(index: int, phi: float) -> str:
-    """One line: grid cell ``index``'s colocated planned goodput with the own-step joins at ``phi`` x
-    (module docstring), and the grid's simulated goodput over it."""
-
-    def patched(router, rate_r, window, replicas, exposure):
-        loc = inspect.currentframe().f_back.f_locals
-        if loc["chunked"] or router.policy not in ("least-loaded", "least-kv", "cache-aware"):
-            return replica_arrivals(router, rate_r, window, replicas, exposure)
-        keep = np.where(np.asarray(replicas, dtype=float) * np.ones(len(rate_r)) > 1, phi, 1.0)
-        return replica_arrivals(
-            router, rate_r, window - (1.0 - keep)[:, None] * loc["stalls"], replicas, exposure
-        )
-
-    best = colocated_best_with(index, "replica_arrivals", patched)
-    grid = {s["scenario"]["index"]: s for s in json.loads(GRID.read_text())["results"]}
-    c = next(c for c in grid[index]["cells"] if c["style"] == "colocated")
-    same = "" if c["config"] == best.config.label() else f" (now {best.config.label()})"
-    planned, simulated = c["goodput_planner"], c["goodput_sim"]
-    return (
-        f"cell {index} {c['config']}: planned {planned:.3f} -> {best.goodput_rps:.3f} req/s{same}; "
-        f"simulated / planned {simulated / planned:.3f} -> {simulated / best.goodput_rps:.3f}"
-    )
-
-
 if __name__ == "__main__":
-    cells = [int(c) for c in sys.argv[1].split(",")]
-    if "--bracket" in sys.argv:
-        phi = float(sys.argv[sys.argv.index("--bracket") + 1])
-        for cell in cells:
-            print(bracket(cell, phi), flush=True)
-    else:
-        show = gap if "--gap" in sys.argv else trace
-        for cell in cells:
-            print(show(cell), flush=True)
+    show = gap if "--gap" in sys.argv else trace
+    for cell in (int(c) for c in sys.argv[1].split(",")):
+        print(show(cell), flush=True)

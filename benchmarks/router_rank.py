@@ -23,7 +23,9 @@ tool, not used by the planner: both laws were derived, checked against the simul
    window W) from the replica's flow balance, joins = departures + the change of its count
    (``renewal_dispersion``): behind a levelling router the replica holds N / R + eps requests, so
    Var[joins] = x y V_e(t) (1 - 2 / R) + 2 Var[N / R] (1 - P(X_e > t)), with x y the other requests
-   a running request shares its replica with (model.queueing.routing.stall_exposure), t = lambda_r W / y
+   a running request shares its replica with (session 10: model.queueing.routing.stall_exposure; since
+   session 14 the tool reads the planner's prefill-first x, model.queueing.light_exposure
+   .spread_exposure), t = lambda_r W / y
    the window in request lifetimes, V_e(t) the variance of an equilibrium renewal count with the
    lifetimes' law (Cox 1962, "Renewal Theory", sec. 4.5: Var N_e(t) = t / mu + (2 / mu) int_0^t H(u)
    du - (t / mu)^2, H the renewal function, solved on a grid by the discretised renewal equation),
@@ -161,14 +163,15 @@ def renewal_dispersion(c: dict, exposure: float) -> np.ndarray:
 
 def planner_inputs(index: int) -> dict:
     """The planner's arrays for the best colocated configuration of grid cell ``index``, read from
-    model.serving.colocated.evaluate_colocated at the call of stall_exposure (the caller's locals)."""
+    model.serving.colocated.evaluate_colocated at the prefill-first call of spread_exposure
+    (model.queueing.light_exposure; the caller's locals)."""
     import inspect
 
-    from model.queueing.routing import stall_exposure as original
+    from model.queueing.light_exposure import spread_exposure as original
 
     calls: list[dict] = []
 
-    def spy(router, batch, prob, replicas, before_first=0.0):
+    def spy(router, batch, prob, replicas, before_first):
         loc = inspect.currentframe().f_back.f_locals
         if not loc["chunked"]:
             names = ("rate", "rate_r", "stalls", "t_dec", "busy", "out_tokens")
@@ -180,7 +183,7 @@ def planner_inputs(index: int) -> dict:
             )
         return original(router, batch, prob, replicas, before_first)
 
-    best = colocated_best_with(index, "stall_exposure", spy)
+    best = colocated_best_with(index, "spread_exposure", spy)
     r = float(best.config.replicas)
     call, row = next(
         (c, int(np.flatnonzero(hit)[-1]))
@@ -195,12 +198,12 @@ def planner_inputs(index: int) -> dict:
 
 def report(index: int) -> str:
     """One line per cell (module docstring)."""
-    from model.queueing.routing import stall_exposure
+    from model.queueing.light_exposure import spread_exposure
 
     c = planner_inputs(index)
     r = int(c["R"])
     x = float(
-        stall_exposure(
+        spread_exposure(
             c["router"], c["batch"][None], c["prob"][None], np.array([c["R"]]), np.array([c["before_first"]])
         )[0]
     )
