@@ -10,7 +10,7 @@ and the style verdicts (``validate_grid.rule_verdicts``) read from the new plann
 
 A screening tool for model changes, not the grid: the grid's figures come from
 ``benchmarks/validate_grid.py``. Usage: ``PYTHONPATH=. python benchmarks/grid_replan.py
-[--grid benchmarks/results/grid_session13.json] [--only 1,9,17] [--simulate] [--workers 2]``.
+[--grid benchmarks/results/grid_session14.json] [--only 1,9,17] [--simulate] [--workers 2]``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from benchmarks.validate_grid import BAND, SEED, plan_for, rule_verdicts, sample_scenario, simulate_cell
 
-GRID = Path(__file__).parent / "results" / "grid_session13.json"
+GRID = Path(__file__).parent / "results" / "grid_session14.json"
 
 
 def in_band(ratio: float) -> bool:
