@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 
-from benchmarks.trace_colocated_tpot import logged_cell
+from benchmarks.trace_colocated_tpot import logged_cell, trace_cells_cli
 from benchmarks.validate_grid import SEED, plan_for, sample_scenario
 
 
@@ -92,10 +92,7 @@ def trace(index: int, factor: float) -> str:
 
 
 def main() -> None:
-    cells = [int(c) for c in sys.argv[1].split(",")]
-    factor = float(sys.argv[sys.argv.index("--factor") + 1]) if "--factor" in sys.argv else 1.0
-    for c in cells:
-        print(trace(c, factor), flush=True)
+    trace_cells_cli(trace, sys.argv)
 
 
 if __name__ == "__main__":

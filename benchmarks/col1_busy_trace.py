@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from benchmarks.trace_colocated_tpot import logged_cell
+from benchmarks.trace_colocated_tpot import colocated_from_argv, logged_cell
 from benchmarks.validate_grid import SEED, plan_for, sample_scenario
 from model.serving import colocated
 from model.serving.registry import build_set
@@ -44,12 +44,7 @@ def busy_runs(it: np.ndarray) -> list[np.ndarray]:
 
 
 def main() -> None:
-    index = int(sys.argv[1])
-    factor = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0
-    plan = plan_for(sample_scenario(SEED, index))
-    best, scn = plan.best["colocated"], plan.inputs.scenario
-    rate = best.goodput_rps * factor
-    res = build_set(scn, [best.config]).evaluate(np.array([rate]))
+    index, best, scn, rate, res = colocated_from_argv(sys.argv)
     lat = res.latency
     rep = best.config.replicas if hasattr(best.config, "replicas") else 1
     print(f"grid {index} {best.config.label()} at {rate:.4g} req/s")

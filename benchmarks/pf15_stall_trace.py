@@ -21,9 +21,7 @@ import sys
 
 import numpy as np
 
-from benchmarks.trace_colocated_tpot import logged_cell
-from benchmarks.validate_grid import SEED, plan_for, sample_scenario
-from model.serving.registry import build_set
+from benchmarks.trace_colocated_tpot import colocated_from_argv, logged_cell
 from model.sim.report import RequestRecords
 
 
@@ -40,13 +38,7 @@ def left_share(rec: RequestRecords, measured: np.ndarray) -> float:
 
 
 def main() -> None:
-    index = int(sys.argv[1])
-    factor = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0
-    plan = plan_for(sample_scenario(SEED, index))
-    best, scn = plan.best["colocated"], plan.inputs.scenario
-    rate = best.goodput_rps * factor
-    cands = build_set(scn, [best.config])
-    res = cands.evaluate(np.array([rate]))
+    index, best, scn, rate, res = colocated_from_argv(sys.argv)
     lat = res.latency
     target = scn.slo.tpot_s
     print(f"grid {index} {best.config.label()} at {rate:.4g} req/s; TPOT target {target * 1e3:.2f} ms")

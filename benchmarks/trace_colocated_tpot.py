@@ -70,6 +70,31 @@ def logged_cell(scn: Scenario, best: BestConfig, index: int, rate_rps: float) ->
     return rec, it, dt, mixed, step
 
 
+def colocated_from_argv(argv: list[str]):
+    """(grid index, best colocated configuration, scenario, rate, the planner's evaluation at it) for
+    the trace tools' ``INDEX [FACTOR]`` arguments: the cell's plain colocated best at FACTOR x its
+    planned goodput (default 1)."""
+    import numpy as np
+
+    from benchmarks.validate_grid import SEED, plan_for, sample_scenario
+    from model.serving.registry import build_set
+
+    index = int(argv[1])
+    factor = float(argv[2]) if len(argv) > 2 else 1.0
+    plan = plan_for(sample_scenario(SEED, index))
+    best, scn = plan.best["colocated"], plan.inputs.scenario
+    rate = best.goodput_rps * factor
+    return index, best, scn, rate, build_set(scn, [best.config]).evaluate(np.array([rate]))
+
+
+def trace_cells_cli(trace, argv: list[str]) -> None:
+    """Print ``trace(cell, factor)`` for each cell of ``CELLS [--factor F]`` (the chunked trace tools)."""
+    cells = [int(c) for c in argv[1].split(",")]
+    factor = float(argv[argv.index("--factor") + 1]) if "--factor" in argv else 1.0
+    for c in cells:
+        print(trace(c, factor), flush=True)
+
+
 def main() -> None:
     index, style = int(sys.argv[1]), sys.argv[2]
     factor = float(sys.argv[3]) if len(sys.argv) > 3 else 1.0
