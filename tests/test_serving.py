@@ -19,6 +19,7 @@ from model.queueing.mgc import mgc_wait
 from model.serving.configs import ColocatedConfig, DisaggregatedConfig
 from model.serving.evaluation import evaluate
 from model.serving.phase_tables import BATCH_GRID, chunked_prefill_sum_s
+from model.serving.registry import build_set
 from model.workload.lengths import Fixed
 from model.workload.presets import Workload
 from model.workload.scenario import Scenario
@@ -148,6 +149,12 @@ def test_colocated_stall_inflation_by_hand() -> None:
     """Without chunking, TPOT = t_dec(B) / (1 - rho_p), rho_p = (lambda / R) x a prompt's share of a
     packed prefill step; the packed step worked out by hand for 1000-token prompts on one H100.
 
+    Two refinements of the planner sit on top, each bounded here: the per-token base is the step at the
+    batch a token sees (size-biased, with the decode cohort: model.queueing.decode_spread), at least
+    t_dec(B) by Jensen (tau rises in n) and within 2% of it at this batch; and the stalls count from the
+    request's own packed step and the prompts its wait leaves queued (model.queueing.own_step,
+    model.serving.queued_behind), on top of base / (1 - rho_p), within 2% of it here.
+
     One prompt alone takes S; two in one step take S2 = 2 S - F, so F = 2 S - S2 is the per-step
     part (overhead, weight reads) and v = S - F each prompt's own. A step of k prompts takes
     F + k v, a prompt's share v + F / k. k counts the prompts queued behind prefill work, k_q = 1 +
@@ -172,10 +179,17 @@ def test_colocated_stall_inflation_by_hand() -> None:
     rho_p = rate * (v + f / k)
     assert rho_p < 0.3  # packing only shares work
     assert ev.prefill_utilisation == pytest.approx(rho_p, rel=1e-2)
-    assert ev.tpot_mean_s == pytest.approx(t_dec / (1 - rho_p), rel=2e-2)
+    latency = build_set(scn, [ColocatedConfig(H100, 1, 1)]).evaluate(np.array([rate])).latency
+    base = float(latency.tpot_base_s[0])
+    assert t_dec <= base <= 1.02 * t_dec
+    assert base / (1 - rho_p) <= ev.tpot_mean_s <= 1.02 * base / (1 - rho_p)
     assert ev.decode_step_s == pytest.approx(t_dec, rel=2e-2)
-    # Little's law on the batch: B = lambda E[O] TPOT (outputs are all 100 tokens).
-    assert ev.decode_batch == pytest.approx(rate * 100 * ev.tpot_mean_s, rel=2e-2)
+    # Little's law on the batch: B = lambda E[O] tau (outputs are all 100 tokens), tau = t_dec / (1 - rho_p)
+    # the per-token time the occupancy is solved with. The reported mean TPOT also carries the stalls
+    # from the request's own packed step and its wait's left-behind prompts, which the occupancy does
+    # not (a known gap of ~2% here, docs/session14/colr14.md): Little with it gives a batch that much larger.
+    assert ev.decode_batch == pytest.approx(rate * 100 * t_dec / (1 - rho_p), rel=1e-2)
+    assert ev.decode_batch <= rate * 100 * ev.tpot_mean_s <= 1.03 * ev.decode_batch
 
 
 def test_energy_and_cost_by_hand() -> None:
