@@ -280,23 +280,20 @@ def evaluate_colocated(
     # The plain decode step fluctuates with the replica's batch (model.queueing.decode_spread), whose
     # sequences leave at the per-token time with prefill in it, tau; the stalls come on top.
     occ = base_step_occupancy(rate_r * eo, BATCH_GRID, tau, dec, max_batch, b, replicas)
-    # Stalls: the prompts that join the request's replica from its own prefill start (prefill-first:
-    # its packed step, as those arriving while it waited share it; chunked: its prefill iterations, as
-    # those arriving during its queue wait are offset, in the mean, by the prompts its decode's last
-    # stretch leaves queued) to the end of its plain decode time (chunked (O - 1) t_dec; prefill-first
-    # (O - 1) E_q[tau] with the cohort, set below: decode_exposure), as the router sends
-    # them (model.queueing.routing.replica_arrivals; a levelling router's exposure also scales the
-    # stall load), one stall per packed step without chunking (model.queueing.stall_count.stall_events).
+    # Stalls (prefill-first; chunked replicas have none, their TPOT excess is the mixed share below):
+    # the prompts that join the request's replica from its own packed step (those arriving while it
+    # waited share it) to the end of its plain decode time ((O - 1) E_q[tau] with the cohort, set below:
+    # decode_exposure), as the router sends them (model.queueing.routing.replica_arrivals; a levelling
+    # router's exposure also scales the stall load), one stall per packed step
+    # (model.queueing.stall_count.stall_events).
     # The router levels every request a replica holds (waiting, in prefill and decoding: the load
     # vLLM's router counts, model.sim.colocated.Replica.load), so its count is the decode occupancy
     # plus the requests before their first token, lambda_r (W + E[prefill time]) per replica (Little).
     wait_s = np.where(np.isfinite(queue.mean_wait_s), queue.mean_wait_s, 0.0)
     before_first = rate_r * (wait_s + service.mean(axis=1))
     if chunked:
-        decode_s = t_dec[:, None] * (out_tokens[None, :] - 1.0)
         exposure = stall_exposure(router, occ.batch, occ.prob, replicas, before_first)
         stall_load = exposure * stall_load
-        joins = replica_arrivals(router, rate_r, service + decode_s, replicas, exposure)
         cluster_load = stall_load
     else:
         # the requests before their first token as a Poisson count, not a mean (light_exposure); the
@@ -333,13 +330,15 @@ def evaluate_colocated(
     )
     base = replica_split(occ, BATCH_GRID, dec) if chunked else occ
     spread = cohort_spread(base, cohort, BATCH_GRID, dec, out_tokens, whole=chunked)
-    if not chunked:  # plain decode at the per-token base with the cohort (decode_exposure)
+    if chunked:  # no stall clusters: the mixed share below carries the TPOT excess
+        events = np.zeros((n, out_tokens.size))
+    else:  # plain decode at the per-token base with the cohort (decode_exposure)
         decode_s = plain_decode_s(spread.mean_s, out_tokens)
         joins = prefill_first_arrivals(
             router, rate_r, stalls, decode_s, replicas, exposure, occ.batch, occ.prob
         )
-    events = stall_events(joins, per_event, stall_load)
-    if not chunked:  # a slow decode window draws more stalls: the deviation enters TPOT 1 + r times
+        events = stall_events(joins, per_event, stall_load)
+        # a slow decode window draws more stalls: the deviation enters TPOT 1 + r times
         dec_stall = stall_events(
             replica_arrivals(router, rate_r, decode_s, replicas, exposure), per_event, stall_load
         )
@@ -371,7 +370,6 @@ def evaluate_colocated(
             # the prompts queued at the window's start raise F and the batch together (chov14)
             start_queue_moments(rate_r * exposure, prob, cond, (es, es2))[1],
         )
-        events = np.zeros_like(events)
     # incremental KV with pre-emption (engine policy "recompute" / "swap"): the resumes' TPOT share
     resume = colocated_resume(scn, tables, table_index, (rate_r, tau, max_batch, b), service, spread.mean_s)
     latency = LatencyModel(
